@@ -1,0 +1,32 @@
+"""tasuki: background jobs that never lose a message, never run one twice by accident,
+and always tell you what happened to it."""
+
+from tasuki.app import App
+from tasuki.context import Context, current
+from tasuki.errors import Defer, Skip, TasukiError
+from tasuki.message import DeadLetter, ErrorInfo, Message
+from tasuki.middleware.base import Middleware, Outcome, Outgoing
+from tasuki.policies import Dedup, Retry, Unique, constant, exponential
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "App",
+    "Context",
+    "DeadLetter",
+    "Dedup",
+    "Defer",
+    "ErrorInfo",
+    "Message",
+    "Middleware",
+    "Outcome",
+    "Outgoing",
+    "Retry",
+    "Skip",
+    "TasukiError",
+    "Unique",
+    "__version__",
+    "constant",
+    "current",
+    "exponential",
+]

@@ -1,0 +1,3 @@
+from tasuki.cli.main import main
+
+main()

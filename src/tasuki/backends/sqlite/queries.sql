@@ -1,0 +1,165 @@
+-- Named queries of the SQLite backend. Parameters are named (:queue, :now ...); `:now`
+-- is always the backend's clock, passed in so one transaction sees one instant.
+
+-- name: known_id
+-- An id is known while its message exists in any state, or while its finished record lives.
+SELECT 1 FROM tasuki_messages WHERE queue = :queue AND id = :id
+UNION ALL
+SELECT 1 FROM tasuki_finished WHERE queue = :queue AND id = :id AND expires_at > :now
+LIMIT 1;
+
+-- name: insert_message
+INSERT INTO tasuki_messages
+    (queue, id, body, headers, visible_at, enqueued_at, max_attempts,
+     visibility_timeout, keep_id, unique_key)
+VALUES
+    (:queue, :id, :body, :headers, :now + :delay, :now, :max_attempts,
+     :visibility_timeout, :keep_id, :unique_key);
+
+-- name: replace_waiting_payload
+UPDATE tasuki_messages SET body = :body, headers = :headers
+WHERE queue = :queue AND id = :id AND state = 0;
+
+-- name: due_candidates
+-- Ready messages and expired leases, oldest visible first.
+SELECT seq, attempt >= max_attempts AS exhausted
+FROM tasuki_messages
+WHERE queue = :queue AND state < 2 AND visible_at <= :now
+ORDER BY visible_at, seq
+LIMIT :limit;
+
+-- name: lease_rows
+-- The token is unique per lease: a per-batch random nonce plus the message's new fence.
+UPDATE tasuki_messages
+SET state = 1,
+    attempt = attempt + 1,
+    fence = fence + 1,
+    token = :nonce || '.' || (fence + 1),
+    visible_at = :now + coalesce(visibility_timeout, :visibility_timeout)
+WHERE seq IN (SELECT value FROM json_each(:seqs))
+RETURNING id, body, headers, attempt, max_attempts, enqueued_at, token, fence,
+          coalesce(visibility_timeout, :visibility_timeout);
+
+-- name: bury_exhausted
+UPDATE tasuki_messages
+SET reason = CASE state
+        WHEN 1 THEN 'lease expired ' || attempt || ' times'
+        ELSE 'attempts exhausted (' || attempt || ' of ' || max_attempts || ')'
+    END,
+    state = 2, token = NULL, died_at = :now,
+    error_type = NULL, error_message = NULL, error_traceback = NULL
+WHERE seq IN (SELECT value FROM json_each(:seqs))
+RETURNING id, unique_key;
+
+-- name: next_visible_at
+SELECT min(visible_at) FROM tasuki_messages WHERE queue = :queue AND state < 2;
+
+-- name: ack
+DELETE FROM tasuki_messages
+WHERE queue = :queue AND id = :id AND token = :token AND state = 1
+RETURNING keep_id;
+
+-- name: remember_finished
+INSERT INTO tasuki_finished (queue, id, expires_at) VALUES (:queue, :id, :now + :keep_id)
+ON CONFLICT (queue, id) DO UPDATE SET expires_at = excluded.expires_at;
+
+-- name: extend
+UPDATE tasuki_messages SET visible_at = :now + :visibility_timeout
+WHERE queue = :queue AND id = :id AND token = :token AND state = 1;
+
+-- name: release
+UPDATE tasuki_messages
+SET state = 0, token = NULL, visible_at = :now + :delay, attempt = attempt - :refund
+WHERE queue = :queue AND id = :id AND token = :token AND state = 1;
+
+-- name: bury
+UPDATE tasuki_messages
+SET state = 2, token = NULL, died_at = :now, reason = :reason,
+    error_type = :error_type, error_message = :error_message, error_traceback = :error_traceback
+WHERE queue = :queue AND id = :id AND token = :token AND state = 1
+RETURNING id, unique_key;
+
+-- name: stats
+SELECT
+    (SELECT count(*) FROM tasuki_messages
+      WHERE queue = :queue AND state < 2 AND visible_at <= :now),
+    (SELECT count(*) FROM tasuki_messages
+      WHERE queue = :queue AND state = 1 AND visible_at > :now),
+    (SELECT count(*) FROM tasuki_messages
+      WHERE queue = :queue AND state = 0 AND visible_at > :now),
+    (SELECT count(*) FROM tasuki_messages WHERE queue = :queue AND state = 2),
+    (SELECT min(visible_at) FROM tasuki_messages
+      WHERE queue = :queue AND state < 2 AND visible_at <= :now);
+
+-- name: queues
+SELECT DISTINCT queue FROM tasuki_messages ORDER BY queue;
+
+-- name: dead_letters
+SELECT id, body, headers, attempt, reason, error_type, error_message, error_traceback,
+       died_at, enqueued_at
+FROM tasuki_messages
+WHERE queue = :queue AND state = 2
+ORDER BY died_at DESC, seq DESC
+LIMIT :limit OFFSET :offset;
+
+-- name: dead_letter
+SELECT id, body, headers, attempt, reason, error_type, error_message, error_traceback,
+       died_at, enqueued_at
+FROM tasuki_messages
+WHERE queue = :queue AND id = :id AND state = 2;
+
+-- name: redrive_all
+UPDATE tasuki_messages
+SET state = 0, attempt = 0, visible_at = :now, reason = NULL, died_at = NULL,
+    error_type = NULL, error_message = NULL, error_traceback = NULL
+WHERE queue = :queue AND state = 2;
+
+-- name: redrive_ids
+UPDATE tasuki_messages
+SET state = 0, attempt = 0, visible_at = :now, reason = NULL, died_at = NULL,
+    error_type = NULL, error_message = NULL, error_traceback = NULL
+WHERE queue = :queue AND state = 2 AND id IN (SELECT value FROM json_each(:ids));
+
+-- name: purge_dead
+DELETE FROM tasuki_messages WHERE queue = :queue AND state = 2;
+
+-- name: purge_waiting_locks
+-- Only locks still owned by the queue's waiting messages: a running job keeps its own.
+DELETE FROM tasuki_locks
+WHERE EXISTS (
+    SELECT 1 FROM tasuki_messages m
+    WHERE m.queue = :queue AND m.state = 0
+      AND m.unique_key = tasuki_locks.key AND m.id = tasuki_locks.owner
+);
+
+-- name: purge
+DELETE FROM tasuki_messages WHERE queue = :queue;
+
+-- name: forget_expired
+DELETE FROM tasuki_finished WHERE expires_at <= :now;
+
+-- name: lock_acquire
+-- Insert, or take over a lapsed lock, or refresh one's own; a live foreign lock stays.
+INSERT INTO tasuki_locks (key, owner, expires_at) VALUES (:key, :owner, :now + :ttl)
+ON CONFLICT (key) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
+WHERE tasuki_locks.expires_at <= :now OR tasuki_locks.owner = excluded.owner;
+
+-- name: lock_renew
+UPDATE tasuki_locks SET expires_at = :now + :ttl
+WHERE key = :key AND owner = :owner AND expires_at > :now;
+
+-- name: lock_release
+DELETE FROM tasuki_locks WHERE key = :key AND owner = :owner AND expires_at > :now;
+
+-- name: lock_swap
+UPDATE tasuki_locks SET owner = :new_owner, expires_at = :now + :ttl
+WHERE key = :key AND owner = :owner AND expires_at > :now;
+
+-- name: lock_holder
+SELECT owner, expires_at FROM tasuki_locks WHERE key = :key AND expires_at > :now;
+
+-- name: lock_drop_owned
+DELETE FROM tasuki_locks WHERE key = :key AND owner = :owner;
+
+-- name: locks_forget_expired
+DELETE FROM tasuki_locks WHERE expires_at <= :now;

@@ -1,0 +1,55 @@
+-- The SQLite schema. Every statement is idempotent: each connection runs the file once.
+
+-- One row per message, in every state. `visible_at` means "when it becomes ready" for a
+-- waiting message and "when its lease expires" for one in flight, so a single ordered
+-- index finds both new work and expired leases.
+CREATE TABLE IF NOT EXISTS tasuki_messages (
+    seq                INTEGER PRIMARY KEY,
+    queue              TEXT    NOT NULL,
+    id                 TEXT    NOT NULL,
+    body               BLOB    NOT NULL,
+    headers            TEXT    NOT NULL,
+    state              INTEGER NOT NULL DEFAULT 0,  -- 0 waiting, 1 in flight, 2 dead
+    visible_at         REAL    NOT NULL,
+    enqueued_at        REAL    NOT NULL,
+    attempt            INTEGER NOT NULL DEFAULT 0,
+    max_attempts       INTEGER NOT NULL,
+    visibility_timeout REAL,
+    keep_id            REAL    NOT NULL DEFAULT 0,
+    unique_key         TEXT,
+    token              TEXT,
+    fence              INTEGER NOT NULL DEFAULT 0,
+    reason             TEXT,
+    error_type         TEXT,
+    error_message      TEXT,
+    error_traceback    TEXT,
+    died_at            REAL
+);
+
+CREATE UNIQUE INDEX IF NOT EXISTS tasuki_messages_id ON tasuki_messages (queue, id);
+
+-- Leasing walks this index from its start: O(log n) whatever the backlog.
+CREATE INDEX IF NOT EXISTS tasuki_messages_due
+    ON tasuki_messages (queue, visible_at, seq) WHERE state < 2;
+
+-- Stats count ranges of this index instead of scanning the table.
+CREATE INDEX IF NOT EXISTS tasuki_messages_state ON tasuki_messages (queue, state, visible_at);
+
+-- Ids of finished messages, remembered for their window so a retried enqueue is a no-op.
+CREATE TABLE IF NOT EXISTS tasuki_finished (
+    queue      TEXT NOT NULL,
+    id         TEXT NOT NULL,
+    expires_at REAL NOT NULL,
+    PRIMARY KEY (queue, id)
+) WITHOUT ROWID;
+
+CREATE INDEX IF NOT EXISTS tasuki_finished_expiry ON tasuki_finished (expires_at);
+
+-- Locks with an owner and an expiry: dedup guards and uniqueness.
+CREATE TABLE IF NOT EXISTS tasuki_locks (
+    key        TEXT PRIMARY KEY,
+    owner      TEXT NOT NULL,
+    expires_at REAL NOT NULL
+) WITHOUT ROWID;
+
+CREATE INDEX IF NOT EXISTS tasuki_locks_expiry ON tasuki_locks (expires_at);

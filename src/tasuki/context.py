@@ -1,0 +1,109 @@
+"""`tasuki.current()`: what a running job can learn about, and ask of, its delivery."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any
+
+from tasuki.errors import LeaseLost, TasukiError
+
+if TYPE_CHECKING:
+    from tasuki.backends.base import Receipt
+    from tasuki.job import Job
+    from tasuki.message import Message
+
+_current: ContextVar[Context | None] = ContextVar("tasuki_context", default=None)
+
+
+class Context:
+    """One delivery of one message, as seen from inside its handler and middleware.
+
+    `should_stop` is set on graceful shutdown, on timeout and when the lease is lost; a
+    long job checks it and raises `tasuki.Defer()` to hand the message back unharmed.
+    """
+
+    __slots__ = (
+        "_extender",
+        "_stop",
+        "deadline",
+        "job",
+        "lease_lost",
+        "message",
+        "started_at",
+        "state",
+        "stop_reason",
+    )
+
+    def __init__(
+        self,
+        message: Message,
+        job: Job[..., Any] | None = None,
+        extender: Callable[[float], bool] | None = None,
+    ) -> None:
+        self.message = message
+        self.job = job
+        self._extender = extender
+        self._stop = threading.Event()
+        self.stop_reason = ""
+        self.lease_lost = False
+        self.deadline: float | None = None
+        self.started_at = 0.0
+        self.state: dict[str, Any] = {}
+
+    @property
+    def attempt(self) -> int:
+        return self.message.attempt
+
+    @property
+    def fencing_token(self) -> int:
+        """Grows with every lease of this message: refuse writes carrying an older one."""
+        return self.message.fencing_token
+
+    @property
+    def receipt(self) -> Receipt:
+        from tasuki.backends.base import Receipt
+
+        lease = self.message.lease
+        return Receipt(self.message.queue, self.message.id, lease.token if lease else "")
+
+    @property
+    def should_stop(self) -> bool:
+        return self._stop.is_set()
+
+    def wait_for_stop(self, timeout: float | None = None) -> bool:
+        """Sleep up to `timeout` seconds, waking early if the job is asked to stop."""
+        return self._stop.wait(timeout)
+
+    def request_stop(self, reason: str) -> None:
+        if not self._stop.is_set():
+            self.stop_reason = reason
+            self._stop.set()
+
+    def extend(self, seconds: float) -> None:
+        """Push this delivery's lease expiry to `seconds` from now; LeaseLost if refused."""
+        if self._extender is None:
+            raise TasukiError("this delivery's lease cannot be extended here")
+        if not self._extender(float(seconds)):
+            raise LeaseLost(f"lease on message {self.message.id} was lost; stop work on it")
+
+
+def current() -> Context:
+    """The context of the job running in this thread or task."""
+    ctx = _current.get()
+    if ctx is None:
+        raise TasukiError("tasuki.current() called outside a running job")
+    return ctx
+
+
+def get_current() -> Context | None:
+    return _current.get()
+
+
+def set_current(ctx: Context | None) -> Any:
+    return _current.set(ctx)
+
+
+def reset_current(token: Any) -> None:
+    _current.reset(token)

@@ -1,0 +1,86 @@
+"""Every exception tasuki raises, under one root so callers can catch them all at once.
+
+Control-flow signals a job may raise (`Defer`, `Skip`) live here too: they are how a job
+or a middleware tells the worker what to do with the message instead of succeeding.
+"""
+
+from __future__ import annotations
+
+
+class TasukiError(Exception):
+    """Root of every tasuki exception."""
+
+
+class ConfigurationError(TasukiError, ValueError):
+    """The application was set up with something that cannot work."""
+
+
+class InvalidURL(ConfigurationError):
+    """A backend URL that tasuki cannot parse or does not support."""
+
+
+class BackendError(TasukiError):
+    """The backend failed to carry out an operation."""
+
+
+class BackendUnavailable(BackendError, ConnectionError):
+    """The backend cannot be reached or opened: unreachable server, unopenable file."""
+
+
+class InvalidArgument(TasukiError, ValueError):
+    """A call got an argument that makes no sense (negative delay, wrong type...)."""
+
+
+class SerializationError(TasukiError, TypeError):
+    """A job's arguments cannot be encoded, or a body cannot be decoded."""
+
+
+class MessageTooLarge(TasukiError, ValueError):
+    """The encoded message exceeds the backend's maximum size; nothing was enqueued."""
+
+
+class UnknownJob(TasukiError, LookupError):
+    """No job of that name is registered on this app."""
+
+
+class DuplicateJob(TasukiError):
+    """A unique job is already waiting (raised at enqueue with `on_conflict="raise"`)."""
+
+    def __init__(self, message: str, *, existing_id: str | None = None) -> None:
+        super().__init__(message)
+        self.existing_id = existing_id
+
+
+class JobTimeout(TasukiError, TimeoutError):
+    """One attempt of a job ran longer than its `timeout`."""
+
+
+class LeaseLost(TasukiError):
+    """The worker's lease on a message was refused: another delivery now owns it."""
+
+
+class SignatureError(SerializationError):
+    """A message's HMAC signature is missing or wrong: the worker refuses it."""
+
+
+class Defer(TasukiError):  # noqa: N818 - it is a signal, named for what it asks
+    """Raise inside a job to release the message without penalty and run it again later.
+
+    The attempt is given back, so deferring (e.g. on `ctx.should_stop`) never pushes a
+    message toward the dead-letter queue.
+    """
+
+    def __init__(self, delay: float = 0.0, reason: str = "deferred") -> None:
+        if delay < 0:
+            raise InvalidArgument(f"Defer delay must be >= 0, got {delay!r}")
+        super().__init__(reason)
+        self.delay = float(delay)
+        self.reason = reason
+
+
+class Skip(TasukiError):  # noqa: N818 - a signal, like Defer
+    """Raise (usually from middleware) to acknowledge a message without running it."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason

@@ -1,0 +1,199 @@
+"""Jobs: a function registered on an app, and the ways of enqueueing it."""
+
+from __future__ import annotations
+
+import inspect
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar
+
+from tasuki.errors import InvalidArgument
+from tasuki.policies import Dedup, Retry, Unique
+
+if TYPE_CHECKING:
+    from tasuki.app import App
+    from tasuki.message import Message
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+Executor = Literal["auto", "thread", "async", "process"]
+EXECUTORS = ("auto", "thread", "async", "process")
+MAX_ID_LENGTH = 256
+
+
+def check_delay(delay: float | None, eta: datetime | float | None = None) -> float:
+    """Turn `delay` (seconds) or `eta` (datetime or epoch seconds) into a delay >= 0."""
+    if delay is not None and eta is not None:
+        raise InvalidArgument("give either delay or eta, not both")
+    if eta is not None:
+        if isinstance(eta, datetime):
+            eta = eta.timestamp()
+        if not isinstance(eta, int | float) or isinstance(eta, bool):
+            raise InvalidArgument(f"eta must be a datetime or epoch seconds, got {eta!r}")
+        return max(0.0, float(eta) - time.time())
+    if delay is None:
+        return 0.0
+    if isinstance(delay, bool) or not isinstance(delay, int | float):
+        raise InvalidArgument(f"delay must be a number of seconds, got {delay!r}")
+    if not math.isfinite(delay) or delay < 0:
+        raise InvalidArgument(f"delay must be a finite number of seconds >= 0, got {delay!r}")
+    return float(delay)
+
+
+def check_message_id(message_id: object) -> str:
+    if not isinstance(message_id, str) or not message_id:
+        raise InvalidArgument(f"message_id must be a non-empty string, got {message_id!r}")
+    if len(message_id) > MAX_ID_LENGTH:
+        raise InvalidArgument(f"message_id is longer than {MAX_ID_LENGTH} characters")
+    return message_id
+
+
+def check_queue(queue: object) -> str:
+    if not isinstance(queue, str) or not queue or len(queue) > 200:
+        raise InvalidArgument(f"queue must be a non-empty string of at most 200 chars, got {queue!r}")
+    if any(c in queue for c in "{}\0\n"):
+        raise InvalidArgument(f"queue name {queue!r} may not contain braces, NUL or newlines")
+    return queue
+
+
+def check_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
+    result = dict(headers or {})
+    for k, v in result.items():
+        if not isinstance(k, str) or not isinstance(v, str):
+            raise InvalidArgument(f"headers must map str to str, got {k!r}: {v!r}")
+    return result
+
+
+class Job(Generic[P, R]):
+    """A function the app knows by name, with the options every run of it shares.
+
+    Calling the job object runs the function here and now; `enqueue` runs it on a worker.
+    """
+
+    def __init__(
+        self,
+        app: App,
+        fn: Callable[P, R],
+        *,
+        name: str,
+        queue: str,
+        retry: Retry,
+        timeout: float | None,
+        visibility_timeout: float,
+        dedup: Dedup | None,
+        unique: Unique | None,
+        on_exhausted: Callable[[Message, BaseException], Any] | None,
+        executor: Executor,
+        consumer: bool = False,
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.app = app
+        self.fn = fn
+        self.name = name
+        self.queue = check_queue(queue)
+        self.retry = retry
+        self.timeout = timeout
+        self.visibility_timeout = visibility_timeout
+        self.dedup = dedup
+        self.unique = unique
+        self.on_exhausted = on_exhausted
+        self.is_async = inspect.iscoroutinefunction(fn)
+        if executor == "auto":
+            executor = "async" if self.is_async else "thread"
+        if executor == "async" and not self.is_async:
+            raise InvalidArgument(f"job {name!r}: executor='async' needs an async def function")
+        if executor in ("thread", "process") and self.is_async:
+            raise InvalidArgument(f"job {name!r}: an async def job runs on the event loop only")
+        self.executor: Executor = executor
+        self.consumer = consumer
+        self.extra: dict[str, Any] = dict(extra or {})
+        self.__doc__ = fn.__doc__
+        self.__name__ = getattr(fn, "__name__", name)
+        self.__qualname__ = getattr(fn, "__qualname__", name)
+        self.__module__ = getattr(fn, "__module__", __name__)
+        self.__wrapped__ = fn
+        self._signature: inspect.Signature | None = None
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<Job {self.name} queue={self.queue!r}>"
+
+    def check_arguments(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
+        """Refuse at enqueue a call that could only fail on the worker."""
+        if self._signature is None:
+            try:
+                self._signature = inspect.signature(self.fn)
+            except (TypeError, ValueError):
+                return
+        try:
+            self._signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise InvalidArgument(f"wrong arguments for job {self.name!r}: {exc}") from exc
+
+    def options(
+        self,
+        *,
+        delay: float | None = None,
+        eta: datetime | float | None = None,
+        queue: str | None = None,
+        message_id: str | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Enqueuer[P]:
+        """Per-call settings; `message_id` makes the enqueue idempotent."""
+        return Enqueuer(
+            self,
+            delay=check_delay(delay, eta),
+            queue=check_queue(queue) if queue is not None else self.queue,
+            message_id=check_message_id(message_id) if message_id is not None else None,
+            headers=check_headers(headers),
+        )
+
+    def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
+        return self.app.enqueue_calls(self, [(args, kwargs)])[0]
+
+    def enqueue_many(self, calls: Iterable[tuple[Any, ...] | Mapping[str, Any]]) -> list[str]:
+        """Enqueue one message per item (a tuple of args or a dict of kwargs), in one trip."""
+        return self.app.enqueue_calls(self, [_split_call(c) for c in calls])
+
+
+class Enqueuer(Generic[P]):
+    """A job with per-call options bound, from `job.options(...)`."""
+
+    def __init__(
+        self,
+        job: Job[P, Any],
+        *,
+        delay: float,
+        queue: str,
+        message_id: str | None,
+        headers: dict[str, str],
+    ) -> None:
+        self.job = job
+        self.delay = delay
+        self.queue = queue
+        self.message_id = message_id
+        self.headers = headers
+
+    def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
+        return self.job.app.enqueue_calls(self.job, [(args, kwargs)], self)[0]
+
+    def enqueue_many(self, calls: Iterable[tuple[Any, ...] | Mapping[str, Any]]) -> list[str]:
+        items = [_split_call(c) for c in calls]
+        if self.message_id is not None and len(items) > 1:
+            raise InvalidArgument("one message_id cannot name several messages in enqueue_many")
+        return self.job.app.enqueue_calls(self.job, items, self)
+
+
+def _split_call(call: object) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    if isinstance(call, tuple | list):
+        return tuple(call), {}
+    if isinstance(call, Mapping):
+        return (), dict(call)
+    raise InvalidArgument(
+        f"enqueue_many takes tuples of arguments or dicts of keyword arguments, got {call!r}"
+    )

@@ -1,0 +1,167 @@
+"""The middleware protocol and the ordered chain that holds it.
+
+A middleware wraps two calls:
+
+* `enqueue(messages, call_next)` on the producer side, Rack style: it may change the
+  drafts, call `call_next` (or not) and look at what the backend answered. It works on a
+  batch because `enqueue_many` is one round trip.
+* `execute(ctx)` on the worker side, as a generator: code before `yield` runs before the
+  job, `yield` hands back the `Outcome`, code after it may inspect or change it. The same
+  chain thus serves thread, asyncio and process jobs alike. Raising `Skip` or `Defer`
+  before the `yield` stops the job from running; raising anything else fails it.
+
+A middleware names the job options it owns in `options`, so `@app.job(my_option=...)` is
+accepted only when some installed middleware will act on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+if TYPE_CHECKING:
+    from tasuki.backends.base import Enqueued, UniqueClaim
+    from tasuki.context import Context
+    from tasuki.job import Job
+
+
+@dataclass(slots=True)
+class Outgoing:
+    """A message being enqueued, still editable by client middleware."""
+
+    queue: str
+    id: str
+    job: Job[..., Any] | None
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    body: bytes | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+    max_attempts: int = 10
+    visibility_timeout: float | None = None
+    keep_id: float = 0.0
+    unique: UniqueClaim | None = None
+    id_given: bool = False
+
+
+Action = Literal["ack", "skip", "defer", "retry", "dead"]
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What happened to one run, and what the worker will do with the message.
+
+    `action` is None while undecided: an error nobody decided on is retried by the
+    worker's default policy, so no message is ever left without a fate.
+    """
+
+    result: Any = None
+    error: BaseException | None = None
+    action: Action | None = None
+    delay: float = 0.0
+    reason: str = ""
+    duration: float = 0.0
+
+    def decide(self, action: Action, *, delay: float = 0.0, reason: str = "") -> None:
+        self.action, self.delay, self.reason = action, delay, reason
+
+
+EnqueueNext = Callable[[list[Outgoing]], "list[Enqueued]"]
+ExecuteHook = Generator[None, Outcome, None]
+
+
+class Middleware:
+    """Base class: override `enqueue`, `execute`, or both."""
+
+    options: ClassVar[frozenset[str]] = frozenset()
+
+    def enqueue(self, messages: list[Outgoing], call_next: EnqueueNext) -> list[Enqueued]:
+        return call_next(messages)
+
+    def execute(self, ctx: Context) -> ExecuteHook | None:
+        return None
+
+    def overrides(self, method: str) -> bool:
+        return getattr(type(self), method) is not getattr(Middleware, method)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__}>"
+
+
+Selector = type[Middleware] | str | Middleware
+
+
+class MiddlewareChain:
+    """An ordered list of middleware, outermost first."""
+
+    def __init__(self, items: list[Middleware] | None = None) -> None:
+        self._items: list[Middleware] = list(items or [])
+        self.version = 0
+
+    def __iter__(self) -> Iterator[Middleware]:
+        return iter(list(self._items))
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, selector: object) -> bool:
+        return any(_matches(m, selector) for m in self._items)
+
+    def _index(self, selector: Selector) -> int:
+        for i, m in enumerate(self._items):
+            if _matches(m, selector):
+                return i
+        raise LookupError(f"no middleware matching {selector!r} in {self._items!r}")
+
+    def get(self, selector: Selector) -> Middleware:
+        return self._items[self._index(selector)]
+
+    def append(self, middleware: Middleware) -> None:
+        self._items.append(middleware)
+        self.version += 1
+
+    def insert_before(self, selector: Selector, middleware: Middleware) -> None:
+        self._items.insert(self._index(selector), middleware)
+        self.version += 1
+
+    def insert_after(self, selector: Selector, middleware: Middleware) -> None:
+        self._items.insert(self._index(selector) + 1, middleware)
+        self.version += 1
+
+    def remove(self, selector: Selector) -> Middleware:
+        removed = self._items.pop(self._index(selector))
+        self.version += 1
+        return removed
+
+    def owned_options(self) -> frozenset[str]:
+        owned: set[str] = set()
+        for m in self._items:
+            owned |= m.options
+        return frozenset(owned)
+
+    def __repr__(self) -> str:
+        return f"MiddlewareChain({self._items!r})"
+
+
+def _matches(m: Middleware, selector: object) -> bool:
+    if isinstance(selector, str):
+        return type(m).__name__ == selector
+    if isinstance(selector, type):
+        return isinstance(m, selector)
+    return m is selector
+
+
+def build_enqueue(chain: MiddlewareChain, store: EnqueueNext) -> EnqueueNext:
+    """Compose the client side of the chain around `store`, outermost first."""
+    call = store
+    for m in reversed([m for m in chain if m.overrides("enqueue")]):
+        call = _bind(m, call)
+    return call
+
+
+def _bind(m: Middleware, call_next: EnqueueNext) -> EnqueueNext:
+    def call(messages: list[Outgoing]) -> list[Enqueued]:
+        return m.enqueue(messages, call_next)
+
+    return call

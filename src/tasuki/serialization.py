@@ -1,0 +1,149 @@
+"""How job arguments become message bodies, and how a worker knows it may trust a body.
+
+JSON (via orjson) is the default because it is fast, readable in a dashboard and safe to
+decode from anyone. Pickle can run code on decode, so it is only ever used when the app
+names it, and a worker whose app did not enable it refuses pickled messages.
+Signing is optional: with a key, every message carries an HMAC of its job name and body,
+and a worker with the same key refuses any message without a valid one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import pickle
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+import orjson
+
+from tasuki.errors import ConfigurationError, SerializationError, SignatureError
+from tasuki.message import CONTENT_TYPE_HEADER, JOB_HEADER, SIGNATURE_HEADER
+
+
+class Serializer(Protocol):
+    """Encodes the `{"args": [...], "kwargs": {...}}` payload of a job message."""
+
+    content_type: str
+
+    def dumps(self, value: Any) -> bytes: ...
+
+    def loads(self, data: bytes) -> Any: ...
+
+
+class JSONSerializer:
+    content_type = "json"
+
+    def dumps(self, value: Any) -> bytes:
+        return orjson.dumps(value)
+
+    def loads(self, data: bytes) -> Any:
+        return orjson.loads(data)
+
+
+class PickleSerializer:
+    content_type = "pickle"
+
+    def dumps(self, value: Any) -> bytes:
+        return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def loads(self, data: bytes) -> Any:
+        return pickle.loads(data)  # noqa: S301 - only reached when the app enabled pickle
+
+
+SERIALIZERS: dict[str, type[Serializer]] = {"json": JSONSerializer, "pickle": PickleSerializer}
+
+
+def get_serializer(spec: str | Serializer) -> Serializer:
+    if not isinstance(spec, str):
+        return spec
+    cls = SERIALIZERS.get(spec)
+    if cls is None:
+        raise ConfigurationError(f"unknown serializer {spec!r}; known: {', '.join(SERIALIZERS)}")
+    return cls()
+
+
+class Codec:
+    """Encodes and decodes job payloads with the app's serializer, and signs them."""
+
+    def __init__(self, serializer: str | Serializer = "json", signing_key: bytes | None = None):
+        self.serializer = get_serializer(serializer)
+        self._accepted = {"json": JSONSerializer(), self.serializer.content_type: self.serializer}
+        if isinstance(signing_key, str):
+            signing_key = signing_key.encode()
+        self._key = signing_key
+
+    def encode_payload(self, job: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> bytes:
+        try:
+            return self.serializer.dumps({"args": list(args), "kwargs": dict(kwargs)})
+        except (TypeError, ValueError, pickle.PicklingError, AttributeError) as exc:
+            culprit = _first_unserializable(self.serializer, args, kwargs)
+            raise SerializationError(
+                f"cannot serialize the arguments of job {job!r} as "
+                f"{self.serializer.content_type}{culprit}: {exc}"
+            ) from exc
+
+    def decode_payload(self, headers: Mapping[str, str], body: bytes) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        content_type = headers.get(CONTENT_TYPE_HEADER, "json")
+        serializer = self._accepted.get(content_type)
+        if serializer is None:
+            raise SerializationError(
+                f"refusing a {content_type!r} message: this app does not enable that serializer"
+            )
+        try:
+            payload = serializer.loads(body)
+        except Exception as exc:
+            raise SerializationError(f"cannot decode the {content_type} body: {exc}") from exc
+        if not isinstance(payload, dict):
+            raise SerializationError("a job body must be an object with 'args' and 'kwargs'")
+        args, kwargs = payload.get("args", []), payload.get("kwargs", {})
+        if not isinstance(args, list | tuple) or not isinstance(kwargs, dict):
+            raise SerializationError("a job body's 'args' must be a list and 'kwargs' an object")
+        return tuple(args), kwargs
+
+    def content_headers(self) -> dict[str, str]:
+        ct = self.serializer.content_type
+        return {} if ct == "json" else {CONTENT_TYPE_HEADER: ct}
+
+    # -- signing ---------------------------------------------------------------------
+    @property
+    def signs(self) -> bool:
+        return self._key is not None
+
+    def _digest(self, headers: Mapping[str, str], body: bytes) -> str:
+        assert self._key is not None
+        mac = hmac.new(self._key, digestmod=hashlib.sha256)
+        mac.update(headers.get(JOB_HEADER, "").encode())
+        mac.update(b"\0")
+        mac.update(body)
+        return mac.hexdigest()
+
+    def sign(self, headers: dict[str, str], body: bytes) -> None:
+        if self._key is not None:
+            headers[SIGNATURE_HEADER] = self._digest(headers, body)
+
+    def verify(self, headers: Mapping[str, str], body: bytes) -> None:
+        if self._key is None:
+            return
+        given = headers.get(SIGNATURE_HEADER)
+        if not given:
+            raise SignatureError("message is not signed and this app requires signatures")
+        if not hmac.compare_digest(given, self._digest(headers, body)):
+            raise SignatureError("message signature does not match: refusing it")
+
+
+def _first_unserializable(
+    serializer: Serializer, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> str:
+    """Name the first argument that fails, so the error says which one to fix."""
+    for index, value in enumerate(args):
+        try:
+            serializer.dumps(value)
+        except Exception:
+            return f" (argument {index}, of type {type(value).__name__})"
+    for name, value in kwargs.items():
+        try:
+            serializer.dumps(value)
+        except Exception:
+            return f" (argument {name!r}, of type {type(value).__name__})"
+    return ""

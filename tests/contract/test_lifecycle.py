@@ -1,0 +1,207 @@
+"""The message lifecycle of DESIGN §2, identical on every backend."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tasuki.backends.base import Backend, Bury, Receipt, Release
+from tasuki.message import ErrorInfo
+from tests.contract.helpers import env, lease_all, put, stats
+
+SHORT = 0.25
+
+
+def test_lease_grants_token_attempt_and_fence(backend: Backend, queue: str) -> None:
+    put(backend, queue, 1)
+    [d] = backend.lease(queue, 10, 30.0)
+    assert (d.id, d.queue, d.body, d.attempt, d.fencing_token) == ("m0", queue, b"body-m0", 1, 1)
+    assert d.token
+    assert d.visibility_timeout == 30.0
+    assert backend.lease(queue, 10, 30.0) == []  # leased: invisible to others
+
+
+def test_ack_deletes_and_stale_ack_refused(backend: Backend, queue: str) -> None:
+    put(backend, queue, 2)
+    a, b = backend.lease(queue, 2, 30.0)
+    assert backend.ack([a.receipt, Receipt(queue, b.id, "not-the-token")]) == [True, False]
+    assert stats(backend, queue) == (0, 1, 0, 0)
+    assert backend.ack([a.receipt]) == [False]  # already gone
+
+
+def test_expiry_redelivers_with_attempt_plus_one(backend: Backend, queue: str) -> None:
+    put(backend, queue, 1)
+    [first] = backend.lease(queue, 1, SHORT)
+    assert backend.lease(queue, 1, SHORT) == []
+    time.sleep(SHORT + 0.05)
+    [second] = backend.lease(queue, 1, 30.0)
+    assert second.id == first.id
+    assert second.attempt == 2
+    assert second.fencing_token > first.fencing_token
+    assert second.token != first.token
+
+
+def test_stale_token_refused_everywhere_and_changes_nothing(backend: Backend, queue: str) -> None:
+    put(backend, queue, 1)
+    [old] = backend.lease(queue, 1, SHORT)
+    time.sleep(SHORT + 0.05)
+    [new] = backend.lease(queue, 1, 30.0)
+    stale = old.receipt
+    assert backend.ack([stale]) == [False]
+    assert backend.extend([stale], 60.0) == [False]
+    assert backend.release([Release(stale, 0.0, penalty=False)]) == [False]
+    assert backend.bury([Bury(stale, "stale", None)]) == [False]
+    assert stats(backend, queue) == (0, 1, 0, 0)
+    # the current holder is untouched and can still settle
+    assert backend.ack([new.receipt]) == [True]
+    assert stats(backend, queue) == (0, 0, 0, 0)
+
+
+def test_extend_keeps_lease_alive(backend: Backend, queue: str) -> None:
+    put(backend, queue, 1)
+    [d] = backend.lease(queue, 1, SHORT)
+    for _ in range(3):
+        time.sleep(SHORT / 2)
+        assert backend.extend([d.receipt], SHORT) == [True]
+    assert backend.lease(queue, 1, SHORT) == []
+    assert backend.ack([d.receipt]) == [True]
+
+
+def test_exhausted_attempts_dead_lettered_at_lease(backend: Backend, queue: str) -> None:
+    put(backend, queue, 1, max_attempts=2)
+    for attempt in (1, 2):
+        [d] = backend.lease(queue, 1, SHORT)
+        assert d.attempt == attempt
+        time.sleep(SHORT + 0.05)
+    assert backend.lease(queue, 1, SHORT) == []
+    assert stats(backend, queue) == (0, 0, 0, 1)
+    [dead] = backend.dead_letters(queue)
+    assert dead.id == "m0"
+    assert dead.attempt == 2
+    assert "lease expired 2 times" in dead.reason
+    assert dead.body == b"body-m0"
+
+
+def test_max_attempts_one_never_runs_twice(backend: Backend, queue: str) -> None:
+    put(backend, queue, 1, max_attempts=1)
+    [d] = backend.lease(queue, 1, SHORT)
+    assert d.attempt == 1
+    time.sleep(SHORT + 0.05)
+    assert backend.lease(queue, 1, SHORT) == []
+    assert stats(backend, queue) == (0, 0, 0, 1)
+
+
+def test_exhausted_messages_do_not_starve_the_batch(backend: Backend, queue: str) -> None:
+    backend.enqueue([env(queue, i, max_attempts=1) for i in range(3)])
+    lease_all(backend, queue, SHORT)
+    time.sleep(SHORT + 0.05)
+    backend.enqueue([env(queue, "fresh")])
+    got = backend.lease(queue, 2, 30.0)
+    assert [d.id for d in got] == ["fresh"]
+    assert stats(backend, queue) == (0, 1, 0, 3)
+
+
+def test_delay_honoured(backend: Backend, queue: str) -> None:
+    backend.enqueue([env(queue, "later", delay=0.4), env(queue, "now")])
+    assert stats(backend, queue) == (1, 0, 1, 0)
+    assert [d.id for d in backend.lease(queue, 10, 30.0)] == ["now"]
+    assert backend.lease(queue, 10, 30.0) == []
+    time.sleep(0.45)
+    assert stats(backend, queue) == (1, 1, 0, 0)
+    assert [d.id for d in backend.lease(queue, 10, 30.0)] == ["later"]
+
+
+def test_release_without_penalty_gives_attempt_back(backend: Backend, queue: str) -> None:
+    put(backend, queue, 1)
+    [d] = backend.lease(queue, 1, 30.0)
+    assert backend.release([Release(d.receipt, 0.0, penalty=False)]) == [True]
+    [again] = backend.lease(queue, 1, 30.0)
+    assert again.attempt == 1
+    assert again.fencing_token == d.fencing_token + 1  # fencing still grows
+
+
+def test_release_with_penalty_keeps_attempt_and_delays(backend: Backend, queue: str) -> None:
+    put(backend, queue, 1)
+    [d] = backend.lease(queue, 1, 30.0)
+    assert backend.release([Release(d.receipt, 0.3, penalty=True)]) == [True]
+    assert stats(backend, queue) == (0, 0, 1, 0)
+    assert backend.lease(queue, 1, 30.0) == []
+    time.sleep(0.35)
+    [again] = backend.lease(queue, 1, 30.0)
+    assert again.attempt == 2
+
+
+def test_release_after_last_attempt_dead_letters_on_next_lease(
+    backend: Backend, queue: str
+) -> None:
+    put(backend, queue, 1, max_attempts=1)
+    [d] = backend.lease(queue, 1, 30.0)
+    backend.release([Release(d.receipt, 0.0, penalty=True)])
+    assert backend.lease(queue, 1, 30.0) == []
+    [dead] = backend.dead_letters(queue)
+    assert "attempts exhausted" in dead.reason
+
+
+def test_bury_keeps_reason_and_error(backend: Backend, queue: str) -> None:
+    put(backend, queue, 1)
+    [d] = backend.lease(queue, 1, 30.0)
+    error = ErrorInfo("RuntimeError", "boom", "Traceback...\nRuntimeError: boom\n")
+    before = time.time()
+    assert backend.bury([Bury(d.receipt, "retries exhausted", error)]) == [True]
+    [dead] = backend.dead_letters(queue)
+    assert dead.reason == "retries exhausted"
+    assert dead.error == error
+    assert str(dead.error).startswith("RuntimeError: boom")
+    assert dead.attempt == 1
+    assert before - 1 <= dead.died_at <= time.time() + 1
+    assert stats(backend, queue) == (0, 0, 0, 1)
+
+
+def test_message_visibility_timeout_overrides_lease_default(backend: Backend, queue: str) -> None:
+    backend.enqueue([env(queue, "short", visibility_timeout=SHORT)])
+    [d] = backend.lease(queue, 1, 30.0)
+    assert d.visibility_timeout == pytest.approx(SHORT)
+    time.sleep(SHORT + 0.05)
+    [again] = backend.lease(queue, 1, 30.0)
+    assert again.attempt == 2
+
+
+def test_order_is_visible_time_then_enqueue_time(backend: Backend, queue: str) -> None:
+    backend.enqueue([env(queue, i) for i in range(5)])
+    backend.enqueue([env(queue, "late", delay=0.2)])
+    time.sleep(0.25)
+    backend.enqueue([env(queue, "after")])
+    ids = [d.id for d in lease_all(backend, queue)]
+    assert ids == ["m0", "m1", "m2", "m3", "m4", "late", "after"]
+
+
+def test_lease_wait_wakes_on_enqueue(backend: Backend, queue: str) -> None:
+    import threading
+
+    def later() -> None:
+        time.sleep(0.2)
+        backend.enqueue([env(queue, "x")])
+
+    t = threading.Thread(target=later)
+    started = time.monotonic()
+    t.start()
+    got = backend.lease(queue, 1, 30.0, wait=5.0)
+    elapsed = time.monotonic() - started
+    t.join()
+    assert [d.id for d in got] == ["x"]
+    assert elapsed < 2.0
+
+
+def test_lease_wait_wakes_when_delay_ends(backend: Backend, queue: str) -> None:
+    backend.enqueue([env(queue, "x", delay=0.3)])
+    started = time.monotonic()
+    got = backend.lease(queue, 1, 30.0, wait=5.0)
+    assert [d.id for d in got] == ["x"]
+    assert 0.25 <= time.monotonic() - started < 2.0
+
+
+def test_lease_wait_returns_empty_after_wait(backend: Backend, queue: str) -> None:
+    started = time.monotonic()
+    assert backend.lease(queue, 1, 30.0, wait=0.3) == []
+    assert time.monotonic() - started >= 0.28
