@@ -37,8 +37,17 @@ R = TypeVar("R")
 
 DEFAULT_ID_WINDOW = 3600.0
 _CORE_OPTIONS = frozenset(
-    {"queue", "retry", "timeout", "visibility_timeout", "dedup", "unique", "on_exhausted",
-     "name", "executor"}
+    {
+        "queue",
+        "retry",
+        "timeout",
+        "visibility_timeout",
+        "dedup",
+        "unique",
+        "on_exhausted",
+        "name",
+        "executor",
+    }
 )
 
 
@@ -66,7 +75,9 @@ class App:
         if id_window < 0:
             raise InvalidArgument(f"id_window must be >= 0 seconds, got {id_window!r}")
         self.backend: Backend = backend if backend is not None else backend_from_url(self.url)
-        self.codec = Codec(serializer, signing_key if not isinstance(signing_key, str) else signing_key.encode())
+        self.codec = Codec(
+            serializer, signing_key if not isinstance(signing_key, str) else signing_key.encode()
+        )
         self.id_window = float(id_window)
         limit = self.backend.capabilities.max_message_size
         self.max_message_size = min(limit, max_message_size) if max_message_size else limit
@@ -110,11 +121,13 @@ class App:
             return self._register(fn, options, consumer=False)
 
         def decorate(f: Callable[P, R]) -> Job[P, R]:
-            return self._register(f, options, consumer=False)
+            return self._register(f, options, consumer=False)  # type: ignore[return-value]
 
         return decorate
 
-    def consumer(self, queue: str, **options: Any) -> Callable[[Callable[[Message], Any]], Job[..., Any]]:
+    def consumer(
+        self, queue: str, **options: Any
+    ) -> Callable[[Callable[[Message], Any]], Job[..., Any]]:
         """Handle raw messages of `queue` (not produced by tasuki): the handler gets the Message."""
         check_queue(queue)
 
@@ -136,10 +149,14 @@ class App:
         """Register a job enqueued on a schedule, once per tick however many workers run it."""
         from tasuki.periodic import Periodic
 
+        Periodic.check_schedule(cron, every)
+
         def decorate(f: Callable[P, R]) -> Job[P, R]:
             job = f if isinstance(f, Job) else self._register(f, options, consumer=False)
-            self.periodics.append(Periodic.create(job, cron=cron, every=every, args=args, kwargs=kwargs))
-            return job
+            self.periodics.append(
+                Periodic.create(job, cron=cron, every=every, args=args, kwargs=kwargs)
+            )
+            return job  # type: ignore[return-value]
 
         return decorate
 
@@ -188,7 +205,7 @@ class App:
             self,
             fn,
             name=name,
-            queue=options.get("queue") or self.default_queue,
+            queue=self.default_queue if options.get("queue") is None else options["queue"],
             retry=retry,
             timeout=float(timeout) if timeout is not None else None,
             visibility_timeout=float(vt),
@@ -366,5 +383,3 @@ class App:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-

@@ -46,13 +46,35 @@ class UnknownJob(TasukiError, LookupError):
 class DuplicateJob(TasukiError):
     """A unique job is already waiting (raised at enqueue with `on_conflict="raise"`)."""
 
-    def __init__(self, message: str, *, existing_id: str | None = None) -> None:
+    def __init__(self, message: str, existing_id: str | None = None) -> None:
         super().__init__(message)
         self.existing_id = existing_id
+
+    def __reduce__(self) -> tuple[type[DuplicateJob], tuple[str, str | None]]:
+        return (type(self), (str(self), self.existing_id))
 
 
 class JobTimeout(TasukiError, TimeoutError):
     """One attempt of a job ran longer than its `timeout`."""
+
+
+class JobProcessDied(TasukiError):
+    """The child process running a `executor="process"` job died before it answered."""
+
+
+class RemoteJobError(TasukiError):
+    """A process job raised an exception that could not be sent back as itself."""
+
+    def __init__(self, type_name: str, message: str, traceback: str = "") -> None:
+        super().__init__(f"{type_name}: {message}" if message else type_name)
+        self.type_name = type_name
+        self.remote_message = message
+        self.remote_traceback = traceback
+        if traceback:
+            self.add_note(f"--- raised in the job process ---\n{traceback.rstrip()}")
+
+    def __reduce__(self) -> tuple[type[RemoteJobError], tuple[str, str, str]]:
+        return (type(self), (self.type_name, self.remote_message, self.remote_traceback))
 
 
 class LeaseLost(TasukiError):
@@ -63,7 +85,7 @@ class SignatureError(SerializationError):
     """A message's HMAC signature is missing or wrong: the worker refuses it."""
 
 
-class Defer(TasukiError):  # noqa: N818 - it is a signal, named for what it asks
+class Defer(TasukiError):
     """Raise inside a job to release the message without penalty and run it again later.
 
     The attempt is given back, so deferring (e.g. on `ctx.should_stop`) never pushes a
@@ -78,7 +100,7 @@ class Defer(TasukiError):  # noqa: N818 - it is a signal, named for what it asks
         self.reason = reason
 
 
-class Skip(TasukiError):  # noqa: N818 - a signal, like Defer
+class Skip(TasukiError):
     """Raise (usually from middleware) to acknowledge a message without running it."""
 
     def __init__(self, reason: str) -> None:

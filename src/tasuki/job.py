@@ -53,7 +53,9 @@ def check_message_id(message_id: object) -> str:
 
 def check_queue(queue: object) -> str:
     if not isinstance(queue, str) or not queue or len(queue) > 200:
-        raise InvalidArgument(f"queue must be a non-empty string of at most 200 chars, got {queue!r}")
+        raise InvalidArgument(
+            f"queue must be a non-empty string of at most 200 chars, got {queue!r}"
+        )
     if any(c in queue for c in "{}\0\n"):
         raise InvalidArgument(f"queue name {queue!r} may not contain braces, NUL or newlines")
     return queue

@@ -27,6 +27,22 @@ class Periodic:
     args: tuple[Any, ...] = ()
     kwargs: Mapping[str, Any] = field(default_factory=dict)
 
+    @staticmethod
+    def check_schedule(cron: str | None, every: timedelta | float | None) -> float | None:
+        """Validate a schedule before anything is registered; returns `every` in seconds."""
+        if (cron is None) == (every is None):
+            raise InvalidArgument("a periodic job takes either a cron expression or every=...")
+        if every is not None:
+            seconds = every.total_seconds() if isinstance(every, timedelta) else float(every)
+            if not math.isfinite(seconds) or seconds < 1:
+                raise InvalidArgument(f"every must be at least 1 second, got {every!r}")
+            return seconds
+        try:
+            CronSim(str(cron), datetime.now(UTC))
+        except CronSimError as exc:
+            raise InvalidArgument(f"invalid cron expression {cron!r}: {exc}") from exc
+        return None
+
     @classmethod
     def create(
         cls,
@@ -37,18 +53,7 @@ class Periodic:
         args: tuple[Any, ...] = (),
         kwargs: Mapping[str, Any] | None = None,
     ) -> Periodic:
-        if (cron is None) == (every is None):
-            raise InvalidArgument("a periodic job takes either a cron expression or every=...")
-        seconds: float | None = None
-        if every is not None:
-            seconds = every.total_seconds() if isinstance(every, timedelta) else float(every)
-            if not math.isfinite(seconds) or seconds < 1:
-                raise InvalidArgument(f"every must be at least 1 second, got {every!r}")
-        if cron is not None:
-            try:
-                CronSim(cron, datetime.now(UTC))
-            except CronSimError as exc:
-                raise InvalidArgument(f"invalid cron expression {cron!r}: {exc}") from exc
+        seconds = cls.check_schedule(cron, every)
         job.check_arguments(tuple(args), dict(kwargs or {}))
         return cls(job, cron=cron, every=seconds, args=tuple(args), kwargs=dict(kwargs or {}))
 

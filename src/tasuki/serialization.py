@@ -48,7 +48,7 @@ class PickleSerializer:
         return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
 
     def loads(self, data: bytes) -> Any:
-        return pickle.loads(data)  # noqa: S301 - only reached when the app enabled pickle
+        return pickle.loads(data)
 
 
 SERIALIZERS: dict[str, type[Serializer]] = {"json": JSONSerializer, "pickle": PickleSerializer}
@@ -83,7 +83,9 @@ class Codec:
                 f"{self.serializer.content_type}{culprit}: {exc}"
             ) from exc
 
-    def decode_payload(self, headers: Mapping[str, str], body: bytes) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    def decode_payload(
+        self, headers: Mapping[str, str], body: bytes
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
         content_type = headers.get(CONTENT_TYPE_HEADER, "json")
         serializer = self._accepted.get(content_type)
         if serializer is None:

@@ -54,7 +54,9 @@ def test_ten_thousand_messages_through_four_processes(
 ) -> None:
     total, processes = 10_000, 4
     for start in range(0, total, 1000):
-        backend.enqueue([Envelope(queue, f"p{i}", str(i).encode()) for i in range(start, start + 1000)])
+        backend.enqueue(
+            [Envelope(queue, f"p{i}", str(i).encode()) for i in range(start, start + 1000)]
+        )
     outs = [tmp_path / f"leaser-{n}.txt" for n in range(processes)]
     procs = [
         subprocess.Popen(

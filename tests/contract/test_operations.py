@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from tasuki.backends.base import Backend, Bury, Receipt, Release
+from tasuki.backends.base import Backend, Bury, Receipt, Release, UniqueClaim
 from tests.contract.helpers import env, lease_all, put, stats
 
 
@@ -180,11 +180,7 @@ def test_bodies_round_trip(backend: Backend, queue: str, body: bytes) -> None:
     assert dict(dead.headers) == headers
 
 
-def test_unique_claim_blocks_second_enqueue(
-    backend: Backend, queue: str, key_prefix: str
-) -> None:
-    from tasuki.backends.base import UniqueClaim
-
+def test_unique_claim_blocks_second_enqueue(backend: Backend, queue: str, key_prefix: str) -> None:
     claim = UniqueClaim(key_prefix + "u", 60.0)
     first = backend.enqueue([env(queue, "a", unique=claim)])
     second = backend.enqueue([env(queue, "b", unique=claim)])
@@ -198,8 +194,6 @@ def test_unique_claim_blocks_second_enqueue(
 def test_unique_claim_replace_updates_waiting_payload(
     backend: Backend, queue: str, key_prefix: str
 ) -> None:
-    from tasuki.backends.base import UniqueClaim
-
     claim = UniqueClaim(key_prefix + "u", 60.0, replace=True)
     backend.enqueue([env(queue, "a", body=b"old", unique=claim)])
     assert backend.enqueue([env(queue, "b", body=b"new", unique=claim)])[0] == ("a", "replaced")
@@ -210,8 +204,6 @@ def test_unique_claim_replace_updates_waiting_payload(
 
 
 def test_purge_frees_waiting_unique_locks(backend: Backend, queue: str, key_prefix: str) -> None:
-    from tasuki.backends.base import UniqueClaim
-
     claim = UniqueClaim(key_prefix + "u", 60.0)
     backend.enqueue([env(queue, "a", unique=claim)])
     backend.purge(queue)
@@ -220,8 +212,6 @@ def test_purge_frees_waiting_unique_locks(backend: Backend, queue: str, key_pref
 
 
 def test_dead_letter_frees_its_unique_lock(backend: Backend, queue: str, key_prefix: str) -> None:
-    from tasuki.backends.base import UniqueClaim
-
     claim = UniqueClaim(key_prefix + "u", 60.0)
     backend.enqueue([env(queue, "a", unique=claim)])
     [d] = backend.lease(queue, 1, 30.0)

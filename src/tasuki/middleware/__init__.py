@@ -3,11 +3,23 @@
 from __future__ import annotations
 
 from tasuki.middleware.base import Middleware, MiddlewareChain, Outcome, Outgoing
+from tasuki.middleware.logging import Logging
+from tasuki.middleware.retry import Retries
+from tasuki.middleware.timeout import Timeouts
 
 
 def default_middleware() -> list[Middleware]:
     """The chain every app starts with, outermost first."""
-    return []
+    return [Logging(), Retries(), Timeouts()]
 
 
-__all__ = ["Middleware", "MiddlewareChain", "Outcome", "Outgoing", "default_middleware"]
+__all__ = [
+    "Logging",
+    "Middleware",
+    "MiddlewareChain",
+    "Outcome",
+    "Outgoing",
+    "Retries",
+    "Timeouts",
+    "default_middleware",
+]

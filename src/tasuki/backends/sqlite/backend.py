@@ -71,7 +71,9 @@ class SQLiteBackend(Backend):
                 "use memory:// for an in-process store"
             )
         if synchronous not in SYNCHRONOUS:
-            raise InvalidURL(f"sqlite synchronous must be one of {SYNCHRONOUS}, got {synchronous!r}")
+            raise InvalidURL(
+                f"sqlite synchronous must be one of {SYNCHRONOUS}, got {synchronous!r}"
+            )
         self.path = path
         self.url = f"sqlite:///{path}"
         self.capabilities = Capabilities(max_message_size=max_message_size)
@@ -106,9 +108,7 @@ class SQLiteBackend(Backend):
             conn.execute(f"PRAGMA synchronous={self._synchronous}")
             conn.executescript(SCHEMA)
         except sqlite3.Error as exc:
-            raise BackendUnavailable(
-                f"cannot open SQLite database {self.path!r}: {exc}"
-            ) from exc
+            raise BackendUnavailable(f"cannot open SQLite database {self.path!r}: {exc}") from exc
         local.conn, local.pid = conn, os.getpid()
         with self._all_mutex:
             self._all.append(conn)
@@ -310,7 +310,12 @@ class SQLiteBackend(Backend):
         return self._settle(
             Q["extend"],
             [
-                {"queue": r.queue, "id": r.id, "token": r.token, "visibility_timeout": visibility_timeout}
+                {
+                    "queue": r.queue,
+                    "id": r.id,
+                    "token": r.token,
+                    "visibility_timeout": visibility_timeout,
+                }
                 for r in receipts
             ],
         )
@@ -357,7 +362,7 @@ class SQLiteBackend(Backend):
 
     @staticmethod
     def _drop_unique_locks(conn: sqlite3.Connection, rows: Sequence[Sequence[Any]]) -> None:
-        """A dead message gives up the uniqueness lock it holds, so the job can be enqueued again."""
+        """A dead message gives up its uniqueness lock, so the job can be enqueued again."""
         for msg_id, unique_key in rows:
             if unique_key is not None:
                 conn.execute(Q["lock_drop_owned"], {"key": unique_key, "owner": msg_id})
@@ -376,9 +381,11 @@ class SQLiteBackend(Backend):
         return [row[0] for row in self._conn().execute(Q["queues"]).fetchall()]
 
     def dead_letters(self, queue: str, limit: int = 100, offset: int = 0) -> list[DeadLetter]:
-        rows = self._conn().execute(
-            Q["dead_letters"], {"queue": queue, "limit": limit, "offset": offset}
-        ).fetchall()
+        rows = (
+            self._conn()
+            .execute(Q["dead_letters"], {"queue": queue, "limit": limit, "offset": offset})
+            .fetchall()
+        )
         return [_dead_letter(queue, row) for row in rows]
 
     def dead_letter(self, queue: str, id: str) -> DeadLetter | None:

@@ -1,0 +1,1 @@
+"""The `tasuki` command line: one module per command group."""

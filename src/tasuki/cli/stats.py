@@ -1,0 +1,63 @@
+"""`tasuki stats [QUEUE...]` and `tasuki purge QUEUE`."""
+
+from __future__ import annotations
+
+import time
+
+import click
+import orjson
+from rich.table import Table
+
+from tasuki.cli.common import app_from_options, app_options, console, friendly_errors
+
+
+@click.command()
+@click.argument("queues", nargs=-1)
+@app_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--watch", type=float, metavar="SECONDS", help="Refresh every SECONDS.")
+@friendly_errors
+def stats(
+    queues: tuple[str, ...],
+    app_spec: str | None,
+    url: str | None,
+    as_json: bool,
+    watch: float | None,
+) -> None:
+    """Ready, in-flight, delayed and dead messages per queue, and the oldest ready age."""
+    app = app_from_options(app_spec, url)
+    while True:
+        names = list(queues) or app.queues() or [app.default_queue]
+        rows = {q: app.stats(q) for q in names}
+        if as_json:
+            click.echo(orjson.dumps(rows).decode())
+        else:
+            table = Table(title=f"tasuki · {app.url}")
+            for col in ("queue", "ready", "in flight", "delayed", "dead", "oldest ready"):
+                table.add_column(col, justify="left" if col == "queue" else "right")
+            for q, s in rows.items():
+                table.add_row(
+                    q,
+                    str(s["ready"]),
+                    str(s["in_flight"]),
+                    str(s["delayed"]),
+                    str(s["dead"]),
+                    f"{s['oldest_ready_age']:.1f}s",
+                )
+            console.print(table)
+        if not watch:
+            return
+        time.sleep(watch)
+
+
+@click.command()
+@click.argument("queue")
+@app_options
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@friendly_errors
+def purge(queue: str, app_spec: str | None, url: str | None, yes: bool) -> None:
+    """Remove EVERY message of QUEUE: ready, delayed, in flight and dead."""
+    app = app_from_options(app_spec, url)
+    if not yes:
+        click.confirm(f"Remove every message of queue {queue!r} on {app.url}?", abort=True)
+    click.echo(f"purged {app.purge(queue)} message(s) from {queue!r}")

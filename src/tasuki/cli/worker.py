@@ -1,0 +1,55 @@
+"""`tasuki worker module:app -q a,b -c N --grace S`."""
+
+from __future__ import annotations
+
+import click
+
+from tasuki import logs
+from tasuki.cli.common import friendly_errors, load_app
+
+
+@click.command()
+@click.argument("app_spec", metavar="MODULE:APP")
+@click.option("-q", "--queues", help="Comma-separated queues (default: every job's queue).")
+@click.option("-c", "--concurrency", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option(
+    "--grace",
+    type=click.FloatRange(min=0),
+    default=25.0,
+    show_default=True,
+    help="Seconds running jobs get on SIGTERM before being released.",
+)
+@click.option("--processes", type=click.IntRange(min=1), help="Size of the process pool.")
+@click.option("--no-scheduler", is_flag=True, help="Do not enqueue periodic jobs from here.")
+@click.option(
+    "--log-level",
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+    default="INFO",
+    show_default=True,
+)
+@click.option(
+    "--log-format", type=click.Choice(["plain", "json"]), default="plain", show_default=True
+)
+@friendly_errors
+def worker(
+    app_spec: str,
+    queues: str | None,
+    concurrency: int,
+    grace: float,
+    processes: int | None,
+    no_scheduler: bool,
+    log_level: str,
+    log_format: str,
+) -> None:
+    """Run a worker for the app's jobs until SIGTERM/SIGINT (graceful), or a second one."""
+    logs.configure(log_level, log_format)
+    app = load_app(app_spec)
+    w = app.worker(
+        queues=queues,
+        concurrency=concurrency,
+        grace=grace,
+        processes=processes,
+        scheduler=not no_scheduler,
+        handle_signals=True,
+    )
+    w.run()

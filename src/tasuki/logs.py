@@ -1,0 +1,99 @@
+"""One log line per message event, with the fields an operator greps for.
+
+Every event line carries `queue`, `job`, `id` and `attempt`, so the whole story of one
+message is one `grep <id>` away. Lines are plain `key=value` or JSON.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from typing import Any
+
+import orjson
+
+logger = logging.getLogger("tasuki")
+logger.addHandler(logging.NullHandler())
+
+EVENT_LEVELS: dict[str, int] = {
+    "received": logging.INFO,
+    "started": logging.INFO,
+    "finished": logging.INFO,
+    "skipped": logging.INFO,
+    "deferred": logging.INFO,
+    "retry scheduled": logging.WARNING,
+    "dead-lettered": logging.ERROR,
+    "exhausted handler ran": logging.WARNING,
+    "lease lost": logging.WARNING,
+    "released on shutdown": logging.WARNING,
+    "ack refused": logging.WARNING,
+    "timed out": logging.WARNING,
+}
+
+
+def enabled(event: str) -> bool:
+    return logger.isEnabledFor(EVENT_LEVELS.get(event, logging.INFO))
+
+
+def event(name: str, /, **fields: Any) -> None:
+    """Log one event; callers on the hot path check `enabled(name)` first."""
+    level = EVENT_LEVELS.get(name, logging.INFO)
+    if logger.isEnabledFor(level):
+        logger.log(level, name, extra={"tasuki": fields})
+
+
+def message_fields(queue: str, job: str | None, msg_id: str, attempt: int) -> dict[str, Any]:
+    return {"queue": queue, "job": job or "-", "id": msg_id, "attempt": attempt}
+
+
+def _iso(created: float) -> str:
+    ms = int((created - int(created)) * 1000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created)) + f".{ms:03d}Z"
+
+
+def _value(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.3f}"
+    text = str(v)
+    if not text or any(c in text for c in ' "=\n'):
+        return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+    return text
+
+
+class PlainFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        fields: dict[str, Any] = getattr(record, "tasuki", {})
+        parts = [_iso(record.created), f"{record.levelname:<7}", record.getMessage()]
+        parts += [f"{k}={_value(v)}" for k, v in fields.items()]
+        line = " ".join(parts)
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        return line
+
+
+class JSONFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        doc: dict[str, Any] = {
+            "ts": _iso(record.created),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "event": record.getMessage(),
+        }
+        doc.update(getattr(record, "tasuki", {}))
+        if record.exc_info:
+            doc["exception"] = self.formatException(record.exc_info)
+        return orjson.dumps(doc, default=str).decode()
+
+
+def configure(level: str | int = "INFO", fmt: str = "plain") -> None:
+    """Send tasuki's logs to stderr in the chosen format (used by the CLI)."""
+    if fmt not in ("plain", "json"):
+        raise ValueError(f"log format must be plain or json, got {fmt!r}")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JSONFormatter() if fmt == "json" else PlainFormatter())
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level.upper() if isinstance(level, str) else level)

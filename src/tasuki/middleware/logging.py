@@ -1,0 +1,47 @@
+"""The started / finished / skipped / retry / dead-lettered lines, one per event.
+
+It sits outermost so that it reports the final decision of the inner middleware (a
+retry decided by `Retries`, a skip decided by `Dedup`).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from tasuki import logs
+from tasuki.middleware.base import ExecuteHook, Middleware
+
+if TYPE_CHECKING:
+    from tasuki.context import Context
+
+_EVENTS = {
+    "ack": "finished",
+    "skip": "skipped",
+    "defer": "deferred",
+    "retry": "retry scheduled",
+    "dead": "dead-lettered",
+}
+
+
+class Logging(Middleware):
+    def execute(self, ctx: Context) -> ExecuteHook:
+        m = ctx.message
+        fields = logs.message_fields(m.queue, m.job, m.id, m.attempt)
+        if logs.enabled("started"):
+            logs.event("started", **fields)
+        started = time.perf_counter()
+        outcome = yield
+        name = _EVENTS.get(outcome.action or "ack", "finished")
+        if not logs.enabled(name):
+            return
+        extra: dict[str, Any] = {"duration": time.perf_counter() - started}
+        if outcome.action == "retry":
+            extra["delay"] = outcome.delay
+        if outcome.action in ("skip", "defer", "retry", "dead") or outcome.reason:
+            extra["reason"] = outcome.reason
+        if outcome.action == "defer":
+            extra["delay"] = outcome.delay
+        if outcome.error is not None and outcome.action in ("retry", "dead"):
+            extra["error"] = f"{type(outcome.error).__name__}: {outcome.error}"
+        logs.event(name, **fields, **extra)

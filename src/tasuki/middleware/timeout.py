@@ -1,0 +1,22 @@
+"""Per-attempt time limits. The middleware sets the deadline; each executor enforces it
+its own way: asyncio cancels the task, a thread gets `JobTimeout` raised inside it (and
+`should_stop` set), the process pool kills the child process."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from tasuki.middleware.base import Middleware
+
+if TYPE_CHECKING:
+    from tasuki.context import Context
+
+
+class Timeouts(Middleware):
+    options = frozenset({"timeout"})
+
+    def execute(self, ctx: Context) -> None:
+        job = ctx.job
+        if job is not None and job.timeout is not None:
+            ctx.deadline = time.monotonic() + job.timeout

@@ -1,0 +1,1 @@
+"""The worker runtime: fetching, executing, heartbeats, settling, shutdown."""

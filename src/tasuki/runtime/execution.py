@@ -1,0 +1,409 @@
+"""From a leased delivery to a settled message: decode, run through middleware, settle.
+
+Every delivery ends in exactly one settlement (ack, release or dead-letter), or in none
+when its lease was lost, in which case the message belongs to another delivery now.
+`Task.claim()` is the single gate: whoever claims a task (the job finishing, the timeout
+giving up on a stuck thread, the shutdown releasing what is left) settles it, once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from tasuki import logs
+from tasuki.context import Context, reset_current, set_current
+from tasuki.errors import (
+    Defer,
+    InvalidArgument,
+    JobTimeout,
+    SerializationError,
+    SignatureError,
+    Skip,
+    UnknownJob,
+)
+from tasuki.message import JOB_HEADER, ErrorInfo, Lease, Message
+from tasuki.middleware.base import ExecuteHook, Middleware, Outcome
+from tasuki.middleware.retry import decide_failure
+from tasuki.runtime.executors import raise_in_thread
+from tasuki.runtime.heartbeat import Held, LeaseKeeper
+from tasuki.runtime.settler import Settlement, Settler
+
+if TYPE_CHECKING:
+    from tasuki.app import App
+    from tasuki.backends.base import Delivery
+    from tasuki.job import Job
+    from tasuki.runtime.processes import ProcessPool
+
+# A stuck thread gets this long to react to its JobTimeout before its message is settled
+# without it (it keeps its slot until it really returns).
+TIMEOUT_GRACE = 1.0
+
+
+class Task:
+    """One delivery on its way through the worker."""
+
+    __slots__ = (
+        "_claim",
+        "_inject_mutex",
+        "async_task",
+        "ctx",
+        "fields",
+        "held",
+        "hooks",
+        "in_job",
+        "injected",
+        "job",
+        "thread_id",
+    )
+
+    def __init__(self, ctx: Context, job: Job[..., Any], held: Held) -> None:
+        self.ctx = ctx
+        self.job = job
+        self.held = held
+        m = ctx.message
+        self.fields = logs.message_fields(m.queue, m.job or job.name, m.id, m.attempt)
+        self._claim = threading.Lock()
+        self._inject_mutex = threading.Lock()
+        self.hooks: list[ExecuteHook] = []
+        self.thread_id = 0
+        self.in_job = False
+        self.injected = False
+        self.async_task: asyncio.Task[None] | None = None
+
+    def claim(self) -> bool:
+        """True exactly once: the caller owns this delivery's settlement."""
+        return self._claim.acquire(blocking=False)
+
+    @property
+    def claimed(self) -> bool:
+        return self._claim.locked()
+
+    # -- timeouts of thread jobs ----------------------------------------------------------
+    def inject_timeout(self) -> None:
+        with self._inject_mutex:
+            if self.in_job and not self.injected and self.thread_id:
+                self.injected = True
+                raise_in_thread(self.thread_id, JobTimeout)
+
+    def leave_job(self) -> None:
+        """Close the window in which a timeout may be injected, and drop one still pending."""
+        with self._inject_mutex:
+            self.in_job = False
+            if self.injected and self.thread_id:
+                raise_in_thread(self.thread_id, None)
+
+
+class Runner:
+    def __init__(
+        self,
+        app: App,
+        settler: Settler,
+        keeper: LeaseKeeper,
+        on_done: Callable[[Task | None], None],
+        processes: Callable[[], ProcessPool],
+    ) -> None:
+        self.app = app
+        self.settler = settler
+        self.keeper = keeper
+        self.on_done = on_done
+        self._processes = processes
+        self.hooks: list[Middleware] = [m for m in app.middleware if m.overrides("execute")]
+
+    # -- receiving --------------------------------------------------------------------------
+    def receive(self, d: Delivery) -> Task | None:
+        """Decode a delivery; a poison message is dead-lettered here and None returned."""
+        headers = d.headers
+        name = headers.get(JOB_HEADER)
+        if logs.enabled("received"):
+            logs.event("received", **logs.message_fields(d.queue, name, d.id, d.attempt))
+        try:
+            self.app.codec.verify(headers, d.body)
+        except SignatureError as exc:
+            self._poison(d, "refused: bad signature", exc)
+            return None
+        if name is None:
+            job = self.app.consumers.get(d.queue)
+            if job is None:
+                exc2 = UnknownJob(f"no consumer for raw messages on queue {d.queue!r}")
+                self._poison(d, str(exc2), exc2)
+                return None
+            message = d.to_message()
+        else:
+            found = self.app.jobs.get(name)
+            if found is None or found.consumer:
+                exc3 = UnknownJob(f"unknown job {name!r}")
+                self._poison(d, str(exc3), exc3)
+                return None
+            job = found
+            try:
+                args, kwargs = self.app.codec.decode_payload(headers, d.body)
+                job.check_arguments(args, kwargs)
+            except SerializationError as exc:
+                self._poison(d, "undecodable message", exc)
+                return None
+            except InvalidArgument as exc:
+                self._poison(d, "arguments do not fit the job", exc)
+                return None
+            message = Message(
+                id=d.id,
+                queue=d.queue,
+                body=d.body,
+                headers=headers,
+                attempt=d.attempt,
+                enqueued_at=d.enqueued_at,
+                job=name,
+                args=args,
+                kwargs=kwargs,
+                lease=Lease(d.token, d.fencing_token, d.visibility_timeout),
+                max_attempts=d.max_attempts,
+            )
+        # The worker's own job definition decides the lease length: a producer running
+        # older code may have enqueued the message with another one.
+        vt = job.visibility_timeout
+        now = time.monotonic()
+        stale = vt != d.visibility_timeout
+        held = Held(ctx=None, visibility_timeout=vt, extended_at=now - vt if stale else now)  # type: ignore[arg-type]
+        ctx = Context(message, job, extender=lambda s: self.keeper.extend_now(held, s))
+        held.ctx = ctx
+        task = Task(ctx, job, held)
+        self.keeper.add(held)
+        if stale:
+            self.keeper.wake()
+        return task
+
+    def _poison(self, d: Delivery, reason: str, error: BaseException) -> None:
+        fields = logs.message_fields(d.queue, d.headers.get(JOB_HEADER), d.id, d.attempt)
+        logs.event("dead-lettered", **fields, reason=reason)
+        info = ErrorInfo(type(error).__name__, str(error), "")
+        self.settler.put(Settlement("bury", d.receipt, fields, reason=reason, error=info))
+        self.on_done(None)
+
+    # -- middleware ---------------------------------------------------------------------------
+    def _before(self, task: Task) -> Outcome | None:
+        ctx = task.ctx
+        for m in self.hooks:
+            try:
+                gen = m.execute(ctx)
+                if gen is None:
+                    continue
+                next(gen)
+                task.hooks.append(gen)
+            except StopIteration:
+                continue
+            except Skip as s:
+                return Outcome(action="skip", reason=s.reason)
+            except Defer as d:
+                return Outcome(action="defer", delay=d.delay, reason=d.reason)
+            except Exception as exc:
+                return Outcome(error=exc)
+        return None
+
+    @staticmethod
+    def _after(task: Task, outcome: Outcome) -> None:
+        if outcome.action is None and outcome.error is None:
+            outcome.action = "ack"
+        for gen in reversed(task.hooks):
+            try:
+                gen.send(outcome)
+            except StopIteration:
+                continue
+            except Skip as s:
+                outcome.decide("skip", reason=s.reason)
+            except Defer as d:
+                outcome.decide("defer", delay=d.delay, reason=d.reason)
+            except Exception as exc:
+                outcome.error, outcome.action = exc, None
+            else:
+                gen.close()
+        task.hooks.clear()
+
+    # -- running ------------------------------------------------------------------------------
+    def run_sync(self, task: Task) -> None:
+        """Body of a thread-pool slot: the whole life of one sync (or process) job."""
+        ctx = task.ctx
+        task.thread_id = threading.get_ident()
+        token = set_current(ctx)
+        try:
+            if task.job.executor != "process":
+                task.held.on_deadline = lambda: self._thread_deadline(task)
+            outcome = self._before(task)
+            if outcome is None:
+                if ctx.deadline is not None:
+                    self.keeper.wake()
+                if task.job.executor == "process":
+                    outcome = self._invoke_process(task)
+                else:
+                    outcome = self._invoke_thread(task)
+            self.complete(task, outcome)
+        finally:
+            reset_current(token)
+            self.keeper.discard(task.held)
+            self.on_done(task)
+
+    def _invoke_thread(self, task: Task) -> Outcome:
+        job, m = task.job, task.ctx.message
+        outcome = Outcome()
+        started = time.perf_counter()
+        try:
+            try:
+                task.in_job = True
+                outcome.result = job.fn(m) if job.consumer else job.fn(*m.args, **m.kwargs)
+            finally:
+                task.leave_job()
+        except Skip as s:
+            outcome.decide("skip", reason=s.reason)
+        except Defer as d:
+            outcome.decide("defer", delay=d.delay, reason=d.reason)
+        except JobTimeout as exc:
+            outcome.error = self._timeout_error(task) if task.injected else exc
+        except BaseException as exc:
+            outcome.error = exc
+        task.leave_job()
+        outcome.duration = time.perf_counter() - started
+        return outcome
+
+    def _invoke_process(self, task: Task) -> Outcome:
+        job, ctx = task.job, task.ctx
+        outcome = Outcome()
+        started = time.perf_counter()
+        try:
+            self._processes().run(
+                job.fn.__module__, job.fn.__qualname__, ctx.message, job.consumer, ctx.deadline
+            )
+        except Skip as s:
+            outcome.decide("skip", reason=s.reason)
+        except Defer as d:
+            outcome.decide("defer", delay=d.delay, reason=d.reason)
+        except JobTimeout:
+            ctx.request_stop("timeout")
+            outcome.error = self._timeout_error(task, "; its process was killed")
+        except Exception as exc:
+            outcome.error = exc
+        outcome.duration = time.perf_counter() - started
+        return outcome
+
+    def _timeout_error(self, task: Task, detail: str = "") -> JobTimeout:
+        return JobTimeout(
+            f"job {task.job.name!r} exceeded its timeout of {task.job.timeout}s "
+            f"(attempt {task.ctx.attempt}){detail}"
+        )
+
+    def _thread_deadline(self, task: Task) -> None:
+        """Called by the lease keeper when a thread job's deadline passes."""
+        ctx = task.ctx
+        if ctx.stop_reason != "timeout":
+            if logs.enabled("timed out"):
+                logs.event("timed out", **task.fields, timeout=task.job.timeout)
+            ctx.request_stop("timeout")
+            task.inject_timeout()
+            ctx.deadline = time.monotonic() + TIMEOUT_GRACE
+            task.held.deadline_fired = False
+            return
+        # The thread ignored its JobTimeout (blocked in C code): settle without it.
+        if task.claim():
+            logs.logger.warning(
+                "job %s (message %s) did not stop after its timeout; settling it while the "
+                "thread runs on (use executor='process' for jobs that must be killable)",
+                task.job.name,
+                ctx.message.id,
+            )
+            self.keeper.discard(task.held)
+            outcome = Outcome(error=self._timeout_error(task))
+            self._after(task, outcome)
+            self._settle(task, outcome)
+
+    async def run_async(self, task: Task) -> None:
+        ctx = task.ctx
+        task.async_task = asyncio.current_task()
+        token = set_current(ctx)
+        try:
+            outcome = self._before(task)
+            if outcome is None:
+                outcome = await self._invoke_async(task)
+            self.complete(task, outcome)
+        except asyncio.CancelledError:
+            pass  # cancelled at shutdown, after its message was released
+        finally:
+            reset_current(token)
+            self.keeper.discard(task.held)
+            self.on_done(task)
+
+    async def _invoke_async(self, task: Task) -> Outcome:
+        job, ctx = task.job, task.ctx
+        m = ctx.message
+        outcome = Outcome()
+        started = time.perf_counter()
+        timeout = None if ctx.deadline is None else max(0.0, ctx.deadline - time.monotonic())
+        try:
+            async with asyncio.timeout(timeout) as scope:
+                if job.consumer:
+                    outcome.result = await job.fn(m)
+                else:
+                    outcome.result = await job.fn(*m.args, **m.kwargs)
+        except Skip as s:
+            outcome.decide("skip", reason=s.reason)
+        except Defer as d:
+            outcome.decide("defer", delay=d.delay, reason=d.reason)
+        except TimeoutError as exc:
+            if scope.expired():
+                ctx.request_stop("timeout")
+                outcome.error = self._timeout_error(task)
+            else:
+                outcome.error = exc
+        except asyncio.CancelledError:
+            if task.claimed:
+                raise
+            outcome.error = JobTimeout("the job was cancelled")
+        except Exception as exc:
+            outcome.error = exc
+        outcome.duration = time.perf_counter() - started
+        return outcome
+
+    # -- settling -------------------------------------------------------------------------------
+    def complete(self, task: Task, outcome: Outcome) -> None:
+        if not task.claim():
+            return  # settled already: released at shutdown, or given up after a timeout
+        self._after(task, outcome)
+        self._settle(task, outcome)
+
+    def _settle(self, task: Task, outcome: Outcome) -> None:
+        ctx = task.ctx
+        if ctx.lease_lost:
+            return  # another delivery owns the message: never settle with a stale token
+        if outcome.action is None:
+            if outcome.error is None:
+                outcome.action = "ack"
+            else:
+                decide_failure(ctx, outcome)
+        action = outcome.action
+        receipt = ctx.receipt
+        if action in ("ack", "skip"):
+            self.settler.put(Settlement("ack", receipt, task.fields))
+        elif action == "defer":
+            self.settler.put(
+                Settlement("release", receipt, task.fields, delay=outcome.delay, penalty=False)
+            )
+        elif action == "retry":
+            self.settler.put(
+                Settlement("release", receipt, task.fields, delay=outcome.delay, penalty=True)
+            )
+        else:
+            error = ErrorInfo.from_exception(outcome.error) if outcome.error else None
+            self.settler.put(
+                Settlement("bury", receipt, task.fields, reason=outcome.reason, error=error)
+            )
+
+    def release_on_shutdown(self, task: Task) -> bool:
+        """Hand a still-running job's message back without penalty; True if this did it."""
+        if not task.claim():
+            return False
+        self.keeper.discard(task.held)
+        if task.ctx.lease_lost:
+            return False
+        logs.event("released on shutdown", **task.fields)
+        self.settler.put(Settlement("release", task.ctx.receipt, task.fields, penalty=False))
+        return True

@@ -1,0 +1,123 @@
+"""The fetcher: leases messages only when there is a free slot to start them.
+
+Slots are reserved *before* leasing, so a busy worker never holds leases it cannot start
+(another worker could be running them). When its queue is empty a fetcher keeps a
+single slot and blocks in the backend's `lease(wait=...)`, which wakes as soon as a
+message arrives, instead of polling.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from tasuki import logs
+from tasuki.backends.base import Backend, Delivery, Release
+from tasuki.errors import TasukiError
+
+
+class Slots:
+    """How many more messages this worker may hold; one per running job."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._free = size
+        self._cond = threading.Condition()
+
+    @property
+    def busy(self) -> int:
+        return self.size - self._free
+
+    def reserve(self, most: int, timeout: float) -> int:
+        """Take up to `most` free slots, waiting up to `timeout` for at least one."""
+        with self._cond:
+            if self._free == 0 and not self._cond.wait_for(lambda: self._free > 0, timeout):
+                return 0
+            n = min(most, self._free)
+            self._free -= n
+            return n
+
+    def give_back(self, n: int = 1) -> None:
+        if n <= 0:
+            return
+        with self._cond:
+            self._free += n
+            self._cond.notify_all()
+
+    def wait_all_free(self, timeout: float) -> bool:
+        with self._cond:
+            return self._cond.wait_for(lambda: self._free == self.size, timeout)
+
+
+class Fetcher:
+    def __init__(
+        self,
+        backend: Backend,
+        queue: str,
+        slots: Slots,
+        dispatch: Callable[[list[Delivery]], None],
+        stopping: threading.Event,
+        *,
+        visibility_timeout: float,
+        batch_size: int,
+        wait: float,
+    ) -> None:
+        self.backend = backend
+        self.queue = queue
+        self.slots = slots
+        self.dispatch = dispatch
+        self.stopping = stopping
+        self.visibility_timeout = visibility_timeout
+        self.batch_size = batch_size
+        self.wait = wait
+        self.empty = False
+        self._thread = threading.Thread(target=self._run, name=f"tasuki-fetch-{queue}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def join(self, timeout: float) -> None:
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        backoff = 0.1
+        while not self.stopping.is_set():
+            reserved = self.slots.reserve(self.batch_size, timeout=0.2)
+            if reserved == 0:
+                continue
+            try:
+                leased = self.backend.lease(self.queue, reserved, self.visibility_timeout)
+                if not leased:
+                    self.empty = True
+                    self.slots.give_back(reserved - 1)
+                    reserved = 1
+                    leased = self.backend.lease(
+                        self.queue, 1, self.visibility_timeout, wait=self.wait
+                    )
+            except TasukiError as exc:
+                self.slots.give_back(reserved)
+                logs.logger.warning(
+                    "leasing from queue %r failed, retrying in %.1fs: %s", self.queue, backoff, exc
+                )
+                self.stopping.wait(backoff)
+                backoff = min(backoff * 2, 5.0)
+                continue
+            backoff = 0.1
+            self.slots.give_back(reserved - len(leased))
+            if not leased:
+                continue
+            self.empty = False
+            if self.stopping.is_set():
+                self._hand_back(leased)
+                continue
+            self.dispatch(leased)
+
+    def _hand_back(self, leased: list[Delivery]) -> None:
+        """Leased just as the worker began to stop: give them straight back, no penalty."""
+        try:
+            self.backend.release([Release(d.receipt, 0.0, penalty=False) for d in leased])
+        except TasukiError as exc:
+            logs.logger.warning("could not hand back %d messages: %s", len(leased), exc)
+        self.slots.give_back(len(leased))
+        time.sleep(0)

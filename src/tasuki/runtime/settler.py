@@ -1,0 +1,138 @@
+"""The settler: acks, releases and burials, sent to the backend in batches.
+
+Jobs finish one by one on many threads; the backend prefers few large calls. Every
+settlement goes through one queue and one thread that drains whatever has piled up and
+sends it as one batch per kind. Under light load a batch is one message and is sent at
+once; under heavy load batches grow on their own. A backend error is retried with
+backoff: a settlement is never dropped while the worker lives (if the lease lapses
+meanwhile, the message is simply delivered again).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from queue import Empty, SimpleQueue
+from typing import Any
+
+from tasuki import logs
+from tasuki.backends.base import Backend, Bury, Receipt, Release
+from tasuki.errors import TasukiError
+
+MAX_BATCH = 1000
+
+
+@dataclass(slots=True)
+class Settlement:
+    kind: str  # "ack" | "release" | "bury"
+    receipt: Receipt
+    fields: dict[str, Any]
+    delay: float = 0.0
+    penalty: bool = True
+    reason: str = ""
+    error: Any = None
+
+
+_STOP = object()
+
+
+class Settler:
+    def __init__(self, backend: Backend, on_refused: Callable[[Settlement], None] | None = None):
+        self._backend = backend
+        self._queue: SimpleQueue[Any] = SimpleQueue()
+        self._on_refused = on_refused
+        self._pending = 0
+        self._idle = threading.Condition()
+        self._giving_up_at: float | None = None
+        self._thread = threading.Thread(target=self._run, name="tasuki-settler", daemon=True)
+        self._thread.start()
+
+    def put(self, item: Settlement) -> None:
+        with self._idle:
+            self._pending += 1
+        self._queue.put(item)
+
+    @property
+    def pending(self) -> int:
+        return self._pending
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until everything put so far has reached the backend."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._pending == 0, timeout)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Flush, giving up on backend errors after `timeout`, then end the thread."""
+        self._giving_up_at = time.monotonic() + timeout
+        self._queue.put(_STOP)
+        self._thread.join(timeout + 1.0)
+
+    def _run(self) -> None:
+        stopping = False
+        while True:
+            first = self._queue.get()
+            batch: list[Settlement] = []
+            if first is _STOP:
+                stopping = True
+            else:
+                batch.append(first)
+            while len(batch) < MAX_BATCH:
+                try:
+                    item = self._queue.get_nowait()
+                except Empty:
+                    break
+                if item is _STOP:
+                    stopping = True
+                else:
+                    batch.append(item)
+            if batch:
+                self._send(batch)
+                with self._idle:
+                    self._pending -= len(batch)
+                    if self._pending == 0:
+                        self._idle.notify_all()
+            if stopping and self._queue.empty():
+                return
+
+    def _send(self, batch: list[Settlement]) -> None:
+        acks = [s for s in batch if s.kind == "ack"]
+        releases = [s for s in batch if s.kind == "release"]
+        burials = [s for s in batch if s.kind == "bury"]
+        if acks:
+            self._call(acks, lambda: self._backend.ack([s.receipt for s in acks]))
+        if releases:
+            self._call(
+                releases,
+                lambda: self._backend.release(
+                    [Release(s.receipt, s.delay, s.penalty) for s in releases]
+                ),
+            )
+        if burials:
+            self._call(
+                burials,
+                lambda: self._backend.bury([Bury(s.receipt, s.reason, s.error) for s in burials]),
+            )
+
+    def _call(self, items: Sequence[Settlement], send: Callable[[], list[bool]]) -> None:
+        backoff = 0.05
+        while True:
+            try:
+                results = send()
+                break
+            except TasukiError as exc:
+                if self._giving_up_at is not None and time.monotonic() > self._giving_up_at:
+                    logs.logger.error(
+                        "giving up on %d settlements after backend errors: %s", len(items), exc
+                    )
+                    return
+                logs.logger.warning("settling %d messages failed, retrying: %s", len(items), exc)
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 2.0)
+        for item, ok in zip(items, results, strict=True):
+            if not ok:
+                if logs.enabled("ack refused"):
+                    logs.event("ack refused", **item.fields, action=item.kind)
+                if self._on_refused is not None:
+                    self._on_refused(item)

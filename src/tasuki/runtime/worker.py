@@ -1,0 +1,271 @@
+"""The worker: wires fetchers, executors, the lease keeper and the settler together.
+
+Each concern lives in its own module; this one only decides their order of start and,
+more importantly, of stop: stop fetching, ask running jobs to stop, wait out the grace,
+release what is left without penalty, flush every settlement, and only then return.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from tasuki import logs
+from tasuki.backends.base import DEFAULT_VISIBILITY_TIMEOUT, Delivery
+from tasuki.errors import InvalidArgument, TasukiError
+from tasuki.job import check_queue
+from tasuki.runtime.execution import Runner, Task
+from tasuki.runtime.executors import EventLoopThread, ThreadPool
+from tasuki.runtime.fetcher import Fetcher, Slots
+from tasuki.runtime.heartbeat import LeaseKeeper
+from tasuki.runtime.processes import ProcessPool
+from tasuki.runtime.scheduler import Scheduler
+from tasuki.runtime.settler import Settler
+from tasuki.runtime.signals import graceful_signals
+
+if TYPE_CHECKING:
+    from tasuki.app import App
+
+IDLE_CHECK = 0.05
+
+
+class Worker:
+    """Runs the app's jobs from `queues` with up to `concurrency` messages at once.
+
+    `run(until_idle=True)` returns once the queues hold nothing ready, delayed or in
+    flight (for tests and scripts); otherwise it runs until `stop()` or a signal.
+    """
+
+    def __init__(
+        self,
+        app: App,
+        queues: Sequence[str] | str | None = None,
+        concurrency: int = 8,
+        *,
+        grace: float = 25.0,
+        batch_size: int | None = None,
+        wait: float = 0.25,
+        processes: int | None = None,
+        scheduler: bool = True,
+        handle_signals: bool = False,
+    ) -> None:
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise InvalidArgument(f"concurrency must be an int >= 1, got {concurrency!r}")
+        if grace < 0:
+            raise InvalidArgument(f"grace must be >= 0 seconds, got {grace!r}")
+        self.app = app
+        if isinstance(queues, str):
+            queues = [q.strip() for q in queues.split(",") if q.strip()]
+        if not queues:
+            queues = sorted({j.queue for j in app.jobs.values()} or {app.default_queue})
+        self.queues = [check_queue(q) for q in queues]
+        self.concurrency = concurrency
+        self.grace = float(grace)
+        self.batch_size = batch_size or min(concurrency, 256)
+        self.wait = wait
+        self.processes = processes or os.cpu_count() or 1
+        self.use_scheduler = scheduler
+        self.handle_signals = handle_signals
+        self.processed = 0
+        self.released_on_shutdown = 0
+        self._stop_requested = threading.Event()
+        self._stopping = threading.Event()
+        self._stopped = threading.Event()
+        self._requested_grace: float | None = None
+        self._active: set[Task] = set()
+        self._mutex = threading.Lock()
+        self._started = False
+        self._running_loop = False
+        self._run_thread: threading.Thread | None = None
+        self._loop: EventLoopThread | None = None
+        self._pool: ProcessPool | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def start(self) -> None:
+        if self._started:
+            raise TasukiError("a worker can only be started once")
+        self._started = True
+        backend = self.app.backend
+        self.settler = Settler(backend)
+        self.keeper = LeaseKeeper(backend)
+        self.slots = Slots(self.concurrency)
+        self.threads = ThreadPool(self.concurrency)
+        self.runner = Runner(self.app, self.settler, self.keeper, self._on_done, self._process_pool)
+        self.fetchers = [
+            Fetcher(
+                backend,
+                q,
+                self.slots,
+                self._dispatch,
+                self._stopping,
+                visibility_timeout=self._default_vt(q),
+                batch_size=self.batch_size,
+                wait=self.wait,
+            )
+            for q in self.queues
+        ]
+        self.scheduler = (
+            Scheduler(self.app.periodics, self._stopping)
+            if self.use_scheduler and self.app.periodics
+            else None
+        )
+        logs.logger.info(
+            "worker started: queues=%s concurrency=%d backend=%s",
+            ",".join(self.queues),
+            self.concurrency,
+            backend.url,
+        )
+        for f in self.fetchers:
+            f.start()
+        if self.scheduler is not None:
+            self.scheduler.start()
+
+    def run(self, until_idle: bool = False, timeout: float | None = None) -> None:
+        """Process messages until stopped, idle (`until_idle`) or `timeout` seconds passed."""
+        self.start()
+        self._run_thread = threading.current_thread()
+        self._running_loop = True
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            if self.handle_signals:
+                with graceful_signals(self.request_stop):
+                    self._loop_until(until_idle, deadline)
+            else:
+                self._loop_until(until_idle, deadline)
+        finally:
+            self._shutdown()
+            self._running_loop = False
+
+    def _loop_until(self, until_idle: bool, deadline: float | None) -> None:
+        while not self._stop_requested.wait(IDLE_CHECK):
+            if deadline is not None and time.monotonic() >= deadline:
+                return
+            if until_idle and self._idle():
+                return
+
+    def request_stop(self, grace: float | None = None) -> None:
+        """Ask for a graceful stop without waiting for it (safe from signal handlers)."""
+        self._requested_grace = grace
+        self._stop_requested.set()
+
+    def stop(self, grace: float | None = None) -> None:
+        """Stop gracefully: running jobs get `grace` seconds, then are released unharmed."""
+        self.request_stop(grace)
+        if not self._started:
+            return
+        if self._running_loop:
+            if threading.current_thread() is not self._run_thread:
+                self._stopped.wait()
+        else:
+            self._shutdown()
+
+    def join(self, timeout: float | None = None) -> bool:
+        return self._stopped.wait(timeout)
+
+    # -- plumbing ----------------------------------------------------------------------------------
+    def _default_vt(self, queue: str) -> float:
+        consumer = self.app.consumers.get(queue)
+        return consumer.visibility_timeout if consumer else DEFAULT_VISIBILITY_TIMEOUT
+
+    def _process_pool(self) -> ProcessPool:
+        with self._mutex:
+            if self._pool is None:
+                self._pool = ProcessPool(self.processes)
+            return self._pool
+
+    def _event_loop(self) -> EventLoopThread:
+        with self._mutex:
+            if self._loop is None:
+                self._loop = EventLoopThread()
+            return self._loop
+
+    def _dispatch(self, deliveries: list[Delivery]) -> None:
+        runner = self.runner
+        for d in deliveries:
+            task = runner.receive(d)
+            if task is None:
+                continue
+            with self._mutex:
+                self._active.add(task)
+            if task.job.executor == "async":
+                self._event_loop().submit(lambda t=task: runner.run_async(t))  # type: ignore[misc]
+            else:
+                self.threads.submit(lambda t=task: runner.run_sync(t))  # type: ignore[misc]
+
+    def _on_done(self, task: Task | None) -> None:
+        if task is not None:
+            with self._mutex:
+                self._active.discard(task)
+                self.processed += 1
+        self.slots.give_back(1)
+
+    def _idle(self) -> bool:
+        if self._active or self.settler.pending or not all(f.empty for f in self.fetchers):
+            return False
+        try:
+            for q in self.queues:
+                s = self.app.backend.stats(q)
+                if s.ready or s.in_flight or s.delayed:
+                    return False
+        except TasukiError:
+            return False
+        return not self._active and not self.settler.pending
+
+    def _shutdown(self) -> None:
+        if self._stopping.is_set():
+            self._stopped.wait()
+            return
+        grace = self.grace if self._requested_grace is None else self._requested_grace
+        self._stopping.set()
+        with self._mutex:
+            running = list(self._active)
+        if running:
+            logs.logger.info("worker stopping: %d job(s) running, %.1fs grace", len(running), grace)
+        for f in self.fetchers:
+            f.join(self.wait + 1.0)
+        for task in running:
+            task.ctx.request_stop("shutdown")
+        if not self.slots.wait_all_free(grace):
+            self._release_remaining()
+        if self.scheduler is not None:
+            self.scheduler.join(2.0)
+        self.settler.stop(timeout=10.0)
+        self.keeper.stop()
+        self.threads.shutdown()
+        if self._loop is not None:
+            self._loop.stop()
+        if self._pool is not None:
+            self._pool.shutdown()
+        logs.logger.info(
+            "worker stopped: %d processed, %d released on shutdown",
+            self.processed,
+            self.released_on_shutdown,
+        )
+        self._stopped.set()
+
+    def _release_remaining(self) -> None:
+        with self._mutex:
+            remaining = list(self._active)
+        for task in remaining:
+            if self.runner.release_on_shutdown(task):
+                self.released_on_shutdown += 1
+            async_task = task.async_task
+            if async_task is not None and self._loop is not None:
+                self._loop.call(lambda t=async_task: t.cancel() and None)  # type: ignore[misc]
+        if self._pool is not None:
+            self._pool.shutdown()
+        # Give cancelled tasks and killed children a moment to unwind.
+        self.slots.wait_all_free(0.5)
+
+    def __repr__(self) -> str:
+        return f"<Worker queues={self.queues} concurrency={self.concurrency}>"
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "processed": self.processed,
+            "running": self.slots.busy if self._started else 0,
+            "leases_lost": self.keeper.lost if self._started else 0,
+        }

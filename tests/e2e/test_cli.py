@@ -1,0 +1,102 @@
+"""The command line, run as a user would run it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+import tasuki
+from tests.support.servers import env_with_src
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def tasuki_cli(
+    *args: str, cwd: Path | None = None, timeout: float = 90
+) -> subprocess.CompletedProcess[str]:
+    env = env_with_src()
+    env["COLUMNS"] = "200"  # tables wide enough that no cell wraps
+    return subprocess.run(
+        [sys.executable, "-m", "tasuki", *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd or ROOT,
+        timeout=timeout,
+    )
+
+
+@pytest.mark.slow
+def test_demo_runs_end_to_end(tmp_path: Path) -> None:
+    db = tmp_path / "demo.db"
+    result = tasuki_cli("demo", "--db", str(db))
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "worker went idle" in out
+    assert "dead letters (7)" in out
+    for reason in ("retries exhausted after 3 attempts", "gave up on KeyError", "unknown job"):
+        assert reason in out
+    app = tasuki.App(f"sqlite:///{db}")
+    assert app.stats("demo") == {
+        "ready": 0,
+        "in_flight": 0,
+        "delayed": 0,
+        "dead": 7,
+        "oldest_ready_age": 0.0,
+    }
+
+
+def test_operating_commands(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'ops.db'}"
+    enq = tasuki_cli("enqueue", "resize", "42", "--id", "img-42", "--url", url)
+    assert enq.returncode == 0, enq.stderr
+    assert enq.stdout.strip() == "img-42"
+    assert (
+        tasuki_cli("enqueue", "resize", "42", "--id", "img-42", "--url", url).stdout.strip()
+        == "img-42"
+    )
+    stats = tasuki_cli("stats", "default", "--json", "--url", url)
+    assert orjson.loads(stats.stdout)["default"]["ready"] == 1
+
+    app = tasuki.App(url)
+    [d] = app.backend.lease("default", 1, 30.0)
+    from tasuki.backends.base import Bury
+    from tasuki.message import ErrorInfo
+
+    app.backend.bury([Bury(d.receipt, "testing", ErrorInfo("RuntimeError", "boom", "tb"))])
+    listed = tasuki_cli("dead", "list", "default", "--json", "--url", url)
+    [letter] = orjson.loads(listed.stdout)
+    assert (letter["id"], letter["reason"], letter["error"]) == (
+        "img-42",
+        "testing",
+        "RuntimeError: boom",
+    )
+    shown = orjson.loads(tasuki_cli("dead", "show", "default", "img-42", "--url", url).stdout)
+    assert shown["traceback"] == "tb" and shown["job"] == "resize"
+    assert tasuki_cli("dead", "show", "default", "nope", "--url", url).returncode != 0
+    assert "re-drove 1" in tasuki_cli("dead", "redrive", "default", "--all", "--url", url).stdout
+    assert app.stats()["ready"] == 1
+    assert tasuki_cli("dead", "redrive", "default", "--url", url).returncode != 0  # ids or --all
+    assert "purged 1" in tasuki_cli("purge", "default", "--yes", "--url", url).stdout
+
+
+def test_bad_input_gets_one_clear_line(tmp_path: Path) -> None:
+    result = tasuki_cli("stats", "--url", "bogus://x")
+    assert result.returncode == 1
+    assert "unsupported backend URL scheme 'bogus'" in result.stderr
+    assert "Traceback" not in result.stderr
+    missing = tasuki_cli("worker", "no_such_module:app")
+    assert missing.returncode != 0
+    assert "cannot import 'no_such_module'" in missing.stderr
+
+
+def test_module_entry_point_and_help() -> None:
+    result = tasuki_cli("--help")
+    assert result.returncode == 0
+    for command in ("worker", "stats", "dead", "enqueue", "demo", "purge"):
+        assert command in result.stdout

@@ -1,0 +1,60 @@
+"""The app that the real-process worker tests run with `tasuki worker`.
+
+Every execution appends JSON lines to $TASUKI_TEST_LOG (O_APPEND: lines from several
+processes never interleave), so the tests can count runs per message across processes.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import orjson
+
+import tasuki
+
+app = tasuki.App()
+VT = float(os.environ.get("TASUKI_TEST_VT", "2.0"))
+
+
+def record(event: str, **fields: object) -> None:
+    ctx = tasuki.current()
+    line = {
+        "event": event,
+        "id": ctx.message.id,
+        "attempt": ctx.attempt,
+        "fence": ctx.fencing_token,
+        "pid": os.getpid(),
+        "t": time.time(),
+        **fields,
+    }
+    fd = os.open(os.environ["TASUKI_TEST_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, orjson.dumps(line) + b"\n")
+    finally:
+        os.close(fd)
+
+
+@app.job(visibility_timeout=VT)
+def work(n: int, sleep: float = 0.0) -> None:
+    record("start", n=n)
+    time.sleep(sleep)
+    record("end", n=n)
+
+
+@app.job(visibility_timeout=VT)
+def cooperative(n: int, duration: float) -> None:
+    """Runs `duration` s unless asked to stop, then hands its message back."""
+    record("start", n=n)
+    if tasuki.current().wait_for_stop(duration):
+        record("deferred", n=n)
+        raise tasuki.Defer()
+    record("end", n=n)
+
+
+@app.job(visibility_timeout=VT)
+def stubborn(n: int, duration: float) -> None:
+    """Ignores should_stop: only the shutdown grace can take its message back."""
+    record("start", n=n)
+    time.sleep(duration)
+    record("end", n=n)
