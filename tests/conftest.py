@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.backends import ALL, CROSS_PROCESS, URL_FACTORIES
 from tests.support.servers import RedisServer
 
 
@@ -17,3 +18,15 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
 @pytest.fixture
 def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'tasuki.db'}"
+
+
+@pytest.fixture(params=ALL)
+def any_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh store on every backend, one test run each."""
+    return URL_FACTORIES[request.param](request, tmp_path)
+
+
+@pytest.fixture(params=CROSS_PROCESS)
+def shared_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh store on every backend that several processes can share."""
+    return URL_FACTORIES[request.param](request, tmp_path)

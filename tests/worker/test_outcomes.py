@@ -20,10 +20,9 @@ from tasuki.middleware.base import ExecuteHook, Middleware, Outgoing
 FAST = tasuki.constant(0.0)
 
 
-@pytest.fixture(params=["memory", "sqlite"])
-def app(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tasuki.App]:
-    url = "memory://" if request.param == "memory" else f"sqlite:///{tmp_path / 'w.db'}"
-    a = tasuki.App(url)
+@pytest.fixture
+def app(any_url: str) -> Iterator[tasuki.App]:
+    a = tasuki.App(any_url)
     yield a
     a.close()
 

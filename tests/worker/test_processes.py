@@ -37,14 +37,14 @@ def settled(app: tasuki.App) -> bool:
 
 @pytest.mark.slow
 def test_sigkill_mid_job_loses_nothing(
-    sqlite_url: str, log: Path, tmp_path: Path, workers: list[WorkerProcess]
+    shared_url: str, log: Path, tmp_path: Path, workers: list[WorkerProcess]
 ) -> None:
     vt, total = 1.5, 40
-    app = producer(sqlite_url, vt)
+    app = producer(shared_url, vt)
     app.jobs["work"].enqueue_many([(n, 0.25) for n in range(total)])
     kills: list[float] = []
     for round_ in range(3):
-        w = WorkerProcess(sqlite_url, log, "-c", "4", vt=vt, stderr=tmp_path / "w.log")
+        w = WorkerProcess(shared_url, log, "-c", "4", vt=vt, stderr=tmp_path / "w.log")
         workers.append(w)
         starts_before = len(by_n(read_log(log), "start"))
         wait_until(lambda s=starts_before: len(by_n(read_log(log), "start")) >= s + 6, 20)
@@ -74,14 +74,14 @@ def test_sigkill_mid_job_loses_nothing(
 
 
 def test_sigterm_releases_at_once_and_gives_attempt_back(
-    sqlite_url: str, log: Path, tmp_path: Path, workers: list[WorkerProcess]
+    shared_url: str, log: Path, tmp_path: Path, workers: list[WorkerProcess]
 ) -> None:
-    app = producer(sqlite_url)
+    app = producer(shared_url)
     app.jobs["cooperative"].enqueue(1, 60.0)
-    first = WorkerProcess(sqlite_url, log, "-c", "1", vt=30.0, stderr=tmp_path / "w1.log")
+    first = WorkerProcess(shared_url, log, "-c", "1", vt=30.0, stderr=tmp_path / "w1.log")
     workers.append(first)
     wait_until(lambda: len(read_log(log)) >= 1, 20)
-    second = WorkerProcess(sqlite_url, log, "-c", "1", vt=30.0, stderr=tmp_path / "w2.log")
+    second = WorkerProcess(shared_url, log, "-c", "1", vt=30.0, stderr=tmp_path / "w2.log")
     workers.append(second)
     time.sleep(1.0)  # let the second worker start and wait on the queue
     term_at = time.time()
@@ -96,12 +96,12 @@ def test_sigterm_releases_at_once_and_gives_attempt_back(
 
 
 def test_sigterm_grace_then_release_without_penalty(
-    sqlite_url: str, log: Path, tmp_path: Path, workers: list[WorkerProcess]
+    shared_url: str, log: Path, tmp_path: Path, workers: list[WorkerProcess]
 ) -> None:
-    app = producer(sqlite_url)
+    app = producer(shared_url)
     app.jobs["stubborn"].enqueue(7, 30.0)
     stderr = tmp_path / "w1.log"
-    first = WorkerProcess(sqlite_url, log, "-c", "1", "--grace", "0.5", vt=30.0, stderr=stderr)
+    first = WorkerProcess(shared_url, log, "-c", "1", "--grace", "0.5", vt=30.0, stderr=stderr)
     workers.append(first)
     wait_until(lambda: len(read_log(log)) >= 1, 20)
     first.signal(signal.SIGTERM)
@@ -114,11 +114,11 @@ def test_sigterm_grace_then_release_without_penalty(
 
 
 def test_second_signal_exits_at_once(
-    sqlite_url: str, log: Path, tmp_path: Path, workers: list[WorkerProcess]
+    shared_url: str, log: Path, tmp_path: Path, workers: list[WorkerProcess]
 ) -> None:
-    app = producer(sqlite_url)
+    app = producer(shared_url)
     app.jobs["stubborn"].enqueue(1, 30.0)
-    w = WorkerProcess(sqlite_url, log, "-c", "1", "--grace", "60", vt=30.0)
+    w = WorkerProcess(shared_url, log, "-c", "1", "--grace", "60", vt=30.0)
     workers.append(w)
     wait_until(lambda: len(read_log(log)) >= 1, 20)
     w.signal(signal.SIGTERM)
@@ -130,13 +130,13 @@ def test_second_signal_exits_at_once(
 
 
 def test_job_running_ten_times_its_lease_runs_once_with_two_workers(
-    sqlite_url: str, log: Path, workers: list[WorkerProcess]
+    shared_url: str, log: Path, workers: list[WorkerProcess]
 ) -> None:
     vt = 0.4
-    app = producer(sqlite_url, vt)
+    app = producer(shared_url, vt)
     app.jobs["work"].enqueue(1, vt * 10)
     for _ in range(2):
-        workers.append(WorkerProcess(sqlite_url, log, "-c", "2", vt=vt))
+        workers.append(WorkerProcess(shared_url, log, "-c", "2", vt=vt))
     wait_until(lambda: len(by_n(read_log(log), "end")) == 1, 30)
     time.sleep(vt * 2)  # a wrongly expired lease would have been re-run by now
     starts = by_n(read_log(log), "start")[1]
@@ -146,14 +146,14 @@ def test_job_running_ten_times_its_lease_runs_once_with_two_workers(
 
 @pytest.mark.slow
 def test_three_workers_share_six_thousand_jobs_exactly_once(
-    sqlite_url: str, log: Path, workers: list[WorkerProcess]
+    shared_url: str, log: Path, workers: list[WorkerProcess]
 ) -> None:
     total = 6000
-    app = producer(sqlite_url)
+    app = producer(shared_url)
     for start in range(0, total, 1000):
         app.jobs["work"].enqueue_many([(n,) for n in range(start, start + 1000)])
     for _ in range(3):
-        workers.append(WorkerProcess(sqlite_url, log, "-c", "8", vt=30.0))
+        workers.append(WorkerProcess(shared_url, log, "-c", "8", vt=30.0))
     wait_until(lambda: settled(app), 120, interval=0.2)
     records = read_log(log)
     starts = by_n(records, "start")

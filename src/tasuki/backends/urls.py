@@ -22,7 +22,6 @@ _SCHEMES: dict[str, tuple[str, str, str | None]] = {
     "redis": ("tasuki.backends.redis", "from_url", "redis"),
     "rediss": ("tasuki.backends.redis", "from_url", "redis"),
     "unix": ("tasuki.backends.redis", "from_url", "redis"),
-    "redis+cluster": ("tasuki.backends.redis", "from_url", "redis"),
     "postgresql": ("tasuki.backends.postgres", "from_url", "postgres"),
     "postgres": ("tasuki.backends.postgres", "from_url", "postgres"),
     "sqs": ("tasuki.backends.sqs", "from_url", "sqs"),
