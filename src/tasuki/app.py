@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
-from tasuki.backends.base import DEFAULT_VISIBILITY_TIMEOUT, Backend, Envelope
+from tasuki.backends.base import DEFAULT_VISIBILITY_TIMEOUT, Backend, Envelope, LockStore
 from tasuki.backends.urls import DEFAULT_URL, backend_from_url
 from tasuki.errors import ConfigurationError, InvalidArgument, MessageTooLarge, UnknownJob
 from tasuki.job import (
@@ -70,6 +70,7 @@ class App:
         default_queue: str = "default",
         middleware: Sequence[Any] | None = None,
         backend: Backend | None = None,
+        locks: LockStore | None = None,
     ) -> None:
         self.url = url or os.environ.get("TASUKI_URL") or DEFAULT_URL
         if id_window < 0:
@@ -89,6 +90,7 @@ class App:
         self.consumers: dict[str, Job[..., Any]] = {}
         self.periodics: list[Periodic] = []
         self._enqueue_chain: tuple[int, EnqueueNext] | None = None
+        self._locks = locks
 
     def __repr__(self) -> str:
         return f"<tasuki.App {self.url}>"
@@ -334,6 +336,11 @@ class App:
             keep_id=d.keep_id,
             unique=d.unique,
         )
+
+    @property
+    def locks(self) -> LockStore:
+        """The lock service behind dedup and uniqueness (the backend's own by default)."""
+        return self._locks if self._locks is not None else self.backend.locks
 
     # -- operating -------------------------------------------------------------------
     def stats(self, queue: str | None = None) -> dict[str, float]:

@@ -28,6 +28,7 @@ class Context:
         "_extender",
         "_stop",
         "deadline",
+        "held_locks",
         "job",
         "lease_lost",
         "message",
@@ -51,6 +52,7 @@ class Context:
         self.deadline: float | None = None
         self.started_at = 0.0
         self.state: dict[str, Any] = {}
+        self.held_locks: list[tuple[str, str]] = []
 
     @property
     def attempt(self) -> int:
@@ -80,6 +82,14 @@ class Context:
         if not self._stop.is_set():
             self.stop_reason = reason
             self._stop.set()
+
+    def hold_lock(self, key: str, owner: str) -> None:
+        """Have the heartbeat renew this lock with the lease, for as long as the job runs."""
+        self.held_locks.append((key, owner))
+
+    def drop_lock(self, key: str, owner: str) -> None:
+        if (key, owner) in self.held_locks:
+            self.held_locks.remove((key, owner))
 
     def extend(self, seconds: float) -> None:
         """Push this delivery's lease expiry to `seconds` from now; LeaseLost if refused."""

@@ -24,6 +24,7 @@ def test_quickstart_runs_as_written(tmp_path: Path) -> None:
         timeout=60,
     )
     assert result.returncode == 0, result.stderr
-    lines = result.stdout.splitlines()
-    assert sorted(lines[:2]) == ["resizing image 42, attempt 1", "resizing image 7, attempt 1"]
-    assert lines[2].startswith("{'ready': 0, 'in_flight': 0, 'delayed': 0, 'dead': 0")
+    out = result.stdout
+    assert "resizing image 42, attempt 1" in out  # two threads print: lines may interleave
+    assert out.count("resizing image 7, attempt 1") == 1  # the same id twice ran once
+    assert out.splitlines()[-1].startswith("{'ready': 0, 'in_flight': 0, 'delayed': 0, 'dead': 0")

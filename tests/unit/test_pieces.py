@@ -11,7 +11,14 @@ import tasuki
 from tasuki.backends.sqlfiles import load_queries, parse_queries
 from tasuki.logs import JSONFormatter, PlainFormatter
 from tasuki.message import ErrorInfo, Message
-from tasuki.middleware import Logging, Retries, Timeouts, default_middleware
+from tasuki.middleware import (
+    DedupGuard,
+    Logging,
+    Retries,
+    Timeouts,
+    Uniqueness,
+    default_middleware,
+)
 from tasuki.middleware.base import Middleware, MiddlewareChain
 
 
@@ -43,14 +50,15 @@ def test_message_json_and_error_text() -> None:
 
 def test_chain_operations() -> None:
     chain = MiddlewareChain(default_middleware())
-    assert [type(m) for m in chain] == [Logging, Retries, Timeouts]
+    assert [type(m) for m in chain] == [Logging, DedupGuard, Uniqueness, Retries, Timeouts]
 
     class Mine(Middleware):
         options = frozenset({"colour"})
 
     mine = Mine()
     chain.insert_before(Retries, mine)
-    assert [type(m).__name__ for m in chain] == ["Logging", "Mine", "Retries", "Timeouts"]
+    names = [type(m).__name__ for m in chain]
+    assert names == ["Logging", "DedupGuard", "Uniqueness", "Mine", "Retries", "Timeouts"]
     chain.remove(mine)
     chain.insert_after("Timeouts", mine)
     assert list(chain)[-1] is mine

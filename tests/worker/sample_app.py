@@ -58,3 +58,21 @@ def stubborn(n: int, duration: float) -> None:
     record("start", n=n)
     time.sleep(duration)
     record("end", n=n)
+
+
+@app.job(visibility_timeout=VT, dedup=tasuki.Dedup(key=lambda m: str(m.args[0])))
+def dedup_work(n: int, copy: int, sleep: float = 0.0) -> None:
+    """Copies of the same `n` are different messages about the same thing."""
+    record("start", n=n, copy=copy)
+    time.sleep(sleep)
+    record("end", n=n, copy=copy)
+
+
+@app.job(
+    visibility_timeout=VT,
+    unique=tasuki.Unique(mode="while_executing", on_conflict="reschedule", reschedule_delay=0.2),
+)
+def exclusive(n: int, sleep: float) -> None:
+    record("start", n=n)
+    time.sleep(sleep)
+    record("end", n=n)

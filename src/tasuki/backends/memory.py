@@ -12,7 +12,7 @@ import itertools
 import secrets
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -67,6 +67,7 @@ class _Queue:
 class MemoryLockStore(LockStore):
     def __init__(self, mutex: threading.RLock) -> None:
         self._mutex = mutex
+        self.clock: Callable[[], float] = time.time  # tests drive time by hand
         self._locks: dict[str, tuple[str, float]] = {}
 
     def _live(self, key: str, now: float) -> tuple[str, float] | None:
@@ -78,7 +79,7 @@ class MemoryLockStore(LockStore):
 
     def acquire(self, key: str, owner: str, ttl: float) -> bool:
         with self._mutex:
-            now = time.time()
+            now = self.clock()
             held = self._live(key, now)
             if held is not None and held[0] != owner:
                 return False
@@ -87,7 +88,7 @@ class MemoryLockStore(LockStore):
 
     def renew(self, keys: Sequence[str], owner: str, ttl: float) -> list[bool]:
         with self._mutex:
-            now = time.time()
+            now = self.clock()
             results = []
             for key in keys:
                 held = self._live(key, now)
@@ -99,7 +100,7 @@ class MemoryLockStore(LockStore):
 
     def release(self, key: str, owner: str) -> bool:
         with self._mutex:
-            held = self._live(key, time.time())
+            held = self._live(key, self.clock())
             if held is None or held[0] != owner:
                 return False
             del self._locks[key]
@@ -107,7 +108,7 @@ class MemoryLockStore(LockStore):
 
     def swap(self, key: str, owner: str, new_owner: str, ttl: float) -> bool:
         with self._mutex:
-            now = time.time()
+            now = self.clock()
             held = self._live(key, now)
             if held is None or held[0] != owner:
                 return False
@@ -116,7 +117,7 @@ class MemoryLockStore(LockStore):
 
     def holder(self, key: str) -> LockHolder | None:
         with self._mutex:
-            now = time.time()
+            now = self.clock()
             held = self._live(key, now)
             return None if held is None else LockHolder(held[0], held[1] - now)
 

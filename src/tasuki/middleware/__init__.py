@@ -3,17 +3,24 @@
 from __future__ import annotations
 
 from tasuki.middleware.base import Middleware, MiddlewareChain, Outcome, Outgoing
+from tasuki.middleware.dedup import DedupGuard
 from tasuki.middleware.logging import Logging
 from tasuki.middleware.retry import Retries
 from tasuki.middleware.timeout import Timeouts
+from tasuki.middleware.unique import Uniqueness
 
 
 def default_middleware() -> list[Middleware]:
-    """The chain every app starts with, outermost first."""
-    return [Logging(), Retries(), Timeouts()]
+    """The chain every app starts with, outermost first.
+
+    Dedup and uniqueness sit outside `Retries` so that their after-hooks see the final
+    decision (retry, dead letter, exhaustion handler) and not just the raw error.
+    """
+    return [Logging(), DedupGuard(), Uniqueness(), Retries(), Timeouts()]
 
 
 __all__ = [
+    "DedupGuard",
     "Logging",
     "Middleware",
     "MiddlewareChain",
@@ -21,5 +28,6 @@ __all__ = [
     "Outgoing",
     "Retries",
     "Timeouts",
+    "Uniqueness",
     "default_middleware",
 ]

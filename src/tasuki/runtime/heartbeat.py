@@ -12,11 +12,11 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tasuki import logs
-from tasuki.backends.base import Backend
+from tasuki.backends.base import Backend, LockStore
 from tasuki.errors import TasukiError
 
 if TYPE_CHECKING:
@@ -35,7 +35,6 @@ class Held:
     extended_at: float
     on_deadline: Callable[[], None] | None = None
     deadline_fired: bool = False
-    renew_locks: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def due_at(self) -> float:
@@ -43,8 +42,9 @@ class Held:
 
 
 class LeaseKeeper:
-    def __init__(self, backend: Backend) -> None:
+    def __init__(self, backend: Backend, locks: LockStore | None = None) -> None:
         self._backend = backend
+        self._locks = locks if locks is not None else backend.locks
         self._held: set[Held] = set()
         self._mutex = threading.Lock()
         self._wake = threading.Event()
@@ -146,11 +146,14 @@ class LeaseKeeper:
     def _renew_locks(self, group: list[Held]) -> None:
         """Locks held for a running job (dedup, uniqueness) live exactly as long as its lease."""
         for h in group:
-            for key, owner in h.renew_locks:
+            for key, owner in list(h.ctx.held_locks):
                 try:
-                    self._backend.locks.renew([key], owner, h.visibility_timeout)
+                    ok = self._locks.renew([key], owner, h.visibility_timeout)[0]
                 except TasukiError as exc:
                     logs.logger.warning("renewing lock %s failed: %s", key, exc)
+                    continue
+                if not ok:
+                    logs.logger.warning("lock %s lapsed while its job ran", key)
 
     def _lose(self, lost: list[Held]) -> None:
         with self._mutex:

@@ -90,7 +90,7 @@ class Worker:
         self._started = True
         backend = self.app.backend
         self.settler = Settler(backend)
-        self.keeper = LeaseKeeper(backend)
+        self.keeper = LeaseKeeper(backend, self.app.locks)
         self.slots = Slots(self.concurrency)
         self.threads = ThreadPool(self.concurrency)
         self.runner = Runner(self.app, self.settler, self.keeper, self._on_done, self._process_pool)

@@ -18,7 +18,7 @@ import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from importlib import resources
 from typing import Any
 
@@ -438,10 +438,11 @@ class SQLiteLockStore(LockStore):
 
     def __init__(self, backend: SQLiteBackend) -> None:
         self._backend = backend
+        self.clock: Callable[[], float] = time.time  # tests drive time by hand
 
     def _one(self, query: str, params: dict[str, Any]) -> int:
         with self._backend._write() as conn:
-            params["now"] = time.time()
+            params["now"] = self.clock()
             return conn.execute(query, params).rowcount
 
     def acquire(self, key: str, owner: str, ttl: float) -> bool:
@@ -449,7 +450,7 @@ class SQLiteLockStore(LockStore):
 
     def renew(self, keys: Sequence[str], owner: str, ttl: float) -> list[bool]:
         with self._backend._write() as conn:
-            now = time.time()
+            now = self.clock()
             return [
                 conn.execute(
                     Q["lock_renew"], {"key": k, "owner": owner, "ttl": ttl, "now": now}
@@ -466,7 +467,7 @@ class SQLiteLockStore(LockStore):
         return self._one(Q["lock_swap"], params) == 1
 
     def holder(self, key: str) -> LockHolder | None:
-        now = time.time()
+        now = self.clock()
         row = self._backend._conn().execute(Q["lock_holder"], {"key": key, "now": now}).fetchone()
         return None if row is None else LockHolder(row[0], row[1] - now)
 

@@ -1,0 +1,121 @@
+"""The duplicate-delivery guard, on every backend."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+import tasuki
+
+
+@pytest.fixture
+def app(any_url: str) -> Iterator[tasuki.App]:
+    a = tasuki.App(any_url, id_window=0)
+    yield a
+    a.close()
+
+
+def drain(app: tasuki.App, concurrency: int = 4) -> None:
+    app.worker(concurrency=concurrency).run(until_idle=True, timeout=30)
+
+
+def test_two_deliveries_at_once_run_once(app: tasuki.App) -> None:
+    runs: list[str] = []
+    mutex = threading.Lock()
+
+    @app.job(dedup=tasuki.Dedup(key=lambda m: f"{m.args[0]}/{m.args[1]}"))
+    def on_upload(bucket: str, key: str, n: int) -> None:
+        with mutex:
+            runs.append(tasuki.current().message.id)
+        time.sleep(0.3)
+
+    # Two different messages about the same object, e.g. two S3 notifications.
+    on_upload.enqueue_many([("photos", "cat.jpg", 1), ("photos", "cat.jpg", 2)])
+    on_upload.enqueue("photos", "dog.jpg", 3)
+    drain(app)
+    assert len(runs) == 2  # cat once, dog once
+    assert app.stats()["dead"] == 0
+
+
+def test_failure_releases_the_guard_so_the_retry_runs(app: tasuki.App) -> None:
+    outcomes: list[str] = []
+
+    @app.job(
+        dedup=tasuki.Dedup(key=lambda m: "same-thing"),
+        retry=tasuki.Retry(max_attempts=3, backoff=tasuki.constant(0.05)),
+    )
+    def once(n: int) -> None:
+        if not outcomes:
+            outcomes.append("failed")
+            raise RuntimeError("first run fails")
+        outcomes.append("ok")
+
+    once.enqueue(1)
+    drain(app, concurrency=1)
+    once.enqueue(2)  # a duplicate after the success: skipped
+    drain(app, concurrency=1)
+    assert outcomes == ["failed", "ok"]
+
+
+def test_duplicate_within_window_skipped_after_window_runs(app: tasuki.App) -> None:
+    runs: list[int] = []
+
+    @app.job(dedup=tasuki.Dedup(window=0.6))
+    def charge(n: int) -> None:
+        runs.append(n)
+
+    charge.options(message_id="charge-1").enqueue(1)
+    drain(app)
+    charge.options(message_id="charge-1").enqueue(1)  # same id again: a duplicate delivery
+    drain(app)
+    assert runs == [1]
+    time.sleep(0.7)
+    charge.options(message_id="charge-1").enqueue(1)
+    drain(app)
+    assert runs == [1, 1]
+
+
+def test_skipped_duplicate_is_acked_and_logged(
+    app: tasuki.App, caplog: pytest.LogCaptureFixture
+) -> None:
+    @app.job(dedup=True)
+    def job() -> None: ...
+
+    job.options(message_id="x").enqueue()
+    drain(app)
+    caplog.set_level("INFO", logger="tasuki")
+    job.options(message_id="x").enqueue()
+    drain(app)
+    skipped = [r for r in caplog.records if r.getMessage() == "skipped"]
+    assert len(skipped) == 1
+    assert skipped[0].tasuki["reason"] == "duplicate: already done"  # type: ignore[attr-defined]
+    assert app.stats() == {
+        "ready": 0,
+        "in_flight": 0,
+        "delayed": 0,
+        "dead": 0,
+        "oldest_ready_age": 0.0,
+    }
+
+
+def test_exhausted_failure_is_not_done(app: tasuki.App) -> None:
+    runs: list[int] = []
+
+    @app.job(
+        dedup=tasuki.Dedup(key=lambda m: "k"),
+        retry=tasuki.Retry(max_attempts=1),
+        on_exhausted=lambda m, e: None,
+    )
+    def flaky(n: int) -> None:
+        runs.append(n)
+        if n == 1:
+            raise RuntimeError("no")
+
+    flaky.enqueue(1)
+    drain(app)
+    flaky.enqueue(2)  # the first never succeeded: this one must run
+    drain(app)
+    assert runs == [1, 2]
