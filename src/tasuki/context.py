@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from tasuki.message import Message
 
 _current: ContextVar[Context | None] = ContextVar("tasuki_context", default=None)
+_EVENT_MUTEX = threading.Lock()
 
 
 class Context:
@@ -46,7 +47,7 @@ class Context:
         self.message = message
         self.job = job
         self._extender = extender
-        self._stop = threading.Event()
+        self._stop: threading.Event | None = None
         self.stop_reason = ""
         self.lease_lost = False
         self.deadline: float | None = None
@@ -70,18 +71,30 @@ class Context:
         lease = self.message.lease
         return Receipt(self.message.queue, self.message.id, lease.token if lease else "")
 
+    def _event(self) -> threading.Event:
+        # Made on first use: most jobs never wait for a stop, and an Event costs a Condition.
+        with _EVENT_MUTEX:
+            if self._stop is None:
+                self._stop = threading.Event()
+            return self._stop
+
     @property
     def should_stop(self) -> bool:
-        return self._stop.is_set()
+        stop = self._stop
+        return stop is not None and stop.is_set()
 
     def wait_for_stop(self, timeout: float | None = None) -> bool:
         """Sleep up to `timeout` seconds, waking early if the job is asked to stop."""
-        return self._stop.wait(timeout)
+        return self._event().wait(timeout)
 
     def request_stop(self, reason: str) -> None:
-        if not self._stop.is_set():
+        stop = self._event()
+        if not stop.is_set():
             self.stop_reason = reason
-            self._stop.set()
+            stop.set()
+
+    def set_extender(self, extender: Callable[[float], bool]) -> None:
+        self._extender = extender
 
     def hold_lock(self, key: str, owner: str) -> None:
         """Have the heartbeat renew this lock with the lease, for as long as the job runs."""

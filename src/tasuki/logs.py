@@ -32,8 +32,8 @@ EVENT_LEVELS: dict[str, int] = {
 }
 
 
-def enabled(event: str) -> bool:
-    return logger.isEnabledFor(EVENT_LEVELS.get(event, logging.INFO))
+def enabled(event: str, /, _levels: dict[str, int] = EVENT_LEVELS) -> bool:
+    return logger.isEnabledFor(_levels.get(event, logging.INFO))
 
 
 def event(name: str, /, **fields: Any) -> None:

@@ -1,7 +1,7 @@
 """The started / finished / skipped / retry / dead-lettered lines, one per event.
 
 It sits outermost so that it reports the final decision of the inner middleware (a
-retry decided by `Retries`, a skip decided by `Dedup`).
+retry decided by `Retries`, a skip decided by `DedupGuard`).
 """
 
 from __future__ import annotations
@@ -24,24 +24,27 @@ _EVENTS = {
 }
 
 
+def _fields(ctx: Context) -> dict[str, Any]:
+    m = ctx.message
+    return logs.message_fields(
+        m.queue, m.job or (ctx.job.name if ctx.job else None), m.id, m.attempt
+    )
+
+
 class Logging(Middleware):
     def execute(self, ctx: Context) -> ExecuteHook:
-        m = ctx.message
-        fields = logs.message_fields(m.queue, m.job, m.id, m.attempt)
         if logs.enabled("started"):
-            logs.event("started", **fields)
+            logs.event("started", **_fields(ctx))
         started = time.perf_counter()
         outcome = yield
         name = _EVENTS.get(outcome.action or "ack", "finished")
         if not logs.enabled(name):
             return
         extra: dict[str, Any] = {"duration": time.perf_counter() - started}
-        if outcome.action == "retry":
+        if outcome.action in ("retry", "defer"):
             extra["delay"] = outcome.delay
         if outcome.action in ("skip", "defer", "retry", "dead") or outcome.reason:
             extra["reason"] = outcome.reason
-        if outcome.action == "defer":
-            extra["delay"] = outcome.delay
         if outcome.error is not None and outcome.action in ("retry", "dead"):
             extra["error"] = f"{type(outcome.error).__name__}: {outcome.error}"
-        logs.event(name, **fields, **extra)
+        logs.event(name, **_fields(ctx), **extra)

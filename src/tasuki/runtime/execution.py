@@ -34,7 +34,7 @@ from tasuki.runtime.settler import Settlement, Settler
 
 if TYPE_CHECKING:
     from tasuki.app import App
-    from tasuki.backends.base import Delivery
+    from tasuki.backends.base import Delivery, Receipt
     from tasuki.job import Job
     from tasuki.runtime.processes import ProcessPool
 
@@ -43,55 +43,62 @@ if TYPE_CHECKING:
 TIMEOUT_GRACE = 1.0
 
 
+_CLAIMS = threading.Lock()
+_INJECTION = threading.Lock()
+
+
 class Task:
     """One delivery on its way through the worker."""
 
     __slots__ = (
-        "_claim",
-        "_inject_mutex",
         "async_task",
+        "claimed",
         "ctx",
-        "fields",
         "held",
         "hooks",
         "in_job",
         "injected",
         "job",
+        "receipt",
         "thread_id",
     )
 
-    def __init__(self, ctx: Context, job: Job[..., Any], held: Held) -> None:
+    def __init__(self, ctx: Context, job: Job[..., Any], held: Held, receipt: Receipt) -> None:
         self.ctx = ctx
         self.job = job
         self.held = held
-        m = ctx.message
-        self.fields = logs.message_fields(m.queue, m.job or job.name, m.id, m.attempt)
-        self._claim = threading.Lock()
-        self._inject_mutex = threading.Lock()
+        self.receipt = receipt
+        self.claimed = False
         self.hooks: list[ExecuteHook] = []
         self.thread_id = 0
         self.in_job = False
         self.injected = False
         self.async_task: asyncio.Task[None] | None = None
 
+    @property
+    def fields(self) -> dict[str, Any]:
+        """The fields every log line about this delivery carries (made only when logged)."""
+        m = self.ctx.message
+        return logs.message_fields(m.queue, m.job or self.job.name, m.id, m.attempt)
+
     def claim(self) -> bool:
         """True exactly once: the caller owns this delivery's settlement."""
-        return self._claim.acquire(blocking=False)
-
-    @property
-    def claimed(self) -> bool:
-        return self._claim.locked()
+        with _CLAIMS:
+            if self.claimed:
+                return False
+            self.claimed = True
+            return True
 
     # -- timeouts of thread jobs ----------------------------------------------------------
     def inject_timeout(self) -> None:
-        with self._inject_mutex:
+        with _INJECTION:
             if self.in_job and not self.injected and self.thread_id:
                 self.injected = True
                 raise_in_thread(self.thread_id, JobTimeout)
 
     def leave_job(self) -> None:
         """Close the window in which a timeout may be injected, and drop one still pending."""
-        with self._inject_mutex:
+        with _INJECTION:
             self.in_job = False
             if self.injected and self.thread_id:
                 raise_in_thread(self.thread_id, None)
@@ -114,12 +121,22 @@ class Runner:
         self.hooks: list[Middleware] = [m for m in app.middleware if m.overrides("execute")]
 
     # -- receiving --------------------------------------------------------------------------
+    def receive_many(self, deliveries: list[Delivery]) -> list[Task]:
+        log_received = logs.enabled("received")
+        tasks = []
+        for d in deliveries:
+            if log_received:
+                name = d.headers.get(JOB_HEADER)
+                logs.event("received", **logs.message_fields(d.queue, name, d.id, d.attempt))
+            task = self.receive(d)
+            if task is not None:
+                tasks.append(task)
+        return tasks
+
     def receive(self, d: Delivery) -> Task | None:
         """Decode a delivery; a poison message is dead-lettered here and None returned."""
         headers = d.headers
         name = headers.get(JOB_HEADER)
-        if logs.enabled("received"):
-            logs.event("received", **logs.message_fields(d.queue, name, d.id, d.attempt))
         try:
             self.app.codec.verify(headers, d.body)
         except SignatureError as exc:
@@ -141,12 +158,8 @@ class Runner:
             job = found
             try:
                 args, kwargs = self.app.codec.decode_payload(headers, d.body)
-                job.check_arguments(args, kwargs)
             except SerializationError as exc:
                 self._poison(d, "undecodable message", exc)
-                return None
-            except InvalidArgument as exc:
-                self._poison(d, "arguments do not fit the job", exc)
                 return None
             message = Message(
                 id=d.id,
@@ -166,10 +179,10 @@ class Runner:
         vt = job.visibility_timeout
         now = time.monotonic()
         stale = vt != d.visibility_timeout
-        held = Held(ctx=None, visibility_timeout=vt, extended_at=now - vt if stale else now)  # type: ignore[arg-type]
-        ctx = Context(message, job, extender=lambda s: self.keeper.extend_now(held, s))
-        held.ctx = ctx
-        task = Task(ctx, job, held)
+        ctx = Context(message, job)
+        held = Held(ctx, vt, now - vt if stale else now, self.keeper)
+        ctx.set_extender(held.extend)
+        task = Task(ctx, job, held, d.receipt)
         self.keeper.add(held)
         if stale:
             self.keeper.wake()
@@ -367,8 +380,25 @@ class Runner:
     def complete(self, task: Task, outcome: Outcome) -> None:
         if not task.claim():
             return  # settled already: released at shutdown, or given up after a timeout
+        if isinstance(outcome.error, TypeError) and outcome.action is None:
+            self._check_fit(task, outcome)
         self._after(task, outcome)
         self._settle(task, outcome)
+
+    @staticmethod
+    def _check_fit(task: Task, outcome: Outcome) -> None:
+        """A TypeError may mean the message's arguments no longer fit the job (a deploy
+        changed its signature): no retry can fix that, so it goes to the dead letters.
+        Checked only after a failure, to keep signature binding off the hot path."""
+        job, m = task.job, task.ctx.message
+        if job.consumer:
+            return
+        try:
+            job.check_arguments(m.args, m.kwargs)
+        except InvalidArgument as misfit:
+            misfit.__cause__ = outcome.error
+            outcome.error = misfit
+            outcome.decide("dead", reason="arguments do not fit the job")
 
     def _settle(self, task: Task, outcome: Outcome) -> None:
         ctx = task.ctx
@@ -380,22 +410,20 @@ class Runner:
             else:
                 decide_failure(ctx, outcome)
         action = outcome.action
-        receipt = ctx.receipt
+        receipt = task.receipt
         if action in ("ack", "skip"):
-            self.settler.put(Settlement("ack", receipt, task.fields))
+            self.settler.put(Settlement("ack", receipt, task))
         elif action == "defer":
             self.settler.put(
-                Settlement("release", receipt, task.fields, delay=outcome.delay, penalty=False)
+                Settlement("release", receipt, task, delay=outcome.delay, penalty=False)
             )
         elif action == "retry":
             self.settler.put(
-                Settlement("release", receipt, task.fields, delay=outcome.delay, penalty=True)
+                Settlement("release", receipt, task, delay=outcome.delay, penalty=True)
             )
         else:
             error = ErrorInfo.from_exception(outcome.error) if outcome.error else None
-            self.settler.put(
-                Settlement("bury", receipt, task.fields, reason=outcome.reason, error=error)
-            )
+            self.settler.put(Settlement("bury", receipt, task, reason=outcome.reason, error=error))
 
     def release_on_shutdown(self, task: Task) -> bool:
         """Hand a still-running job's message back without penalty; True if this did it."""
@@ -405,5 +433,5 @@ class Runner:
         if task.ctx.lease_lost:
             return False
         logs.event("released on shutdown", **task.fields)
-        self.settler.put(Settlement("release", task.ctx.receipt, task.fields, penalty=False))
+        self.settler.put(Settlement("release", task.receipt, task, penalty=False))
         return True

@@ -33,8 +33,13 @@ class Held:
     ctx: Context
     visibility_timeout: float
     extended_at: float
+    keeper: LeaseKeeper
     on_deadline: Callable[[], None] | None = None
     deadline_fired: bool = False
+
+    def extend(self, seconds: float) -> bool:
+        """`ctx.extend()`: extend this lease at once."""
+        return self.keeper.extend_now(self, seconds)
 
     @property
     def due_at(self) -> float:

@@ -15,20 +15,30 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from queue import Empty, SimpleQueue
-from typing import Any
+from typing import Any, Protocol
 
 from tasuki import logs
 from tasuki.backends.base import Backend, Bury, Receipt, Release
 from tasuki.errors import TasukiError
 
 MAX_BATCH = 1000
+# After a small batch, wait this long for more: under load, fewer and larger round trips.
+LINGER = 0.0005
+SMALL = 32
+
+
+class _HasFields(Protocol):
+    @property
+    def fields(self) -> dict[str, Any]: ...
 
 
 @dataclass(slots=True)
 class Settlement:
+    """One settlement; `about` gives the log fields, computed only if something is logged."""
+
     kind: str  # "ack" | "release" | "bury"
     receipt: Receipt
-    fields: dict[str, Any]
+    about: _HasFields | dict[str, Any]
     delay: float = 0.0
     penalty: bool = True
     reason: str = ""
@@ -78,11 +88,16 @@ class Settler:
                 stopping = True
             else:
                 batch.append(first)
+            lingered = stopping
             while len(batch) < MAX_BATCH:
                 try:
                     item = self._queue.get_nowait()
                 except Empty:
-                    break
+                    if lingered or len(batch) >= SMALL:
+                        break
+                    lingered = True
+                    time.sleep(LINGER)
+                    continue
                 if item is _STOP:
                     stopping = True
                 else:
@@ -133,6 +148,8 @@ class Settler:
         for item, ok in zip(items, results, strict=True):
             if not ok:
                 if logs.enabled("ack refused"):
-                    logs.event("ack refused", **item.fields, action=item.kind)
+                    about = item.about
+                    fields = about if isinstance(about, dict) else about.fields
+                    logs.event("ack refused", **fields, action=item.kind)
                 if self._on_refused is not None:
                     self._on_refused(item)

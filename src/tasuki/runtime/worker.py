@@ -184,12 +184,10 @@ class Worker:
 
     def _dispatch(self, deliveries: list[Delivery]) -> None:
         runner = self.runner
-        for d in deliveries:
-            task = runner.receive(d)
-            if task is None:
-                continue
-            with self._mutex:
-                self._active.add(task)
+        tasks = runner.receive_many(deliveries)
+        with self._mutex:
+            self._active.update(tasks)
+        for task in tasks:
             if task.job.executor == "async":
                 self._event_loop().submit(lambda t=task: runner.run_async(t))  # type: ignore[misc]
             else:
