@@ -140,7 +140,8 @@ class Worker:
             self._running_loop = False
 
     def _loop_until(self, until_idle: bool, deadline: float | None) -> None:
-        while not self._stop_requested.wait(IDLE_CHECK):
+        tick = IDLE_CHECK if until_idle or deadline is not None else 1.0
+        while not self._stop_requested.wait(tick):
             if deadline is not None and time.monotonic() >= deadline:
                 return
             if until_idle and self._idle():
