@@ -21,6 +21,12 @@ def producer(url: str, vt: float) -> tasuki.App:
     )
     def exclusive(n: int, sleep: float) -> None: ...
 
+    @app.job(
+        visibility_timeout=vt,
+        unique=tasuki.Unique(mode="until_and_while_executing", key=lambda m: "report"),
+    )
+    def report(n: int, sleep: float) -> None: ...
+
     return app
 
 
@@ -65,3 +71,22 @@ def test_sigkill_while_holding_locks_frees_them_and_the_job_runs_again(
         again = max(starts[n], key=lambda r: r["t"])
         assert again["t"] - killed_at < vt + 4.0
     wait_until(lambda: idle(app), 10)
+
+
+def test_one_waits_one_runs_across_processes(
+    shared_url: str, log: Path, workers: list[WorkerProcess]
+) -> None:
+    app = producer(shared_url, 5.0)
+    report = app.jobs["report"]
+    for _ in range(2):
+        workers.append(WorkerProcess(shared_url, log, "-c", "2", vt=5.0))
+    report.enqueue(1, 1.5)
+    wait_until(lambda: len(by_n(read_log(log), "start")) == 1, 20)
+    waiting = report.enqueue(2, 0.1)  # the other process leases it and must wait for 1
+    assert report.enqueue(3, 0.1) == waiting  # a third copy conflicts with the waiting one
+    wait_until(lambda: len(by_n(read_log(log), "end")) == 2, 30)
+    wait_until(lambda: idle(app), 10)
+    records = read_log(log)
+    starts, ends = by_n(records, "start"), by_n(records, "end")
+    assert sorted(starts) == [1, 2]
+    assert ends[1][0]["t"] <= starts[2][0]["t"], "the waiting copy ran while the first ran"
