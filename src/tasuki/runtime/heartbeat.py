@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 MIN_TICK = 0.01
 MAX_TICK = 0.5
+RETRY_TICK = 0.1
 
 
 @dataclass(eq=False, slots=True)
@@ -103,7 +104,9 @@ class LeaseKeeper:
             if due:
                 self._extend(due)
             now = time.monotonic()
-            _, _, next_at = self._plan(now, publish=True)
+            still_due, _, next_at = self._plan(now, publish=True)
+            if still_due:  # the backend refused to answer: try again soon
+                next_at = min(next_at, now + RETRY_TICK)
             self._wake.wait(max(MIN_TICK, next_at - now))
 
     def _plan(self, now: float, publish: bool = False) -> tuple[list[Held], list[Held], float]:

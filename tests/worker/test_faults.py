@@ -1,0 +1,124 @@
+"""The worker against a misbehaving backend: failures are retried, nothing is lost."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+
+import pytest
+
+import tasuki
+from tasuki.backends.faulty import FaultyBackend
+from tasuki.backends.urls import backend_from_url
+
+
+@pytest.fixture
+def faulty(any_url: str) -> Iterator[FaultyBackend]:
+    backend = FaultyBackend(backend_from_url(any_url))
+    yield backend
+    backend.close()
+
+
+def counting_app(faulty: FaultyBackend, runs: Counter[int], **job: object) -> tasuki.App:
+    app = tasuki.App(faulty.inner.url, backend=faulty)
+    mutex = threading.Lock()
+
+    @app.job(**job)  # type: ignore[arg-type]
+    def work(n: int) -> None:
+        with mutex:
+            runs[n] += 1
+
+    return app
+
+
+def test_failed_acks_are_retried_until_they_land(faulty: FaultyBackend) -> None:
+    runs: Counter[int] = Counter()
+    app = counting_app(faulty, runs)
+    app.jobs["work"].enqueue_many([(n,) for n in range(50)])
+    faulty.fail("ack", times=5)
+    app.worker(concurrency=4).run(until_idle=True, timeout=30)
+    assert faulty.injected["ack"] == 5
+    assert sorted(runs) == list(range(50))
+    assert max(runs.values()) == 1  # retried acks, not re-runs
+    assert app.stats() == {
+        "ready": 0,
+        "in_flight": 0,
+        "delayed": 0,
+        "dead": 0,
+        "oldest_ready_age": 0.0,
+    }
+
+
+def test_lost_ack_reply_does_not_rerun(
+    faulty: FaultyBackend, caplog: pytest.LogCaptureFixture
+) -> None:
+    runs: Counter[int] = Counter()
+    app = counting_app(faulty, runs)
+    app.jobs["work"].enqueue(1)
+    faulty.lose_reply("ack", times=1)  # applied, but the worker sees an error and retries
+    caplog.set_level("WARNING", logger="tasuki")
+    app.worker(concurrency=1).run(until_idle=True, timeout=30)
+    assert runs == Counter({1: 1})
+    assert any(r.getMessage() == "ack refused" for r in caplog.records)
+    assert app.stats()["ready"] + app.stats()["in_flight"] == 0
+
+
+def test_lease_outage_then_recovery(faulty: FaultyBackend) -> None:
+    runs: Counter[int] = Counter()
+    app = counting_app(faulty, runs)
+    faulty.fail("lease", times=None)  # down until recover()
+    worker = app.worker(concurrency=2)
+    worker.start()
+    app.jobs["work"].enqueue_many([(n,) for n in range(10)])
+    time.sleep(0.5)
+    assert not runs
+    faulty.recover()
+    deadline = time.monotonic() + 10
+    while sum(runs.values()) < 10 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    worker.stop(grace=5)
+    assert sorted(runs) == list(range(10))
+
+
+def test_heartbeat_outage_longer_than_the_lease_loses_it(
+    faulty: FaultyBackend, caplog: pytest.LogCaptureFixture
+) -> None:
+    runs: Counter[int] = Counter()
+    app = tasuki.App(faulty.inner.url, backend=faulty)
+    started = threading.Event()
+
+    @app.job(visibility_timeout=0.6)
+    def slow(n: int) -> None:
+        runs[n] += 1
+        started.set()
+        time.sleep(1.5)
+
+    slow.enqueue(1)
+    faulty.fail("extend", times=None)
+    caplog.set_level("WARNING", logger="tasuki")
+    worker = app.worker(concurrency=2)  # a free slot re-leases the lapsed message
+    worker.start()
+    assert started.wait(5)
+    time.sleep(1.0)
+    faulty.recover()
+    deadline = time.monotonic() + 10
+    while (app.stats()["ready"] + app.stats()["in_flight"]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    worker.stop(grace=5)
+    # the lease lapsed during the outage: the message was delivered again (allowed:
+    # at-least-once), the first run's result was never acked with its stale token
+    messages = [r.getMessage() for r in caplog.records]
+    assert "lease lost" in messages
+    assert runs[1] == 2
+
+
+def test_slow_backend_only_slows(faulty: FaultyBackend) -> None:
+    runs: Counter[int] = Counter()
+    app = counting_app(faulty, runs)
+    app.jobs["work"].enqueue_many([(n,) for n in range(20)])
+    faulty.stall("ack", seconds=0.05)
+    faulty.stall("lease", seconds=0.02)
+    app.worker(concurrency=4).run(until_idle=True, timeout=30)
+    assert sorted(runs) == list(range(20)) and max(runs.values()) == 1
