@@ -31,16 +31,38 @@ def wait_for_port(port: int, timeout: float = 10.0) -> None:
     raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout}s")
 
 
+def free_cluster_port() -> int:
+    """A free port whose cluster bus port (port + 10000, fixed by Redis) is free too."""
+    for _ in range(200):
+        port = free_port()
+        if port > 65535 - 10000:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port + 10000))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("no free port pair for a Redis Cluster node")
+
+
 class RedisServer:
     """A redis-server process of our own; `restart()` keeps its port and data directory."""
 
-    def __init__(self, workdir: Path, *, appendonly: bool = False, extra: list[str] | None = None):
+    def __init__(
+        self,
+        workdir: Path,
+        *,
+        appendonly: bool = False,
+        extra: list[str] | None = None,
+        port: int | None = None,
+    ):
         binary = shutil.which("redis-server")
         if binary is None:
             raise RuntimeError("redis-server is not installed; ./dev test installs it")
         self.binary = binary
         self.workdir = workdir
-        self.port = free_port()
+        self.port = port or free_port()
         self.appendonly = appendonly
         self.extra = extra or []
         self.process: subprocess.Popen[bytes] | None = None
@@ -95,6 +117,86 @@ class RedisServer:
 
     def __enter__(self) -> RedisServer:
         return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class RedisCluster:
+    """A local Redis Cluster of `masters` redis-servers (no replicas), ours to stop.
+
+    Each node runs in its own directory with `--cluster-enabled yes`; `redis-cli
+    --cluster create` assigns the 16384 slots evenly, and `start()` returns once every
+    node reports `cluster_state:ok`.
+    """
+
+    def __init__(self, workdir: Path, masters: int = 3) -> None:
+        cli = shutil.which("redis-cli")
+        if cli is None:
+            raise RuntimeError("redis-cli is not installed; it comes with redis-server")
+        self.cli = cli
+        self.nodes = [
+            RedisServer(
+                workdir / f"node-{n}",
+                extra=["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"],
+                port=free_cluster_port(),
+            )
+            for n in range(masters)
+        ]
+
+    @property
+    def ports(self) -> list[int]:
+        return [node.port for node in self.nodes]
+
+    def url(self) -> str:
+        return self.nodes[0].url()
+
+    def start(self) -> RedisCluster:
+        for node in self.nodes:
+            node.start()
+        addresses = [f"127.0.0.1:{port}" for port in self.ports]
+        subprocess.run(
+            [
+                self.cli,
+                "--cluster",
+                "create",
+                *addresses,
+                "--cluster-replicas",
+                "0",
+                "--cluster-yes",
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=30,
+        )
+        deadline = time.monotonic() + 20
+        while not all(self._ok(port) for port in self.ports):
+            if time.monotonic() > deadline:
+                raise TimeoutError("the Redis Cluster did not reach cluster_state:ok")
+            time.sleep(0.1)
+        return self
+
+    def _ok(self, port: int) -> bool:
+        out = subprocess.run(
+            [self.cli, "-p", str(port), "cluster", "info"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        ).stdout
+        return "cluster_state:ok" in out
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+    def __enter__(self) -> RedisCluster:
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
 
     def __exit__(self, *exc: object) -> None:
         self.stop()

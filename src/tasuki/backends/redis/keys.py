@@ -1,0 +1,112 @@
+"""Every Redis key the backend uses, with its type and meaning, in one place.
+
+All keys start with the URL's `prefix` (default `tasuki:`). A queue's keys share the hash
+tag `{<queue>}`, so on Redis Cluster one queue lives in one slot and every script can
+touch all of it atomically. Per queue, with `B = <prefix>{<queue>}:`:
+
+| key | type | meaning |
+|---|---|---|
+| `B waiting` | ZSET | waiting messages (ready or delayed); score = visible time, µs |
+| `B leased` | ZSET | messages in flight; score = lease expiry, µs |
+| `B leases` | HASH | id -> token of its current lease, for exactly the ids in `leased` |
+| `B dead` | ZSET | dead letters; score = when it died, µs |
+| `B m:<id>` | HASH | one message, in whatever state (fields below) |
+| `B keep` | HASH | id -> `keep_id` (ms), for messages enqueued with a finished-id window |
+| `B done:<id>` | STRING, PX | a finished id, remembered for its `keep_id` window |
+| `B signal` | LIST, PX | wake-up tokens for blocked `lease(wait=...)` calls |
+
+A message's state is the ZSET that holds its id, nothing else: there is no `state` field
+that could disagree with the index. "Ready" is `waiting` with score <= now, plus
+`leased` with score <= now (an expired lease is deliverable again); "delayed" is
+`waiting` above now; "in flight" is `leased` above now.
+
+Lease tokens and keep windows live in per-queue hashes rather than in each message's
+hash so that ack, extend, release and bury check and clear a whole batch with one
+HMGET / HDEL each, instead of one command per message: settling is the hot path.
+
+Fields of `B m:<id>` (times are whole microseconds of the Redis server's clock):
+
+| field | set by | meaning |
+|---|---|---|
+| `body` | enqueue (replace) | the payload, bytes |
+| `headers` | enqueue (replace) | JSON object of str -> str |
+| `max_attempts` | enqueue | leases allowed before the message is dead-lettered |
+| `vt_us` | enqueue | the message's own visibility timeout; absent: the lease call's |
+| `enqueued_us` | enqueue | when it was first stored |
+| `unique` | enqueue | full key of the uniqueness lock it claimed, if any |
+| `attempt` | lease, release, redrive | leases so far (absent = 0) |
+| `fence` | lease | fencing number, only ever grows (absent = 0) |
+| `reason`, `died_us` | bury, lease (exhausted) | why and when it died |
+| `error_type`, `error_message`, `error_traceback` | bury | the last error |
+
+Outside the queues:
+
+| key | type | meaning |
+|---|---|---|
+| `<prefix>queues` | SET | names of queues ever enqueued to (`queues()` keeps the non-empty) |
+| `<prefix>lock:<key>` | STRING, PX | a lock of the lock service: value = owner, TTL = lease |
+
+Lock keys are whatever the caller names. A caller that puts a hash tag in the key
+(`{myqueue}unique:...`, as the uniqueness and dedup middleware do) places the lock in
+that queue's slot, which is what lets `enqueue.lua` claim a uniqueness lock in the same
+atomic step as the enqueue on Redis Cluster. For that reason neither the prefix nor a
+queue name may contain braces.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tasuki.errors import InvalidArgument, InvalidURL
+
+DEFAULT_PREFIX = "tasuki:"
+
+
+@dataclass(frozen=True, slots=True)
+class QueueKeys:
+    """The keys of one queue. Scripts build `base .. 'm:' .. id` and `'done:' .. id`."""
+
+    base: str
+    waiting: str
+    leased: str
+    leases: str
+    dead: str
+    keep: str
+    signal: str
+
+
+class KeySpace:
+    """Key names under one prefix; queue keys are cached (they are built per call)."""
+
+    def __init__(self, prefix: str = DEFAULT_PREFIX) -> None:
+        if "{" in prefix or "}" in prefix:
+            raise InvalidURL(
+                f"redis key prefix {prefix!r} may not contain braces: they would change "
+                "the hash tag that keeps a queue in one Redis Cluster slot"
+            )
+        self.prefix = prefix
+        self.queues = f"{prefix}queues"
+        self._lock_prefix = f"{prefix}lock:"
+        self._cache: dict[str, QueueKeys] = {}
+
+    def queue(self, name: str) -> QueueKeys:
+        keys = self._cache.get(name)
+        if keys is None:
+            if "{" in name or "}" in name:
+                raise InvalidArgument(f"queue name {name!r} may not contain braces")
+            base = f"{self.prefix}{{{name}}}:"
+            keys = QueueKeys(
+                base=base,
+                waiting=base + "waiting",
+                leased=base + "leased",
+                leases=base + "leases",
+                dead=base + "dead",
+                keep=base + "keep",
+                signal=base + "signal",
+            )
+            if len(self._cache) < 10_000:
+                self._cache[name] = keys
+        return keys
+
+    def lock(self, key: str) -> str:
+        return self._lock_prefix + key

@@ -1,0 +1,53 @@
+-- ack: delete finished messages, if their lease is still the caller's.
+--
+-- KEYS[1]  leased ZSET
+-- KEYS[2]  leases HASH (id -> token of the current lease)
+-- KEYS[3]  keep HASH (finished-id windows)
+--
+-- ARGV[1]  queue key base, `<prefix>{<queue>}:`
+-- then pairs (from ARGV[2]): id, lease token
+--
+-- Only the current token settles a message: a stale one (the lease expired and the
+-- message was leased again, released, buried or purged) changes nothing. A message
+-- enqueued with keep_id leaves `done:<id>` behind for that long, so a producer's retry
+-- of the same id stays a no-op even after the message ran. Every read and delete is
+-- one command for the whole batch, not one per message.
+--
+-- Returns one 1 / 0 per pair.
+
+--- @include "batch"
+
+local leased, leases, keep = KEYS[1], KEYS[2], KEYS[3]
+local base = ARGV[1]
+local ids = {}
+for i = 2, #ARGV, 2 do
+  ids[#ids + 1] = ARGV[i]
+end
+local current = hmget_many(leases, ids)
+local results, gone, doomed, acked = {}, {}, {}, {}
+for k, id in ipairs(ids) do
+  -- `acked`: a receipt repeated in the batch is stale the second time.
+  if current[k] and current[k] == ARGV[2 * k + 1] and not acked[id] then
+    acked[id] = true
+    gone[#gone + 1] = id
+    doomed[#doomed + 1] = base .. 'm:' .. id
+    results[k] = 1
+  else
+    results[k] = 0
+  end
+end
+if #gone > 0 then
+  local windows = hmget_many(keep, gone)
+  local kept = {}
+  for k, id in ipairs(gone) do
+    if windows[k] then
+      redis.call('SET', base .. 'done:' .. id, '1', 'PX', windows[k])
+      kept[#kept + 1] = id
+    end
+  end
+  hdel_many(keep, kept)
+  del_many(doomed)
+  hdel_many(leases, gone)
+  zrem_many(leased, gone)
+end
+return results

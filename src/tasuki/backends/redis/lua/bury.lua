@@ -1,0 +1,43 @@
+-- bury: move leased messages to the dead-letter ZSET with their reason and last error.
+--
+-- KEYS[1]  leased ZSET
+-- KEYS[2]  leases HASH (id -> token of the current lease)
+-- KEYS[3]  dead ZSET
+--
+-- ARGV[1]  queue key base, `<prefix>{<queue>}:`
+-- then 6 fields per message (from ARGV[2]): id, lease token, reason, error type
+--   ('' = no error), error message, error traceback
+--
+-- The message keeps its body, headers and attempt count; it drops its uniqueness lock
+-- if it still owns it.
+--
+-- Returns one 1 / 0 per message; a stale token changes nothing.
+
+--- @include "clock"
+--- @include "batch"
+--- @include "to_dead"
+
+local leased, leases, dead = KEYS[1], KEYS[2], KEYS[3]
+local base = ARGV[1]
+local now = now_us()
+local ids = {}
+for i = 2, #ARGV, 6 do
+  ids[#ids + 1] = ARGV[i]
+end
+local current = hmget_many(leases, ids)
+local results, gone, buried = {}, {}, {}
+for k, id in ipairs(ids) do
+  local a = 6 * k - 4
+  if current[k] and current[k] == ARGV[a + 1] and not buried[id] then
+    buried[id] = true
+    gone[#gone + 1] = id
+    to_dead(dead, base .. 'm:' .. id, id, now, ARGV[a + 2], ARGV[a + 3], ARGV[a + 4],
+      ARGV[a + 5])
+    results[k] = 1
+  else
+    results[k] = 0
+  end
+end
+hdel_many(leases, gone)
+zrem_many(leased, gone)
+return results

@@ -1,0 +1,21 @@
+-- Wake blocked `lease(wait=...)` calls: one token per new ready message, so a batch of n
+-- wakes up to n workers (each BLPOP takes one token). Capped and trimmed so tokens
+-- nobody waited for never pile up, and expiring so an abandoned queue leaves nothing.
+local SIGNAL_CAP = 64
+local SIGNAL_TTL_MS = 60000
+
+local function signal(key, n)
+  if n <= 0 then
+    return
+  end
+  if n > SIGNAL_CAP then
+    n = SIGNAL_CAP
+  end
+  local tokens = {}
+  for i = 1, n do
+    tokens[i] = '1'
+  end
+  redis.call('RPUSH', key, unpack(tokens))
+  redis.call('LTRIM', key, -SIGNAL_CAP, -1)
+  redis.call('PEXPIRE', key, SIGNAL_TTL_MS)
+end

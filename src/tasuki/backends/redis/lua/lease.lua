@@ -1,0 +1,128 @@
+-- lease: hand out up to `max` due messages of one queue, oldest visible first.
+--
+-- KEYS[1]  waiting ZSET
+-- KEYS[2]  leased ZSET
+-- KEYS[3]  dead ZSET
+-- KEYS[4]  leases HASH (id -> token of the current lease)
+--
+-- ARGV[1]  queue key base, `<prefix>{<queue>}:`
+-- ARGV[2]  max messages
+-- ARGV[3]  visibility timeout (µs) for messages enqueued without their own
+-- ARGV[4]  nonce for this call's lease tokens (token = nonce '.' fence)
+--
+-- Due = waiting with visible time <= now, and leases expired by now. A due message
+-- whose attempts are used up is dead-lettered instead of leased ("lease expired N
+-- times" if it was in flight, "attempts exhausted (N of M)" if it was waiting), and the
+-- walk goes on, so exhausted messages never eat the batch. Each leased message gets
+-- attempt + 1, fence + 1, a fresh token and expiry now + its visibility timeout.
+--
+-- Returns {hint, then 9 fields per leased message: id, body, headers, attempt,
+-- max_attempts, enqueued_us, token, fence, own vt (µs, 0 = the lease call's)}.
+-- `hint`, when nothing was leased, is the µs until the next waiting or leased message
+-- becomes due (-1: the queue holds none), so a blocked caller knows how long to sleep.
+
+--- @include "clock"
+--- @include "batch"
+--- @include "to_dead"
+
+local waiting, leased, dead, leases = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local base = ARGV[1]
+local want = tonumber(ARGV[2])
+local default_vt = tonumber(ARGV[3])
+local nonce = ARGV[4]
+local now = now_us()
+local out = {-1}
+local got = 0
+-- Bound the work of one call when a backlog of exhausted messages waits to be buried.
+local budget = want + 1000
+
+while got < want and budget > 0 do
+  local need = math.min(want - got, budget)
+  local w = redis.call('ZRANGEBYSCORE', waiting, '-inf', now, 'WITHSCORES', 'LIMIT', 0, need)
+  local l = redis.call('ZRANGEBYSCORE', leased, '-inf', now, 'WITHSCORES', 'LIMIT', 0, need)
+  local nw, nl = #w, #l
+  if nw == 0 and nl == 0 then
+    break
+  end
+  local wi, li, from_waiting = 1, 1, 0
+  local expiries, tokens, gone = {}, {}, {}
+  for _ = 1, need do
+    local id, was_waiting
+    if wi <= nw and (li > nl or tonumber(w[wi + 1]) <= tonumber(l[li + 1])) then
+      id, was_waiting = w[wi], true
+      wi = wi + 2
+      from_waiting = from_waiting + 1
+    elseif li <= nl then
+      id, was_waiting = l[li], false
+      li = li + 2
+    else
+      break
+    end
+    budget = budget - 1
+    local mkey = base .. 'm:' .. id
+    local f = redis.call('HMGET', mkey, 'attempt', 'max_attempts', 'vt_us', 'body', 'headers',
+      'enqueued_us', 'fence')
+    local attempt = tonumber(f[1]) or 0
+    local max_attempts = tonumber(f[2])
+    if not f[4] then
+      -- An index entry without its message: drop it.
+      if not was_waiting then
+        gone[#gone + 1] = id
+      end
+    elseif attempt >= max_attempts then
+      local reason
+      if was_waiting then
+        reason = 'attempts exhausted (' .. attempt .. ' of ' .. max_attempts .. ')'
+      else
+        reason = 'lease expired ' .. attempt .. ' times'
+        gone[#gone + 1] = id
+      end
+      to_dead(dead, mkey, id, now, reason, '', '', '')
+    else
+      attempt = attempt + 1
+      local fence = (tonumber(f[7]) or 0) + 1
+      local token = nonce .. '.' .. fence
+      local own_vt = tonumber(f[3])
+      redis.call('HSET', mkey, 'attempt', attempt, 'fence', fence)
+      expiries[#expiries + 1] = now + (own_vt or default_vt)
+      expiries[#expiries + 1] = id
+      tokens[#tokens + 1] = id
+      tokens[#tokens + 1] = token
+      local o = #out
+      out[o + 1] = id
+      out[o + 2] = f[4]
+      out[o + 3] = f[5]
+      out[o + 4] = attempt
+      out[o + 5] = max_attempts
+      out[o + 6] = f[6]
+      out[o + 7] = token
+      out[o + 8] = fence
+      out[o + 9] = own_vt or 0
+      got = got + 1
+    end
+  end
+  -- The ids taken from `waiting` are exactly its first `from_waiting` by rank.
+  if from_waiting > 0 then
+    redis.call('ZREMRANGEBYRANK', waiting, 0, from_waiting - 1)
+  end
+  zrem_many(leased, gone)
+  hdel_many(leases, gone)
+  zadd_many(leased, expiries)
+  each_chunk('HSET', leases, tokens)
+end
+
+if got == 0 then
+  local next_due = nil
+  local fw = redis.call('ZRANGE', waiting, 0, 0, 'WITHSCORES')
+  local fl = redis.call('ZRANGE', leased, 0, 0, 'WITHSCORES')
+  if fw[2] then
+    next_due = tonumber(fw[2])
+  end
+  if fl[2] and (not next_due or tonumber(fl[2]) < next_due) then
+    next_due = tonumber(fl[2])
+  end
+  if next_due then
+    out[1] = math.max(0, next_due - now)
+  end
+end
+return out

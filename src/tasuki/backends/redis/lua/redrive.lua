@@ -1,0 +1,49 @@
+-- redrive: dead letters back to `waiting`, ready now, attempts reset.
+--
+-- KEYS[1]  waiting ZSET
+-- KEYS[2]  dead ZSET
+-- KEYS[3]  signal LIST
+--
+-- ARGV[1]  queue key base, `<prefix>{<queue>}:`
+-- ARGV[2]  limit: with no ids, redrive up to this many (the oldest dead first)
+-- ARGV[3..] ids to redrive; ids that are not dead letters (or repeat) are skipped
+--
+-- The reason, error and time of death are cleared; the fence is kept (it only grows).
+-- "Redrive all" is a loop of calls from the backend, so a huge dead-letter queue never
+-- blocks Redis in one script.
+--
+-- Returns the number of messages redriven.
+
+--- @include "clock"
+--- @include "batch"
+--- @include "signal"
+
+local waiting, dead = KEYS[1], KEYS[2]
+local base = ARGV[1]
+local now = now_us()
+local ids
+if #ARGV > 2 then
+  ids = {}
+  local seen = {}
+  for i = 3, #ARGV do
+    local id = ARGV[i]
+    if not seen[id] and redis.call('ZSCORE', dead, id) then
+      ids[#ids + 1] = id
+    end
+    seen[id] = true
+  end
+else
+  ids = redis.call('ZRANGE', dead, 0, tonumber(ARGV[2]) - 1)
+end
+local scores = {}
+for i, id in ipairs(ids) do
+  local mkey = base .. 'm:' .. id
+  redis.call('HDEL', mkey, 'reason', 'died_us', 'error_type', 'error_message', 'error_traceback')
+  redis.call('HSET', mkey, 'attempt', 0)
+  scores[#scores + 1] = now + i - 1
+  scores[#scores + 1] = id
+end
+zrem_many(dead, ids)
+zadd_many(waiting, scores)
+signal(KEYS[3], #ids)
+return #ids

@@ -1,0 +1,210 @@
+"""The Redis backend on a real 3-master Redis Cluster.
+
+The contract suite proves the semantics on a single server; this proves they survive
+sharding: each queue's keys and its `{queue}`-tagged locks share one slot, scripts run
+on the master that owns it, and calls spanning several queues reach several masters.
+The queues used here are chosen so that each one provably lives on a different master.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from redis.crc import key_slot
+
+import tasuki
+from tasuki.backends.base import Backend, Bury, Envelope, Release, UniqueClaim
+from tasuki.backends.urls import backend_from_url
+from tasuki.errors import InvalidArgument
+from tasuki.message import ErrorInfo
+from tests.contract.helpers import env, stats
+from tests.support.servers import RedisCluster
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisCluster]:
+    with RedisCluster(tmp_path_factory.mktemp("cluster")) as c:
+        yield c
+
+
+def owner_port(c: RedisCluster, queue: str) -> int:
+    """The port of the master that serves the slot of `queue`'s hash tag."""
+    slot = key_slot(f"{{{queue}}}".encode())
+    client = redis.Redis(port=c.ports[0], protocol=2)
+    try:
+        for start, end, master, *_ in client.cluster("slots"):
+            if start <= slot <= end:
+                return int(master[1])
+    finally:
+        client.close()
+    raise AssertionError(f"slot {slot} is not served")
+
+
+@pytest.fixture
+def queues(cluster: RedisCluster) -> list[str]:
+    """One fresh queue name per master, so every test spans all three."""
+    run = uuid.uuid4().hex[:8]
+    chosen: dict[int, str] = {}
+    for n in range(1000):
+        name = f"q-{run}-{n}"
+        chosen.setdefault(owner_port(cluster, name), name)
+        if len(chosen) == len(cluster.ports):
+            break
+    assert sorted(chosen) == sorted(cluster.ports)
+    return list(chosen.values())
+
+
+@pytest.fixture
+def backend(cluster: RedisCluster) -> Iterator[Backend]:
+    b = backend_from_url(f"{cluster.url()}?prefix=c-{uuid.uuid4().hex[:8]}:")
+    yield b
+    b.close()
+
+
+def test_lifecycle_on_every_master(backend: Backend, queues: list[str]) -> None:
+    for q in queues:
+        claim = UniqueClaim(f"{{{q}}}unique:job", 60.0, replace=True)
+        assert backend.enqueue([env(q, "a", body=b"old", unique=claim, keep_id=60.0)]) == [
+            ("a", "enqueued")
+        ]
+        assert backend.enqueue([env(q, "b", body=b"new", unique=claim)]) == [("a", "replaced")]
+        assert backend.enqueue([env(q, "a")])[0].status == "duplicate"
+        backend.enqueue([env(q, "later", delay=30.0)])
+        assert stats(backend, q) == (1, 0, 1, 0)
+
+        [d] = backend.lease(q, 10, 30.0)
+        assert (d.id, d.body, d.attempt, d.fencing_token) == ("a", b"new", 1, 1)
+        assert backend.enqueue([env(q, "c", unique=claim)]) == [("a", "conflict")]
+        assert backend.extend([d.receipt], 60.0) == [True]
+        assert backend.release([Release(d.receipt, 0.0, penalty=False)]) == [True]
+        [d] = backend.lease(q, 10, 30.0)
+        assert (d.attempt, d.fencing_token) == (1, 2)
+
+        error = ErrorInfo("RuntimeError", "boom", "Traceback...")
+        assert backend.bury([Bury(d.receipt, "gave up", error)]) == [True]
+        assert backend.locks.holder(claim.key) is None  # a dead message frees its lock
+        assert stats(backend, q) == (0, 0, 1, 1)
+        [dead] = backend.dead_letters(q)
+        assert (dead.id, dead.reason, dead.error) == ("a", "gave up", error)
+        found = backend.dead_letter(q, "a")
+        assert found is not None and found.attempt == 1
+
+        assert backend.redrive(q) == 1
+        [d] = backend.lease(q, 10, 30.0)
+        assert d.attempt == 1
+        assert backend.ack([d.receipt]) == [True]
+        assert backend.enqueue([env(q, "a")])[0].status == "duplicate"  # kept 60 s
+        assert stats(backend, q) == (0, 0, 1, 0)
+    assert set(queues) <= set(backend.queues())
+    for q in queues:
+        assert backend.purge(q) == 1
+    assert not set(queues) & set(backend.queues())
+
+
+def test_batches_spanning_masters(backend: Backend, queues: list[str]) -> None:
+    batch = [Envelope(q, f"m{i}", f"{q}-{i}".encode()) for i in range(20) for q in queues]
+    assert [r.status for r in backend.enqueue(batch)] == ["enqueued"] * len(batch)
+    leased = [d for q in queues for d in backend.lease(q, 100, 30.0)]
+    assert len(leased) == len(batch)
+    receipts = [d.receipt for d in leased]
+    receipts.sort(key=lambda r: r.id)  # interleave the queues in one call
+    assert backend.extend(receipts, 60.0) == [True] * len(receipts)
+    assert backend.ack(receipts) == [True] * len(receipts)
+    assert backend.ack(receipts[:3]) == [False] * 3
+    for q in queues:
+        assert stats(backend, q) == (0, 0, 0, 0)
+
+
+def test_locks_across_slots(backend: Backend, queues: list[str]) -> None:
+    locks = backend.locks
+    keys = [f"{{{q}}}dedup:job:1" for q in queues] + ["untagged-lock"]
+    assert all(locks.acquire(k, "alice", 30.0) for k in keys)
+    assert not locks.acquire(keys[0], "bob", 30.0)
+    assert locks.renew([*keys, f"{{{queues[0]}}}other"], "alice", 60.0) == [True] * 4 + [False]
+    assert locks.renew(keys, "bob", 60.0) == [False] * 4
+    assert locks.swap(keys[1], "alice", "done", 90.0)
+    holder = locks.holder(keys[1])
+    assert holder is not None and holder.owner == "done" and holder.expires_in > 60.0
+    assert not locks.release(keys[1], "alice")
+    assert all(locks.release(k, "alice") for k in (keys[0], keys[2], keys[3]))
+    assert locks.holder(keys[0]) is None
+
+
+def test_unique_key_outside_the_queue_slot_is_refused(backend: Backend, queues: list[str]) -> None:
+    q, other = queues[0], queues[1]
+    foreign = UniqueClaim(f"{{{other}}}unique:job", 60.0)
+    with pytest.raises(InvalidArgument, match="hash tag"):
+        backend.enqueue([env(other, "fine"), env(q, "x", unique=foreign)])
+    assert stats(backend, q) == stats(backend, other) == (0, 0, 0, 0)  # nothing written
+
+
+def test_blocked_lease_wakes_on_enqueue_and_on_delay(backend: Backend, queues: list[str]) -> None:
+    q = queues[-1]
+
+    def later() -> None:
+        time.sleep(0.2)
+        backend.enqueue([env(q, "x")])
+
+    thread = threading.Thread(target=later)
+    started = time.monotonic()
+    thread.start()
+    assert [d.id for d in backend.lease(q, 1, 30.0, wait=5.0)] == ["x"]
+    thread.join()
+    assert time.monotonic() - started < 2.0
+
+    backend.enqueue([env(q, "y", delay=0.3)])
+    started = time.monotonic()
+    assert [d.id for d in backend.lease(q, 1, 30.0, wait=5.0)] == ["y"]
+    assert 0.25 <= time.monotonic() - started < 2.0
+
+
+def test_worker_drains_queues_on_every_master(
+    cluster: RedisCluster, queues: list[str], tmp_path: Path
+) -> None:
+    app = tasuki.App(f"{cluster.url()}?prefix=w-{uuid.uuid4().hex[:8]}:")
+    done: list[tuple[str, int]] = []
+    mutex = threading.Lock()
+    jobs = []
+    for q in queues:
+
+        @app.job(name=f"work-{q}", queue=q, dedup=True)
+        def work(n: int, q: str = q) -> None:
+            with mutex:
+                done.append((q, n))
+
+        jobs.append(work)
+
+    @app.job(
+        name="unique-work",
+        queue=queues[0],
+        unique=tasuki.Unique(mode="until_executed", key=lambda m: "same"),
+    )
+    def unique_work(n: int) -> None:
+        with mutex:
+            done.append(("unique", n))
+
+    for job in jobs:
+        job.enqueue_many([(n,) for n in range(50)])
+    unique_work.enqueue(1)
+    unique_work.enqueue(2)  # dropped: the first copy still waits
+    app.worker(queues=queues, concurrency=8).run(until_idle=True, timeout=60)
+
+    for q in queues:
+        assert sorted(n for name, n in done if name == q) == list(range(50))
+        assert app.stats(q) == {
+            "ready": 0,
+            "in_flight": 0,
+            "delayed": 0,
+            "dead": 0,
+            "oldest_ready_age": 0.0,
+        }
+    assert [n for name, n in done if name == "unique"] == [1]
+    app.close()
