@@ -1,0 +1,40 @@
+"""The systems under test. Each has an app module (what its worker imports) and a runner
+(what the harness drives), side by side in this package.
+
+Runners are imported by name only when their system runs, so a peer that failed to
+install is reported as failed without stopping the others.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from benchmarks.peers.base import Context, Peer, Unavailable
+
+#: name -> "module:class", in the order of the table
+SYSTEMS: dict[str, str] = {
+    "tasuki-redis": "benchmarks.peers.tasuki_runner:TasukiRedis",
+    "celery": "benchmarks.peers.celery_runner:CeleryPeer",
+    "dramatiq": "benchmarks.peers.dramatiq_runner:DramatiqPeer",
+    "rq": "benchmarks.peers.rq_runner:RQPeer",
+    "arq": "benchmarks.peers.arq_runner:ArqPeer",
+    "huey": "benchmarks.peers.huey_runner:HueyPeer",
+    "taskiq": "benchmarks.peers.taskiq_runner:TaskiqPeer",
+    "saq": "benchmarks.peers.saq_runner:SaqPeer",
+    "tasuki-sqlite": "benchmarks.peers.tasuki_runner:TasukiSQLite",
+    "raw-redis": "benchmarks.peers.raw_runner:RawPeer",
+    # variants, run only when named with --only
+    "rq-fork": "benchmarks.peers.rq_runner:RQForkPeer",
+    "taskiq-list": "benchmarks.peers.taskiq_runner:TaskiqListPeer",
+}
+DEFAULT = [name for name in SYSTEMS if name not in {"rq-fork", "taskiq-list"}]
+
+
+def load(name: str, ctx: Context) -> Peer:
+    """Import and construct one system's runner (raises on a missing package)."""
+    module_name, cls_name = SYSTEMS[name].split(":")
+    cls: type[Peer] = getattr(importlib.import_module(module_name), cls_name)
+    return cls(ctx)
+
+
+__all__ = ["DEFAULT", "SYSTEMS", "Context", "Peer", "Unavailable", "load"]

@@ -1,0 +1,18 @@
+"""Dramatiq's side: RedisBroker with its default middleware, the no-op actor."""
+
+from __future__ import annotations
+
+import os
+
+import dramatiq
+from dramatiq.brokers.redis import RedisBroker
+
+from benchmarks.marks import mark
+
+broker = RedisBroker(url=os.environ["BENCH_REDIS_URL"])
+dramatiq.set_broker(broker)
+
+
+@dramatiq.actor(queue_name="default", actor_name="noop")
+def noop(i: int) -> None:
+    mark(i)

@@ -1,0 +1,31 @@
+"""Taskiq's side: taskiq-redis brokers (stream broker with acks by default), no result
+backend, the no-op coroutine. `BENCH_TASKIQ_BROKER=list` picks the BRPOP list broker."""
+
+from __future__ import annotations
+
+import os
+
+from taskiq import AsyncBroker
+from taskiq_redis import ListQueueBroker, RedisStreamBroker
+
+from benchmarks.marks import mark
+
+URL = os.environ["BENCH_REDIS_URL"]
+KIND_ENV = "BENCH_TASKIQ_BROKER"
+QUEUE = "bench"
+XREAD_COUNT = 100  # taskiq-redis's default batch per XREADGROUP
+
+
+def make_broker(kind: str) -> AsyncBroker:
+    if kind == "list":
+        return ListQueueBroker(URL, queue_name=QUEUE)
+    # consumer_id "0": the group sees messages queued before the worker first started.
+    return RedisStreamBroker(URL, queue_name=QUEUE, consumer_id="0", xread_count=XREAD_COUNT)
+
+
+broker = make_broker(os.environ.get(KIND_ENV, "stream"))
+
+
+@broker.task(task_name="noop")
+async def noop(i: int) -> None:
+    mark(i)
