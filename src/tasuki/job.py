@@ -118,6 +118,10 @@ class Job(Generic[P, R]):
         self.__module__ = getattr(fn, "__module__", __name__)
         self.__wrapped__ = fn
         self._signature: inspect.Signature | None = None
+        # (fewest, most) positional arguments when the signature is plain: no *args,
+        # **kwargs or keyword-only parameters. Then a call with positional arguments
+        # only is checked by counting them, which is most calls.
+        self._positional: tuple[int, int] | None = None
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.fn(*args, **kwargs)
@@ -132,6 +136,10 @@ class Job(Generic[P, R]):
                 self._signature = inspect.signature(self.fn)
             except (TypeError, ValueError):
                 return
+            self._positional = _positional_range(self._signature)
+        plain = self._positional
+        if plain is not None and not kwargs and plain[0] <= len(args) <= plain[1]:
+            return
         try:
             self._signature.bind(*args, **kwargs)
         except TypeError as exc:
@@ -189,6 +197,14 @@ class Enqueuer(Generic[P]):
         if self.message_id is not None and len(items) > 1:
             raise InvalidArgument("one message_id cannot name several messages in enqueue_many")
         return self.job.app.enqueue_calls(self.job, items, self)
+
+
+def _positional_range(signature: inspect.Signature) -> tuple[int, int] | None:
+    params = signature.parameters.values()
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    if any(p.kind not in positional for p in params):
+        return None
+    return sum(1 for p in params if p.default is p.empty), len(params)
 
 
 def _split_call(call: object) -> tuple[tuple[Any, ...], dict[str, Any]]:

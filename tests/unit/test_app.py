@@ -136,7 +136,32 @@ def test_wrong_arguments_are_refused_at_enqueue(app: tasuki.App) -> None:
         resize.enqueue(1, 2)
     with pytest.raises(errors.InvalidArgument):
         resize.enqueue(colour="red")
+    with pytest.raises(errors.InvalidArgument):
+        resize.enqueue()
     assert app.stats()["ready"] == 0
+
+
+def test_argument_counts_defaults_and_keywords(app: tasuki.App) -> None:
+    """Plain signatures are checked by counting positional arguments; the rest bind."""
+
+    @app.job
+    def crop(image_id: int, width: int = 10, /) -> None: ...
+
+    @app.job
+    def tag(image_id: int, *, label: str) -> None: ...
+
+    crop.enqueue(1)
+    crop.enqueue(1, 2)
+    with pytest.raises(errors.InvalidArgument):
+        crop.enqueue(1, 2, 3)
+    with pytest.raises(errors.InvalidArgument):
+        crop.enqueue(image_id=1)  # positional-only
+    tag.enqueue(1, label="x")
+    with pytest.raises(errors.InvalidArgument):
+        tag.enqueue(1)
+    with pytest.raises(errors.InvalidArgument):
+        tag.enqueue(1, "x")
+    assert app.stats()["ready"] == 3
 
 
 def test_unserializable_arguments_name_the_culprit(app: tasuki.App) -> None:

@@ -440,3 +440,36 @@ def test_wrong_job_timeout_type_is_rejected(app: tasuki.App) -> None:
 def test_job_timeout_error_is_a_timeout() -> None:
     assert issubclass(JobTimeout, TimeoutError)
     assert issubclass(JobTimeout, tasuki.TasukiError)
+
+
+def test_middleware_runs_only_for_jobs_it_applies_to(app: tasuki.App) -> None:
+    seen: list[str] = []
+
+    class OnlyTagged(Middleware):
+        options = frozenset({"tagged"})
+
+        def applies_to(self, job: tasuki.Job[..., Any]) -> bool:
+            return bool(job.extra.get("tagged"))
+
+        def execute(self, ctx: tasuki.Context) -> None:
+            assert ctx.job is not None
+            seen.append(ctx.job.name)
+
+    app.middleware.append(OnlyTagged())
+
+    @app.job(tagged=True)
+    def tagged() -> None: ...
+
+    @app.job
+    def plain() -> None: ...
+
+    tagged.enqueue()
+    plain.enqueue()
+    app.worker(concurrency=2).run(until_idle=True, timeout=10)
+    assert seen == ["tagged"]
+
+    # A change to the chain is seen by the next run.
+    app.middleware.remove(OnlyTagged)
+    tagged.enqueue()
+    app.worker(concurrency=2).run(until_idle=True, timeout=10)
+    assert seen == ["tagged"]

@@ -7,16 +7,39 @@ import os
 import sys
 from collections.abc import Callable
 from functools import wraps
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-from rich.console import Console
 
 from tasuki.app import App
 from tasuki.errors import TasukiError
 
-console = Console()
-err_console = Console(stderr=True)
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+class _LazyConsole:
+    """A rich Console made on first use, so a command that prints no tables (the
+    worker) never imports rich."""
+
+    def __init__(self, **options: Any) -> None:
+        self._options = options
+        self._console: Console | None = None
+
+    def real(self) -> Console:
+        """The Console itself, for rich APIs that need one (e.g. `Live`)."""
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(**self._options)
+        return self._console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real(), name)
+
+
+console = _LazyConsole()
+err_console = _LazyConsole(stderr=True)
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -123,7 +123,7 @@ def demo(db: Path, concurrency: int) -> None:
     bar = progress.add_task("settled", total=expected_messages)
     started = time.monotonic()
     runner.start()
-    with Live(console=console, refresh_per_second=10) as live:
+    with Live(console=console.real(), refresh_per_second=10) as live:
         while runner.is_alive():
             live.update(_view(app, tally, progress, bar))
             runner.join(0.1)

@@ -1,29 +1,47 @@
-"""Entry point of `tasuki` and `python -m tasuki`."""
+"""Entry point of `tasuki` and `python -m tasuki`.
+
+Each command's module is imported only when that command runs: a worker starts without
+paying for the tables and progress bars of the operating commands, and every deploy of
+a worker fleet pays its start-up time again.
+"""
 
 from __future__ import annotations
+
+import importlib
 
 import click
 
 from tasuki import __version__
-from tasuki.cli.dead import dead
-from tasuki.cli.demo import demo
-from tasuki.cli.enqueue import enqueue
-from tasuki.cli.stats import purge, stats
-from tasuki.cli.worker import worker
+
+# command name -> (module under tasuki.cli, attribute)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "worker": ("worker", "worker"),
+    "stats": ("stats", "stats"),
+    "purge": ("stats", "purge"),
+    "dead": ("dead", "dead"),
+    "enqueue": ("enqueue", "enqueue"),
+    "demo": ("demo", "demo"),
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        where = COMMANDS.get(cmd_name)
+        if where is None:
+            return None
+        command: click.Command = getattr(
+            importlib.import_module(f"tasuki.cli.{where[0]}"), where[1]
+        )
+        return command
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="tasuki")
 def cli() -> None:
     """tasuki: background jobs that never lose a message."""
-
-
-cli.add_command(worker)
-cli.add_command(stats)
-cli.add_command(purge)
-cli.add_command(dead)
-cli.add_command(enqueue)
-cli.add_command(demo)
 
 
 def main() -> None:

@@ -5,10 +5,11 @@ A middleware wraps two calls:
 * `enqueue(messages, call_next)` on the producer side, Rack style: it may change the
   drafts, call `call_next` (or not) and look at what the backend answered. It works on a
   batch because `enqueue_many` is one round trip.
-* `execute(ctx)` on the worker side, as a generator: code before `yield` runs before the
-  job, `yield` hands back the `Outcome`, code after it may inspect or change it. The same
-  chain thus serves thread, asyncio and process jobs alike. Raising `Skip` or `Defer`
-  before the `yield` stops the job from running; raising anything else fails it.
+* `execute(ctx)` on the worker side, for the jobs `applies_to(job)` accepts, as a
+  generator: code before `yield` runs before the job, `yield` hands back the `Outcome`,
+  code after it may inspect or change it. The same chain thus serves thread, asyncio and
+  process jobs alike. Raising `Skip` or `Defer` before the `yield` stops the job from
+  running; raising anything else fails it.
 
 A middleware names the job options it owns in `options`, so `@app.job(my_option=...)` is
 accepted only when some installed middleware will act on it.
@@ -81,6 +82,15 @@ class Middleware:
 
     def execute(self, ctx: Context) -> ExecuteHook | None:
         return None
+
+    def applies_to(self, job: Job[..., Any]) -> bool:
+        """Whether `execute` can do anything for this job's messages.
+
+        The worker asks once per job and chain version, and leaves the middleware out of
+        the runs of jobs it says no for: a guard for an option the job does not use
+        then costs nothing per message. The default is yes.
+        """
+        return True
 
     def overrides(self, method: str) -> bool:
         return getattr(type(self), method) is not getattr(Middleware, method)

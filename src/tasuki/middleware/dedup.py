@@ -17,7 +17,7 @@ dead letter or the exhaustion handler never counts as done.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tasuki import logs
 from tasuki.errors import Defer, Skip
@@ -25,6 +25,7 @@ from tasuki.middleware.base import ExecuteHook, Middleware
 
 if TYPE_CHECKING:
     from tasuki.context import Context
+    from tasuki.job import Job
     from tasuki.policies import Dedup
 
 DONE = "done"
@@ -41,6 +42,9 @@ def dedup_key(ctx: Context, policy: Dedup) -> str:
 
 class DedupGuard(Middleware):
     options = frozenset({"dedup"})
+
+    def applies_to(self, job: Job[..., Any]) -> bool:
+        return job.dedup is not None
 
     def execute(self, ctx: Context) -> ExecuteHook | None:
         job = ctx.job

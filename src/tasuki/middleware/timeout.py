@@ -5,16 +5,20 @@ its own way: asyncio cancels the task, a thread gets `JobTimeout` raised inside 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tasuki.middleware.base import Middleware
 
 if TYPE_CHECKING:
     from tasuki.context import Context
+    from tasuki.job import Job
 
 
 class Timeouts(Middleware):
     options = frozenset({"timeout"})
+
+    def applies_to(self, job: Job[..., Any]) -> bool:
+        return job.timeout is not None
 
     def execute(self, ctx: Context) -> None:
         job = ctx.job

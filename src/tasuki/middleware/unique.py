@@ -78,6 +78,9 @@ def _run_key(base: str) -> str:
 class Uniqueness(Middleware):
     options = frozenset({"unique"})
 
+    def applies_to(self, job: Job[..., Any]) -> bool:
+        return job.unique is not None
+
     # -- enqueue ----------------------------------------------------------------------
     def enqueue(self, messages: list[Outgoing], call_next: EnqueueNext) -> list[Enqueued]:
         for d in messages:

@@ -118,7 +118,16 @@ class Runner:
         self.keeper = keeper
         self.on_done = on_done
         self._processes = processes
-        self.hooks: list[Middleware] = [m for m in app.middleware if m.overrides("execute")]
+        # job name -> (chain version, the middleware that applies to it)
+        self._hooks: dict[str, tuple[int, list[Middleware]]] = {}
+
+    def hooks_for(self, job: Job[..., Any]) -> list[Middleware]:
+        chain = self.app.middleware
+        cached = self._hooks.get(job.name)
+        if cached is None or cached[0] != chain.version:
+            applying = [m for m in chain if m.overrides("execute") and m.applies_to(job)]
+            cached = self._hooks[job.name] = (chain.version, applying)
+        return cached[1]
 
     # -- receiving --------------------------------------------------------------------------
     def receive_many(self, deliveries: list[Delivery]) -> list[Task]:
@@ -198,7 +207,7 @@ class Runner:
     # -- middleware ---------------------------------------------------------------------------
     def _before(self, task: Task) -> Outcome | None:
         ctx = task.ctx
-        for m in self.hooks:
+        for m in self.hooks_for(task.job):
             try:
                 gen = m.execute(ctx)
                 if gen is None:
@@ -261,12 +270,17 @@ class Runner:
         job, m = task.job, task.ctx.message
         outcome = Outcome()
         started = time.perf_counter()
+        # Without a deadline nothing can inject a JobTimeout: skip the guard's locking.
+        guarded = task.ctx.deadline is not None
         try:
-            try:
-                task.in_job = True
+            if not guarded:
                 outcome.result = job.fn(m) if job.consumer else job.fn(*m.args, **m.kwargs)
-            finally:
-                task.leave_job()
+            else:
+                try:
+                    task.in_job = True
+                    outcome.result = job.fn(m) if job.consumer else job.fn(*m.args, **m.kwargs)
+                finally:
+                    task.leave_job()
         except Skip as s:
             outcome.decide("skip", reason=s.reason)
         except Defer as d:
@@ -275,7 +289,8 @@ class Runner:
             outcome.error = self._timeout_error(task) if task.injected else exc
         except BaseException as exc:
             outcome.error = exc
-        task.leave_job()
+        if task.in_job:  # the JobTimeout landed inside the `finally` above
+            task.leave_job()
         outcome.duration = time.perf_counter() - started
         return outcome
 

@@ -21,17 +21,40 @@ LINGER = 0.002
 
 
 class Slots:
-    """How many more messages this worker may hold; one per running job."""
+    """How many more messages this worker may hold; one per running job.
+
+    Given back once per finished job, so `give_back` is on the hot path: it notifies
+    only when someone waits (the fetcher, or a stopping worker) and enough is free.
+    """
 
     def __init__(self, size: int) -> None:
         self.size = size
         self._free = size
         self._want = 1
-        self._cond = threading.Condition()
+        self._waiters = 0
+        self._notified = False
+        self._cond = threading.Condition(threading.Lock())
 
     @property
     def busy(self) -> int:
         return self.size - self._free
+
+    def _wait_for(self, ready: Callable[[], bool], timeout: float) -> bool:
+        """Condition.wait_for, counting waiters and resetting `_notified` before each wait."""
+        if ready():
+            return True
+        deadline = time.monotonic() + timeout
+        self._waiters += 1
+        try:
+            while not ready():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._notified = False
+                self._cond.wait(remaining)
+            return True
+        finally:
+            self._waiters -= 1
 
     def reserve(self, most: int, timeout: float, gather: int = 1, linger: float = 0.0) -> int:
         """Take up to `most` free slots, waiting up to `timeout` for at least one.
@@ -41,11 +64,11 @@ class Slots:
         which is what keeps a network backend's round trips off the hot path.
         """
         with self._cond:
-            if self._free == 0 and not self._cond.wait_for(lambda: self._free > 0, timeout):
+            if self._free == 0 and not self._wait_for(lambda: self._free > 0, timeout):
                 return 0
             if self._free < gather and linger > 0:
                 self._want = gather
-                self._cond.wait_for(lambda: self._free >= gather, linger)
+                self._wait_for(lambda: self._free >= gather, linger)
                 self._want = 1
             n = min(most, self._free)
             self._free -= n
@@ -56,12 +79,18 @@ class Slots:
             return
         with self._cond:
             self._free += n
-            if self._free >= self._want or self._free == self.size:
+            # Once notified, waiters need no more notifies until one of them waits again.
+            if (
+                self._waiters
+                and not self._notified
+                and (self._free >= self._want or self._free == self.size)
+            ):
+                self._notified = True
                 self._cond.notify_all()
 
     def wait_all_free(self, timeout: float) -> bool:
         with self._cond:
-            return self._cond.wait_for(lambda: self._free == self.size, timeout)
+            return self._wait_for(lambda: self._free == self.size, timeout)
 
 
 class Fetcher:

@@ -54,24 +54,19 @@ class Settler:
         self._queue: SimpleQueue[Any] = SimpleQueue()
         self._on_refused = on_refused
         self._pending = 0
-        self._idle = threading.Condition()
+        self._count = threading.Lock()  # a plain lock: put() runs once per message
         self._giving_up_at: float | None = None
         self._thread = threading.Thread(target=self._run, name="tasuki-settler", daemon=True)
         self._thread.start()
 
     def put(self, item: Settlement) -> None:
-        with self._idle:
+        with self._count:
             self._pending += 1
         self._queue.put(item)
 
     @property
     def pending(self) -> int:
         return self._pending
-
-    def flush(self, timeout: float | None = None) -> bool:
-        """Wait until everything put so far has reached the backend."""
-        with self._idle:
-            return self._idle.wait_for(lambda: self._pending == 0, timeout)
 
     def stop(self, timeout: float = 10.0) -> None:
         """Flush, giving up on backend errors after `timeout`, then end the thread."""
@@ -104,10 +99,8 @@ class Settler:
                     batch.append(item)
             if batch:
                 self._send(batch)
-                with self._idle:
+                with self._count:
                     self._pending -= len(batch)
-                    if self._pending == 0:
-                        self._idle.notify_all()
             if stopping and self._queue.empty():
                 return
 

@@ -113,9 +113,8 @@ class RedisBackend(Backend):
         return conn
 
     def _eval(self, name: str, keys: list[str], args: list[Any]) -> Any:
-        scripts = self._connection().scripts
         try:
-            return getattr(scripts, name)(keys, args)
+            return self._connection().run(name, keys, args)
         except REDIS_ERRORS as exc:
             raise translate(exc, self._where) from exc
 

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+import hiredis
 import redis
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.cluster import RedisCluster
@@ -28,6 +30,7 @@ from redis.exceptions import (
     AuthorizationError,
     BusyLoadingError,
     ClusterError,
+    NoScriptError,
     RedisClusterException,
     RedisError,
     ResponseError,
@@ -45,6 +48,8 @@ DEFAULT_MAX_MESSAGE_SIZE = 1024 * 1024
 DEFAULT_SOCKET_TIMEOUT = 10.0
 CLUSTER_MODES = ("auto", "yes", "no")
 MIN_VERSION = (6, 2)
+# A script call that failed on a broken socket is sent again on a fresh one this often.
+SCRIPT_RETRIES = 2
 
 
 def _positive_int(raw: str) -> int:
@@ -195,6 +200,8 @@ class Connection:
         # (queues set key, queue) -> when this process last added the queue to the set
         self.announced: dict[tuple[str, str], float] = {}
         self._mutex = threading.Lock()
+        # Sockets for direct script calls; list.pop/append are atomic, so no lock.
+        self._idle: list[Any] = []
 
     def connect(self) -> Scripts:
         """Connect (once), find out whether the server is a Cluster node, load scripts."""
@@ -242,6 +249,54 @@ class Connection:
             self.scripts = Scripts(client)
             return self.scripts
 
+    def run(self, name: str, keys: list[str], args: list[Any]) -> Any:
+        """Call script `name` by SHA: the hot path of every backend operation.
+
+        On a single server the call goes straight to a pooled socket of redis-py: the
+        packed EVALSHA, one read, NOSCRIPT answered by loading the script and calling
+        again. That skips redis-py's per-command layers (pool locking, retry wrapper,
+        observability hooks, response callbacks), about 15 µs of every round trip,
+        which is a fifth of a local enqueue. A Cluster client routes by key slot, so
+        Cluster calls go through redis-py as they are.
+        """
+        scripts = self.scripts if self.scripts is not None else self.connect()
+        script = getattr(scripts, name)
+        if self.cluster:
+            return script(keys, args)
+        packed = hiredis.pack_command((b"EVALSHA", script.sha, len(keys), *keys, *args))
+        idle = self._idle
+        for attempt in range(SCRIPT_RETRIES + 1):
+            try:
+                sock = idle.pop()
+            except IndexError:
+                sock = self.client.connection_pool.make_connection()
+            try:
+                sock.send_packed_command((packed,), check_health=False)
+                try:
+                    reply = sock.read_response()
+                except NoScriptError:
+                    sock.send_command("SCRIPT", "LOAD", script.script, check_health=False)
+                    sock.read_response()
+                    sock.send_packed_command((packed,), check_health=False)
+                    reply = sock.read_response()
+            except ResponseError:
+                idle.append(sock)  # a whole error reply: the socket is fine
+                raise
+            except redis.ConnectionError:
+                sock.disconnect()
+                idle.append(sock)
+                if attempt == SCRIPT_RETRIES:
+                    raise
+                time.sleep(0.01 * (attempt + 1))
+                continue
+            except BaseException:
+                sock.disconnect()  # the reply may be half read: never reuse the socket
+                idle.append(sock)
+                raise
+            idle.append(sock)
+            return reply
+        raise AssertionError("unreachable")
+
     def _check(self, info: dict[str, Any]) -> None:
         version = str(info.get("redis_version", ""))
         numbers = tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
@@ -261,6 +316,9 @@ class Connection:
     def close(self) -> None:
         with self._mutex:
             client, self.client, self.scripts = self.client, None, None
+            idle, self._idle = self._idle, []
+        for sock in idle:
+            sock.disconnect()
         if client is not None:
             client.close()
 

@@ -1,6 +1,9 @@
 -- Wake blocked `lease(wait=...)` calls: one token per new ready message, so a batch of n
 -- wakes up to n workers (each BLPOP takes one token). Capped and trimmed so tokens
 -- nobody waited for never pile up, and expiring so an abandoned queue leaves nothing.
+-- A list only outlives its waiters while nobody waits, so the TTL is set when the list
+-- is created (one command less on every enqueue); tokens lost to that expiry cost a
+-- worker at most one `wait` of its lease call, never a message.
 local SIGNAL_CAP = 64
 local SIGNAL_TTL_MS = 60000
 
@@ -15,7 +18,11 @@ local function signal(key, n)
   for i = 1, n do
     tokens[i] = '1'
   end
-  redis.call('RPUSH', key, unpack(tokens))
-  redis.call('LTRIM', key, -SIGNAL_CAP, -1)
-  redis.call('PEXPIRE', key, SIGNAL_TTL_MS)
+  local length = redis.call('RPUSH', key, unpack(tokens))
+  if length > SIGNAL_CAP then
+    redis.call('LTRIM', key, -SIGNAL_CAP, -1)
+  end
+  if length <= n then
+    redis.call('PEXPIRE', key, SIGNAL_TTL_MS)
+  end
 end

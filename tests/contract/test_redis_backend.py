@@ -1,0 +1,114 @@
+"""What only the Redis backend has: its URLs, its connection handling, its scripts.
+
+The lifecycle itself is the shared contract suite's business (`any_url` runs it on
+Redis too); these tests cover the ways a Redis deployment goes wrong.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from tasuki import errors
+from tasuki.backends.base import Backend, Envelope
+from tasuki.backends.redis import connection
+from tasuki.backends.urls import backend_from_url
+from tests.support.servers import RedisServer, free_port
+
+
+def _envelope(queue: str, body: bytes = b"{}") -> Envelope:
+    return Envelope(queue=queue, id=uuid.uuid4().hex, body=body, headers={}, max_attempts=3)
+
+
+@pytest.fixture
+def backend(redis_server: RedisServer) -> Iterator[Backend]:
+    b = backend_from_url(f"{redis_server.url()}?prefix=t-{uuid.uuid4().hex[:12]}:")
+    yield b
+    b.close()
+
+
+@pytest.mark.parametrize(
+    ("url", "fragment"),
+    [
+        ("redis://localhost:6379/abc", "invalid redis database"),
+        ("redis://localhost:6379/0?unknown=1", "unknown"),
+        ("redis://localhost:6379/0?socket_timeout=-1", "socket_timeout"),
+        ("redis://localhost:6379/0?prefix=a{b}", "braces"),
+        ("unix://", "socket path"),
+        ("redis://localhost:6379/1?cluster=yes", "only database 0"),
+        ("redis://localhost:notaport/0", "invalid redis URL"),
+    ],
+)
+def test_bad_urls_are_refused_with_the_reason(url: str, fragment: str) -> None:
+    with pytest.raises(errors.InvalidURL, match=fragment):
+        backend_from_url(url).stats("q")
+
+
+def test_url_options_and_masked_password() -> None:
+    opts = connection.parse_url("rediss://user:s3cret@cache.example:6380/2?ssl_cert_reqs=none")
+    assert opts.connection["host"] == "cache.example"
+    assert opts.connection["port"] == 6380
+    assert opts.connection["db"] == 2
+    assert opts.connection["ssl"] is True
+    assert opts.connection["ssl_cert_reqs"] == "none"
+    assert "s3cret" not in opts.url
+    unix = connection.parse_url("unix:///run/redis.sock?db=3&prefix=app:")
+    assert unix.connection["unix_socket_path"] == "/run/redis.sock"
+    assert unix.connection["db"] == 3
+    assert unix.prefix == "app:"
+
+
+def test_unreachable_server_is_a_clear_error() -> None:
+    b = backend_from_url(f"redis://127.0.0.1:{free_port()}/0?socket_timeout=1")
+    with pytest.raises(errors.BackendUnavailable, match="unreachable"):
+        b.enqueue([_envelope("q")])
+    b.close()
+
+
+def test_scripts_are_loaded_again_after_script_flush(
+    backend: Backend, redis_server: RedisServer
+) -> None:
+    backend.enqueue([_envelope("q")])
+    redis.Redis(port=redis_server.port).script_flush()
+    backend.enqueue([_envelope("q")])
+    assert len(backend.lease("q", 10, 30.0)) == 2
+
+
+def test_a_killed_connection_is_replaced_transparently(
+    backend: Backend, redis_server: RedisServer
+) -> None:
+    backend.enqueue([_envelope("q")])
+    admin = redis.Redis(port=redis_server.port)
+    killed = admin.client_kill_filter(_type="normal", skipme=True)
+    assert killed >= 1
+    backend.enqueue([_envelope("q")])
+    assert backend.stats("q").ready == 2
+
+
+def test_an_error_reply_fails_that_call_only(backend: Backend, redis_server: RedisServer) -> None:
+    """A key of the wrong type (someone else's data under our prefix) is a BackendError
+    naming the server; the connection stays good for the next call."""
+    prefix = backend.keys.prefix  # type: ignore[attr-defined]
+    redis.Redis(port=redis_server.port).set(f"{prefix}{{broken}}:waiting", "not a zset")
+    with pytest.raises(errors.BackendError, match="WRONGTYPE"):
+        backend.enqueue([_envelope("broken")])
+    backend.enqueue([_envelope("fine")])
+    assert backend.stats("fine").ready == 1
+
+
+def test_unix_socket_url(tmp_path: Path) -> None:
+    sock = tmp_path / "redis.sock"
+    server = RedisServer(tmp_path / "srv", extra=["--unixsocket", str(sock)])
+    with server:
+        b = backend_from_url(f"unix://{sock}?db=1")
+        try:
+            b.enqueue([_envelope("q", b"over a socket")])
+            (d,) = b.lease("q", 1, 30.0)
+            assert d.body == b"over a socket"
+            assert b.ack([d.receipt]) == [True]
+        finally:
+            b.close()
