@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     from tasuki.app import App
 
 IDLE_CHECK = 0.05
-FETCHERS_PER_QUEUE = 1
 
 
 class Worker:
@@ -107,7 +106,6 @@ class Worker:
                 wait=self.wait,
             )
             for q in self.queues
-            for _ in range(FETCHERS_PER_QUEUE)
         ]
         self.scheduler = (
             Scheduler(self.app.periodics, self._stopping)
