@@ -4,17 +4,23 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from tasuki.backends.base import Backend, LockStore
+from tasuki.backends.base import Backend, LockHolder, LockStore
 from tasuki.backends.memory import MemoryBackend
+from tasuki.backends.redis.backend import RedisBackend
+from tasuki.backends.redis.connection import parse_url
 from tasuki.backends.sqlite import SQLiteBackend
+from tests.support.servers import RedisServer
 
 OWNERS = st.sampled_from(["alice", "bob", "carol", "done"])
 KEYS = st.sampled_from(["{q}k1", "{q}k2"])
@@ -29,13 +35,13 @@ class Clock:
         return self.now
 
 
-def lock_machine(make_store: Any) -> type[RuleBasedStateMachine]:
+def lock_machine(make_store: Any, make_clock: Any = Clock) -> type[RuleBasedStateMachine]:
     class LockMachine(RuleBasedStateMachine):
         """Random acquire/renew/release/swap/expire by several owners, against a model."""
 
         def __init__(self) -> None:
             super().__init__()
-            self.clock = Clock()
+            self.clock = make_clock()
             self.store: LockStore = make_store(self.clock)
             self.model: dict[str, tuple[str, float]] = {}
 
@@ -82,6 +88,11 @@ def lock_machine(make_store: Any) -> type[RuleBasedStateMachine]:
                 holder = self.store.holder(key)
                 assert (holder.owner if holder else None) == self.live(key)
 
+        def teardown(self) -> None:
+            close = getattr(self.store, "close", None)
+            if close is not None:
+                close()
+
     return LockMachine
 
 
@@ -114,6 +125,83 @@ def _sqlite_dir(tmp_path: Path) -> None:
 
 TestSQLiteLockProperties = lock_machine(_sqlite_store).TestCase
 TestSQLiteLockProperties.settings = settings(max_examples=40, stateful_step_count=25, deadline=None)
+
+
+# Redis keeps TTLs on its own clock, so the model's time is applied to the server: every
+# TTL is stretched SCALE times and "time passes" shortens each lock key's PTTL by the
+# stretched amount (deleting it when nothing is left). Real time spent running the steps
+# is then a hundredth of the model's margins (10 ms of model time = 1 s of real time).
+SCALE = 100.0
+_redis_url: list[str] = []
+
+
+class _ScaledRedisLocks(LockStore):
+    def __init__(self) -> None:
+        self.backend = RedisBackend(parse_url(f"{_redis_url[0]}?prefix=p-{uuid.uuid4().hex}:"))
+        self.inner = self.backend.locks
+
+    def acquire(self, key: str, owner: str, ttl: float) -> bool:
+        return self.inner.acquire(key, owner, ttl * SCALE)
+
+    def renew(self, keys: Sequence[str], owner: str, ttl: float) -> list[bool]:
+        return self.inner.renew(keys, owner, ttl * SCALE)
+
+    def release(self, key: str, owner: str) -> bool:
+        return self.inner.release(key, owner)
+
+    def swap(self, key: str, owner: str, new_owner: str, ttl: float) -> bool:
+        return self.inner.swap(key, owner, new_owner, ttl * SCALE)
+
+    def holder(self, key: str) -> LockHolder | None:
+        return self.inner.holder(key)
+
+    def close(self) -> None:
+        self.backend.close()
+
+
+class _RedisClock(Clock):
+    """The model's clock; setting `now` moves the server's TTLs along with it."""
+
+    def __init__(self) -> None:
+        self._now = 1_000_000.0
+        self.locks: _ScaledRedisLocks | None = None
+
+    @property  # type: ignore[override]
+    def now(self) -> float:
+        return self._now
+
+    @now.setter
+    def now(self, value: float) -> None:
+        elapsed_ms = (value - self._now) * SCALE * 1000
+        self._now = value
+        if self.locks is None or elapsed_ms <= 0:
+            return
+        client = redis.Redis.from_url(_redis_url[0])
+        try:
+            for key in ("{q}k1", "{q}k2"):
+                full = self.locks.backend.keys.lock(key)
+                left = client.pttl(full)
+                if left > 0:
+                    if left - elapsed_ms <= 0:
+                        client.delete(full)
+                    else:
+                        client.pexpire(full, int(left - elapsed_ms))
+        finally:
+            client.close()
+
+
+def _redis_store(clock: _RedisClock) -> LockStore:
+    clock.locks = _ScaledRedisLocks()
+    return clock.locks
+
+
+@pytest.fixture(autouse=True)
+def _redis_server_url(redis_server: RedisServer) -> None:
+    _redis_url[:] = [redis_server.url()]
+
+
+TestRedisLockProperties = lock_machine(_redis_store, _RedisClock).TestCase
+TestRedisLockProperties.settings = settings(max_examples=40, stateful_step_count=25, deadline=None)
 
 
 def test_threads_never_share_a_lock(backend: Backend, key_prefix: str) -> None:

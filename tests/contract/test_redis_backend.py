@@ -6,6 +6,8 @@ Redis too); these tests cover the ways a Redis deployment goes wrong.
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -112,3 +114,52 @@ def test_unix_socket_url(tmp_path: Path) -> None:
             assert b.ack([d.receipt]) == [True]
         finally:
             b.close()
+
+
+def _certificates(where: Path) -> tuple[Path, Path, Path]:
+    """A throwaway CA and a server certificate for 127.0.0.1 signed by it."""
+    ca_key, ca, key, csr, cert = (
+        where / n for n in ("ca.key", "ca.crt", "s.key", "s.csr", "s.crt")
+    )
+    ext = where / "san.cnf"
+    ext.write_text("subjectAltName=IP:127.0.0.1\n")
+
+    def openssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+            "-keyout", str(ca_key), "-out", str(ca), "-subj", "/CN=tasuki test CA")  # fmt: skip
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(csr),
+            "-subj", "/CN=127.0.0.1")  # fmt: skip
+    openssl("x509", "-req", "-in", str(csr), "-CA", str(ca), "-CAkey", str(ca_key),
+            "-CAcreateserial", "-out", str(cert), "-days", "1", "-extfile", str(ext))  # fmt: skip
+    return ca, cert, key
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl is not installed")
+def test_rediss_url_over_tls(tmp_path: Path) -> None:
+    ca, cert, key = _certificates(tmp_path)
+    port = free_port()
+    server = RedisServer(
+        tmp_path / "srv",
+        port=port,
+        extra=[
+            "--port", "0", "--tls-port", str(port), "--tls-cert-file", str(cert),
+            "--tls-key-file", str(key), "--tls-ca-cert-file", str(ca),
+            "--tls-auth-clients", "no",
+        ],
+    )  # fmt: skip
+    with server:
+        b = backend_from_url(f"rediss://127.0.0.1:{port}/0?ssl_ca_certs={ca}")
+        try:
+            b.enqueue([_envelope("q", b"encrypted")])
+            (d,) = b.lease("q", 1, 30.0)
+            assert d.body == b"encrypted"
+            assert b.ack([d.receipt]) == [True]
+        finally:
+            b.close()
+        # Without our CA the server's certificate is not trusted: a clear error.
+        untrusted = backend_from_url(f"rediss://127.0.0.1:{port}/0?socket_timeout=2")
+        with pytest.raises(errors.BackendUnavailable):
+            untrusted.stats("q")
+        untrusted.close()

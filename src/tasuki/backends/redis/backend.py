@@ -174,6 +174,10 @@ class RedisBackend(Backend):
             return []
         self._check(envelopes)
         first = envelopes[0].queue
+        if len(envelopes) == 1:  # one-by-one enqueue: the common case of a web request
+            keys = self.keys.queue(first)
+            self._announce(first)
+            return self._enqueue_chunk(keys, list(envelopes))
         if all(env.queue == first for env in envelopes):
             groups = {first: list(range(len(envelopes)))}
         else:

@@ -62,10 +62,12 @@ for i = 0, n - 1 do
   if verdict then
     results[i + 1] = verdict
   else
-    redis.call('HSET', mkey, 'body', ARGV[a + 1], 'headers', ARGV[a + 2],
-      'max_attempts', ARGV[a + 4], 'enqueued_us', now)
     if ARGV[a + 5] ~= '' then
-      redis.call('HSET', mkey, 'vt_us', ARGV[a + 5])
+      redis.call('HSET', mkey, 'body', ARGV[a + 1], 'headers', ARGV[a + 2],
+        'max_attempts', ARGV[a + 4], 'enqueued_us', now, 'vt_us', ARGV[a + 5])
+    else
+      redis.call('HSET', mkey, 'body', ARGV[a + 1], 'headers', ARGV[a + 2],
+        'max_attempts', ARGV[a + 4], 'enqueued_us', now)
     end
     if ARGV[a + 6] ~= '0' then
       keeps[#keeps + 1] = id

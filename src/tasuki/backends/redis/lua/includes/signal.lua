@@ -5,6 +5,9 @@
 -- is created (one command less on every enqueue); tokens lost to that expiry cost a
 -- worker at most one `wait` of its lease call, never a message.
 local SIGNAL_CAP = 64
+-- Trimmed only once it is this much over the cap: with nobody waiting, every enqueue
+-- would otherwise pay for an LTRIM.
+local SIGNAL_SLACK = 64
 local SIGNAL_TTL_MS = 60000
 
 local function signal(key, n)
@@ -19,7 +22,7 @@ local function signal(key, n)
     tokens[i] = '1'
   end
   local length = redis.call('RPUSH', key, unpack(tokens))
-  if length > SIGNAL_CAP then
+  if length > SIGNAL_CAP + SIGNAL_SLACK then
     redis.call('LTRIM', key, -SIGNAL_CAP, -1)
   end
   if length <= n then
