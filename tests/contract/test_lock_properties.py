@@ -127,30 +127,50 @@ TestSQLiteLockProperties = lock_machine(_sqlite_store).TestCase
 TestSQLiteLockProperties.settings = settings(max_examples=40, stateful_step_count=25, deadline=None)
 
 
-# Redis keeps TTLs on its own clock, so the model's time is applied to the server: every
-# TTL is stretched SCALE times and "time passes" shortens each lock key's PTTL by the
-# stretched amount (deleting it when nothing is left). Real time spent running the steps
-# is then a hundredth of the model's margins (10 ms of model time = 1 s of real time).
+# Redis keeps TTLs on its own clock, which the model cannot move. So the model's clock
+# drives the server: every TTL is stretched SCALE times (a step of the test takes
+# milliseconds, the stretched TTLs last minutes), and when model time passes, each lock
+# is expired (DEL) or given its remaining model time as PTTL, exactly where the model
+# expires it. Everything else (who may take, renew, release or swap a lock) is decided
+# by the Lua scripts, which is what this checks.
 SCALE = 100.0
 _redis_url: list[str] = []
 
 
 class _ScaledRedisLocks(LockStore):
-    def __init__(self) -> None:
+    def __init__(self, clock: _RedisClock) -> None:
         self.backend = RedisBackend(parse_url(f"{_redis_url[0]}?prefix=p-{uuid.uuid4().hex}:"))
         self.inner = self.backend.locks
+        self.clock = clock
+        self.expiry: dict[str, float] = {}  # key -> model time it lapses at
+
+    def _held(self, key: str, ttl: float) -> None:
+        self.expiry[key] = self.clock.now + ttl
 
     def acquire(self, key: str, owner: str, ttl: float) -> bool:
-        return self.inner.acquire(key, owner, ttl * SCALE)
+        ok = self.inner.acquire(key, owner, ttl * SCALE)
+        if ok:
+            self._held(key, ttl)
+        return ok
 
     def renew(self, keys: Sequence[str], owner: str, ttl: float) -> list[bool]:
-        return self.inner.renew(keys, owner, ttl * SCALE)
+        results = self.inner.renew(keys, owner, ttl * SCALE)
+        for key, ok in zip(keys, results, strict=True):
+            if ok:
+                self._held(key, ttl)
+        return results
 
     def release(self, key: str, owner: str) -> bool:
-        return self.inner.release(key, owner)
+        ok = self.inner.release(key, owner)
+        if ok:
+            self.expiry.pop(key, None)
+        return ok
 
     def swap(self, key: str, owner: str, new_owner: str, ttl: float) -> bool:
-        return self.inner.swap(key, owner, new_owner, ttl * SCALE)
+        ok = self.inner.swap(key, owner, new_owner, ttl * SCALE)
+        if ok:
+            self._held(key, ttl)
+        return ok
 
     def holder(self, key: str) -> LockHolder | None:
         return self.inner.holder(key)
@@ -160,7 +180,7 @@ class _ScaledRedisLocks(LockStore):
 
 
 class _RedisClock(Clock):
-    """The model's clock; setting `now` moves the server's TTLs along with it."""
+    """The model's clock; setting `now` expires or shortens the server's lock keys."""
 
     def __init__(self) -> None:
         self._now = 1_000_000.0
@@ -172,26 +192,25 @@ class _RedisClock(Clock):
 
     @now.setter
     def now(self, value: float) -> None:
-        elapsed_ms = (value - self._now) * SCALE * 1000
         self._now = value
-        if self.locks is None or elapsed_ms <= 0:
+        if self.locks is None:
             return
         client = redis.Redis.from_url(_redis_url[0])
         try:
-            for key in ("{q}k1", "{q}k2"):
+            for key, lapses_at in list(self.locks.expiry.items()):
                 full = self.locks.backend.keys.lock(key)
-                left = client.pttl(full)
-                if left > 0:
-                    if left - elapsed_ms <= 0:
-                        client.delete(full)
-                    else:
-                        client.pexpire(full, int(left - elapsed_ms))
+                if lapses_at > value:  # the model's own test for a live lock
+                    left_ms = (lapses_at - value) * SCALE * 1000
+                    client.pexpire(full, max(5000, int(left_ms)))
+                else:
+                    client.delete(full)
+                    del self.locks.expiry[key]
         finally:
             client.close()
 
 
 def _redis_store(clock: _RedisClock) -> LockStore:
-    clock.locks = _ScaledRedisLocks()
+    clock.locks = _ScaledRedisLocks(clock)
     return clock.locks
 
 
