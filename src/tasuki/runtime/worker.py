@@ -126,6 +126,11 @@ class Worker:
     def run(self, until_idle: bool = False, timeout: float | None = None) -> None:
         """Process messages until stopped, idle (`until_idle`) or `timeout` seconds passed."""
         self.start()
+        if until_idle:
+            # The run ends right after the queues empty: a fetcher blocked for its whole
+            # `wait` would hold the stop up by that long.
+            for f in self.fetchers:
+                f.wait = min(f.wait, IDLE_CHECK)
         self._run_thread = threading.current_thread()
         self._running_loop = True
         deadline = None if timeout is None else time.monotonic() + timeout

@@ -59,7 +59,7 @@ def source(name: str) -> str:
 
 
 class Scripts:
-    """Every script, registered with one client (a `Redis` or a `RedisCluster`)."""
+    """The scripts, registered with one client (a `Redis` or a `RedisCluster`)."""
 
     enqueue: Script
     lease: Script
@@ -80,5 +80,12 @@ class Scripts:
     lock_holder: Script
 
     def __init__(self, client: Any) -> None:
-        for name in NAMES:
-            setattr(self, name, client.register_script(source(name)))
+        self._client = client
+
+    def __getattr__(self, name: str) -> Script:
+        """Registered on first use: a producer that only enqueues reads one file, not 17."""
+        if name not in NAMES:
+            raise AttributeError(name)
+        script: Script = self._client.register_script(source(name))
+        setattr(self, name, script)
+        return script
