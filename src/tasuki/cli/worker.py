@@ -30,6 +30,17 @@ from tasuki.cli.common import friendly_errors, load_app
 @click.option(
     "--log-format", type=click.Choice(["plain", "json"]), default="plain", show_default=True
 )
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(min=1, max=65535),
+    help="Serve Prometheus metrics on this port (needs tasuki[metrics]).",
+)
+@click.option(
+    "--metrics-host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address for --metrics-port; 0.0.0.0 exposes it.",
+)
 @friendly_errors
 def worker(
     app_spec: str,
@@ -40,6 +51,8 @@ def worker(
     no_scheduler: bool,
     log_level: str,
     log_format: str,
+    metrics_port: int | None,
+    metrics_host: str,
 ) -> None:
     """Run a worker for the app's jobs until SIGTERM/SIGINT (graceful), or a second one."""
     logs.configure(log_level, log_format)
@@ -52,4 +65,14 @@ def worker(
         scheduler=not no_scheduler,
         handle_signals=True,
     )
+    if metrics_port is not None:
+        from tasuki.middleware.metrics import serve
+
+        serve(
+            app,
+            metrics_port,
+            metrics_host,
+            queues=lambda: w.queues,
+            leases_lost=lambda: int(w.stats()["leases_lost"]),
+        )
     w.run()

@@ -1,0 +1,173 @@
+"""Prometheus metrics: what happened to every message, how long runs took, how deep queues are.
+
+Needs the `metrics` extra (prometheus-client). Install it as the outermost middleware so
+that it counts final decisions (a retry decided by `Retries`, a skip by `DedupGuard`):
+
+    app.middleware.insert_before("Logging", Metrics())
+
+or let `tasuki worker --metrics-port 9100` do that and serve `/metrics`. Queue depth is
+read from the backend when Prometheus scrapes, never on the hot path.
+
+| metric | type | labels |
+|---|---|---|
+| `tasuki_enqueued_total` | counter | queue, job, status (enqueued, duplicate, conflict, replaced) |
+| `tasuki_runs_total` | counter | queue, job, outcome (ack, skip, defer, retry, dead) |
+| `tasuki_run_seconds` | histogram | queue, job |
+| `tasuki_redeliveries_total` | counter | queue, job: runs of an attempt after the first |
+| `tasuki_duplicates_skipped_total` | counter | queue, job: deliveries the dedup guard skipped |
+| `tasuki_queue_messages` | gauge | queue, state (ready, in_flight, delayed, dead) |
+| `tasuki_queue_oldest_ready_seconds` | gauge | queue |
+| `tasuki_leases_lost_total` | counter | (this worker process) |
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from tasuki import logs
+from tasuki.errors import TasukiError
+from tasuki.middleware.base import EnqueueNext, ExecuteHook, Middleware, Outgoing
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.core import Metric
+
+    from tasuki.app import App
+    from tasuki.backends.base import Enqueued
+    from tasuki.context import Context
+
+# Run times of background jobs span milliseconds to many minutes.
+BUCKETS = (0.001, 0.005, 0.025, 0.1, 0.25, 1.0, 2.5, 10.0, 30.0, 120.0, 600.0, float("inf"))
+
+
+def _prometheus() -> Any:
+    try:
+        import prometheus_client
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise TasukiError("metrics need prometheus-client: pip install 'tasuki[metrics]'") from exc
+    return prometheus_client
+
+
+class Metrics(Middleware):
+    """Counts enqueues and runs by outcome; times runs. One per registry."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        prom = _prometheus()
+        self.registry = registry if registry is not None else prom.REGISTRY
+        labels = ("queue", "job")
+        self.enqueued = prom.Counter(
+            "tasuki_enqueued", "Messages offered to a queue, by the backend's verdict.",
+            (*labels, "status"), registry=self.registry,
+        )  # fmt: skip
+        self.runs = prom.Counter(
+            "tasuki_runs", "Deliveries that reached the worker, by what became of them.",
+            (*labels, "outcome"), registry=self.registry,
+        )  # fmt: skip
+        self.seconds = prom.Histogram(
+            "tasuki_run_seconds", "Time from a delivery's start to its outcome.",
+            labels, buckets=BUCKETS, registry=self.registry,
+        )  # fmt: skip
+        self.redeliveries = prom.Counter(
+            "tasuki_redeliveries", "Runs of an attempt after the first (retries, crashes).",
+            labels, registry=self.registry,
+        )  # fmt: skip
+        self.duplicates = prom.Counter(
+            "tasuki_duplicates_skipped", "Duplicate deliveries the dedup guard skipped.",
+            labels, registry=self.registry,
+        )  # fmt: skip
+
+    def enqueue(self, messages: list[Outgoing], call_next: EnqueueNext) -> list[Enqueued]:
+        results = call_next(messages)
+        for d, r in zip(messages, results, strict=True):
+            job = d.job.name if d.job is not None else "-"
+            self.enqueued.labels(d.queue, job, r.status).inc()
+        return results
+
+    def execute(self, ctx: Context) -> ExecuteHook:
+        m = ctx.message
+        job = m.job or (ctx.job.name if ctx.job is not None else "-")
+        if m.attempt > 1:
+            self.redeliveries.labels(m.queue, job).inc()
+        started = time.perf_counter()
+        outcome = yield
+        action = outcome.action or ("ack" if outcome.error is None else "retry")
+        self.runs.labels(m.queue, job, action).inc()
+        self.seconds.labels(m.queue, job).observe(time.perf_counter() - started)
+        if action == "skip" and outcome.reason.startswith("duplicate"):
+            self.duplicates.labels(m.queue, job).inc()
+
+
+class QueueCollector:
+    """Queue depth and oldest-ready age, read from the backend at scrape time.
+
+    `leases_lost` is a callable so that a worker can report its own count.
+    """
+
+    def __init__(
+        self,
+        app: App,
+        queues: Callable[[], Iterable[str]] | None = None,
+        leases_lost: Callable[[], int] | None = None,
+    ) -> None:
+        self.app = app
+        self.queues = queues if queues is not None else app.queues
+        self.leases_lost = leases_lost
+
+    def collect(self) -> Iterator[Metric]:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        depth = GaugeMetricFamily(
+            "tasuki_queue_messages", "Messages in a queue, by state.", labels=("queue", "state")
+        )
+        oldest = GaugeMetricFamily(
+            "tasuki_queue_oldest_ready_seconds",
+            "How long the oldest ready message has waited.",
+            labels=("queue",),
+        )
+        for queue in self.queues():
+            try:
+                s = self.app.backend.stats(queue)
+            except TasukiError as exc:
+                logs.logger.warning("metrics: stats of queue %r failed: %s", queue, exc)
+                continue
+            for state in ("ready", "in_flight", "delayed", "dead"):
+                depth.add_metric((queue, state), getattr(s, state))
+            oldest.add_metric((queue,), s.oldest_ready_age)
+        yield depth
+        yield oldest
+        if self.leases_lost is not None:
+            lost = CounterMetricFamily(
+                "tasuki_leases_lost", "Leases this worker lost while their job ran."
+            )
+            lost.add_metric((), self.leases_lost())
+            yield lost
+
+    def describe(self) -> list[Metric]:
+        return []  # collected on demand: no fixed description to check at register time
+
+
+def serve(
+    app: App,
+    port: int,
+    host: str = "127.0.0.1",
+    queues: Callable[[], Iterable[str]] | None = None,
+    leases_lost: Callable[[], int] | None = None,
+) -> Metrics:
+    """Install `Metrics` outermost (once) and serve `/metrics` on host:port in a thread."""
+    prom = _prometheus()
+    installed = next((m for m in app.middleware if isinstance(m, Metrics)), None)
+    if installed is None:
+        installed = Metrics()
+        first = next(iter(app.middleware), None)
+        if first is None:
+            app.middleware.append(installed)
+        else:
+            app.middleware.insert_before(first, installed)
+    try:
+        prom.start_http_server(port, addr=host, registry=installed.registry)
+    except OSError as exc:
+        raise TasukiError(f"cannot serve metrics on {host}:{port}: {exc}") from exc
+    installed.registry.register(QueueCollector(app, queues, leases_lost))
+    return installed
