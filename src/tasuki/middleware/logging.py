@@ -6,6 +6,7 @@ retry decided by `Retries`, a skip decided by `DedupGuard`).
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +16,8 @@ from tasuki.middleware.base import ExecuteHook, Middleware
 if TYPE_CHECKING:
     from tasuki.context import Context
 
+# Outcomes whose events log at INFO (see logs.EVENT_LEVELS).
+_INFO_ACTIONS = frozenset({"ack", "skip", "defer"})
 _EVENTS = {
     "ack": "finished",
     "skip": "skipped",
@@ -33,11 +36,15 @@ def _fields(ctx: Context) -> dict[str, Any]:
 
 class Logging(Middleware):
     def execute(self, ctx: Context) -> ExecuteHook:
-        if logs.enabled("started"):
+        info = logs.logger.isEnabledFor(logging.INFO)
+        if info:
             logs.event("started", **_fields(ctx))
         started = time.perf_counter()
         outcome = yield
-        name = _EVENTS.get(outcome.action or "ack", "finished")
+        action = outcome.action or "ack"
+        if not info and action in _INFO_ACTIONS:
+            return  # the common case at WARNING: a success nobody logs
+        name = _EVENTS.get(action, "finished")
         if not logs.enabled(name):
             return
         extra: dict[str, Any] = {"duration": time.perf_counter() - started}

@@ -146,11 +146,13 @@ class Runner:
         """Decode a delivery; a poison message is dead-lettered here and None returned."""
         headers = d.headers
         name = headers.get(JOB_HEADER)
-        try:
-            self.app.codec.verify(headers, d.body)
-        except SignatureError as exc:
-            self._poison(d, "refused: bad signature", exc)
-            return None
+        codec = self.app.codec
+        if codec.signs:
+            try:
+                codec.verify(headers, d.body)
+            except SignatureError as exc:
+                self._poison(d, "refused: bad signature", exc)
+                return None
         if name is None:
             job = self.app.consumers.get(d.queue)
             if job is None:
@@ -250,11 +252,11 @@ class Runner:
         task.thread_id = threading.get_ident()
         token = set_current(ctx)
         try:
-            if task.job.executor != "process":
-                task.held.on_deadline = lambda: self._thread_deadline(task)
             outcome = self._before(task)
             if outcome is None:
                 if ctx.deadline is not None:
+                    if task.job.executor != "process":
+                        task.held.on_deadline = lambda: self._thread_deadline(task)
                     self.keeper.wake()
                 if task.job.executor == "process":
                     outcome = self._invoke_process(task)
