@@ -102,18 +102,22 @@ def test_an_error_reply_fails_that_call_only(backend: Backend, redis_server: Red
     assert backend.stats("fine").ready == 1
 
 
+def _round_trip(url: str, body: bytes) -> None:
+    """Enqueue, lease and ack one message through a backend made from `url`."""
+    b = backend_from_url(url)
+    try:
+        b.enqueue([_envelope("q", body)])
+        (d,) = b.lease("q", 1, 30.0)
+        assert d.body == body
+        assert b.ack([d.receipt]) == [True]
+    finally:
+        b.close()
+
+
 def test_unix_socket_url(tmp_path: Path) -> None:
     sock = tmp_path / "redis.sock"
-    server = RedisServer(tmp_path / "srv", extra=["--unixsocket", str(sock)])
-    with server:
-        b = backend_from_url(f"unix://{sock}?db=1")
-        try:
-            b.enqueue([_envelope("q", b"over a socket")])
-            (d,) = b.lease("q", 1, 30.0)
-            assert d.body == b"over a socket"
-            assert b.ack([d.receipt]) == [True]
-        finally:
-            b.close()
+    with RedisServer(tmp_path / "srv", extra=["--unixsocket", str(sock)]):
+        _round_trip(f"unix://{sock}?db=1", b"over a socket")
 
 
 def _certificates(where: Path) -> tuple[Path, Path, Path]:
@@ -150,14 +154,7 @@ def test_rediss_url_over_tls(tmp_path: Path) -> None:
         ],
     )  # fmt: skip
     with server:
-        b = backend_from_url(f"rediss://127.0.0.1:{port}/0?ssl_ca_certs={ca}")
-        try:
-            b.enqueue([_envelope("q", b"encrypted")])
-            (d,) = b.lease("q", 1, 30.0)
-            assert d.body == b"encrypted"
-            assert b.ack([d.receipt]) == [True]
-        finally:
-            b.close()
+        _round_trip(f"rediss://127.0.0.1:{port}/0?ssl_ca_certs={ca}", b"encrypted")
         # Without our CA the server's certificate is not trusted: a clear error.
         untrusted = backend_from_url(f"rediss://127.0.0.1:{port}/0?socket_timeout=2")
         with pytest.raises(errors.BackendUnavailable):
