@@ -59,6 +59,7 @@ def test_worker_serves_metrics(tmp_path: Path) -> None:
     port = free_port()
     worker = WorkerProcess(url, tmp_path / "log", "--metrics-port", str(port))
     scraped = ""
+    acked = re.compile(r'^tasuki_runs_total\{[^}]*outcome="ack"[^}]*\} (\S+)$', re.M)
 
     def served() -> bool:
         nonlocal scraped
@@ -67,14 +68,15 @@ def test_worker_serves_metrics(tmp_path: Path) -> None:
                 scraped = r.read().decode()
         except OSError:
             return False
-        return 'outcome="ack"' in scraped and " 5.0" in scraped
+        line = acked.search(scraped)
+        return line is not None and float(line.group(1)) == 5.0
 
     try:
         wait_until(served, timeout=20)
+        # Queue gauges are read at scrape time: once all five are acked, none is ready.
+        wait_until(lambda: served() and 'state="in_flight"} 0.0' in scraped, timeout=10)
     finally:
         worker.stop()
-    line = re.search(r'^tasuki_runs_total\{[^}]*outcome="ack"[^}]*\} (\S+)$', scraped, re.M)
-    assert line is not None and float(line.group(1)) == 5.0
     assert 'tasuki_queue_messages{queue="default",state="ready"} 0.0' in scraped
     assert "tasuki_leases_lost_total 0.0" in scraped
     assert worker.wait() == 0

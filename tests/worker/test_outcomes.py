@@ -473,3 +473,36 @@ def test_middleware_runs_only_for_jobs_it_applies_to(app: tasuki.App) -> None:
     tagged.enqueue()
     app.worker(concurrency=2).run(until_idle=True, timeout=10)
     assert seen == ["tagged"]
+
+
+def test_failed_runs_reach_the_error_reporter(app: tasuki.App) -> None:
+    from tasuki.middleware.errors import ReportErrors
+
+    seen: list[tuple[str, str | None, int]] = []
+    finals: list[str] = []
+
+    def report(error: BaseException, ctx: tasuki.Context, outcome: Any) -> None:
+        seen.append((type(error).__name__, outcome.action, ctx.attempt))
+
+    def broken(error: BaseException, ctx: tasuki.Context, outcome: Any) -> None:
+        raise RuntimeError("the tracker is down")
+
+    app.middleware.insert_before("Logging", ReportErrors(report))
+    app.middleware.insert_before("Logging", ReportErrors(broken))
+    app.middleware.insert_before(
+        "Logging", ReportErrors(lambda e, c, o: finals.append(c.message.id), only_final=True)
+    )
+
+    @app.job(retry=tasuki.Retry(max_attempts=2, backoff=tasuki.constant(0.0)))
+    def fails() -> None:
+        raise KeyError("missing")
+
+    @app.job
+    def fine() -> None: ...
+
+    failing = fails.enqueue()
+    fine.enqueue()
+    app.worker(concurrency=2).run(until_idle=True, timeout=30)
+    assert seen == [("KeyError", "retry", 1), ("KeyError", "dead", 2)]
+    assert finals == [failing]
+    assert app.stats()["dead"] == 1  # a reporter that raised changed nothing

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from tasuki.middleware.base import Middleware, MiddlewareChain, Outcome, Outgoing
 from tasuki.middleware.dedup import DedupGuard
+from tasuki.middleware.errors import ReportErrors
 from tasuki.middleware.logging import Logging
+from tasuki.middleware.metrics import Metrics
 from tasuki.middleware.retry import Retries
 from tasuki.middleware.timeout import Timeouts
 from tasuki.middleware.unique import Uniqueness
@@ -22,10 +24,12 @@ def default_middleware() -> list[Middleware]:
 __all__ = [
     "DedupGuard",
     "Logging",
+    "Metrics",
     "Middleware",
     "MiddlewareChain",
     "Outcome",
     "Outgoing",
+    "ReportErrors",
     "Retries",
     "Timeouts",
     "Uniqueness",
