@@ -69,6 +69,17 @@ def test_batch_operations(backend: Backend, queue: str) -> None:
     assert stats(backend, queue) == (10, 5, 0, 10)
 
 
+def test_a_receipt_repeated_in_one_batch_settles_once(backend: Backend, queue: str) -> None:
+    put(backend, queue, 3)
+    a, b, c = (d.receipt for d in lease_all(backend, queue))
+    assert backend.ack([a, a]) == [True, False]
+    assert backend.release([Release(b, 0.0, False), Release(b, 0.0, True)]) == [True, False]
+    assert backend.bury([Bury(c, "first", None), Bury(c, "second", None)]) == [True, False]
+    assert stats(backend, queue) == (1, 0, 0, 1)
+    (letter,) = backend.dead_letters(queue)
+    assert letter.reason == "first"
+
+
 def test_stats_after_every_step(backend: Backend, queue: str) -> None:
     assert stats(backend, queue) == (0, 0, 0, 0)
     backend.enqueue([env(queue, "a"), env(queue, "b"), env(queue, "c", delay=30.0)])

@@ -16,19 +16,14 @@
 -- Returns one 1 / 0 per pair.
 
 --- @include "batch"
+--- @include "receipts"
 
 local leased, leases, keep = KEYS[1], KEYS[2], KEYS[3]
 local base = ARGV[1]
-local ids = {}
-for i = 2, #ARGV, 2 do
-  ids[#ids + 1] = ARGV[i]
-end
-local current = hmget_many(leases, ids)
-local results, gone, doomed, acked = {}, {}, {}, {}
+local ids, valid = current_receipts(leases, 2, 2)
+local results, gone, doomed = {}, {}, {}
 for k, id in ipairs(ids) do
-  -- `acked`: a receipt repeated in the batch is stale the second time.
-  if current[k] and current[k] == ARGV[2 * k + 1] and not acked[id] then
-    acked[id] = true
+  if valid[k] then
     gone[#gone + 1] = id
     doomed[#doomed + 1] = base .. 'm:' .. id
     results[k] = 1

@@ -16,20 +16,16 @@
 --- @include "clock"
 --- @include "batch"
 --- @include "to_dead"
+--- @include "receipts"
 
 local leased, leases, dead = KEYS[1], KEYS[2], KEYS[3]
 local base = ARGV[1]
 local now = now_us()
-local ids = {}
-for i = 2, #ARGV, 6 do
-  ids[#ids + 1] = ARGV[i]
-end
-local current = hmget_many(leases, ids)
-local results, gone, buried = {}, {}, {}
+local ids, valid = current_receipts(leases, 2, 6)
+local results, gone = {}, {}
 for k, id in ipairs(ids) do
-  local a = 6 * k - 4
-  if current[k] and current[k] == ARGV[a + 1] and not buried[id] then
-    buried[id] = true
+  local a = valid[k]
+  if a then
     gone[#gone + 1] = id
     to_dead(dead, base .. 'm:' .. id, id, now, ARGV[a + 2], ARGV[a + 3], ARGV[a + 4],
       ARGV[a + 5])

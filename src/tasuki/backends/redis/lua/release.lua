@@ -18,20 +18,16 @@
 --- @include "clock"
 --- @include "batch"
 --- @include "signal"
+--- @include "receipts"
 
 local waiting, leased, leases = KEYS[1], KEYS[2], KEYS[3]
 local base = ARGV[1]
 local now = now_us()
-local ids = {}
-for i = 2, #ARGV, 4 do
-  ids[#ids + 1] = ARGV[i]
-end
-local current = hmget_many(leases, ids)
-local results, scores, gone, released = {}, {}, {}, {}
+local ids, valid = current_receipts(leases, 2, 4)
+local results, scores, gone = {}, {}, {}
 for k, id in ipairs(ids) do
-  local a = 4 * k - 2
-  if current[k] and current[k] == ARGV[a + 1] and not released[id] then
-    released[id] = true
+  local a = valid[k]
+  if a then
     if ARGV[a + 3] == '1' then
       redis.call('HINCRBY', base .. 'm:' .. id, 'attempt', -1)
     end
