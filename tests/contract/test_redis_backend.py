@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
+import textwrap
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,9 +19,10 @@ import redis
 
 from tasuki import errors
 from tasuki.backends.base import Backend, Envelope
-from tasuki.backends.redis import connection
+from tasuki.backends.redis import connection, resp
+from tasuki.backends.redis.slots import crc16, key_slot
 from tasuki.backends.urls import backend_from_url
-from tests.support.servers import RedisServer, free_port
+from tests.support.servers import RedisServer, env_with_src, free_port
 
 
 def _envelope(queue: str, body: bytes = b"{}") -> Envelope:
@@ -157,6 +160,88 @@ def test_rediss_url_over_tls(tmp_path: Path) -> None:
         _round_trip(f"rediss://127.0.0.1:{port}/0?ssl_ca_certs={ca}", b"encrypted")
         # Without our CA the server's certificate is not trusted: a clear error.
         untrusted = backend_from_url(f"rediss://127.0.0.1:{port}/0?socket_timeout=2")
-        with pytest.raises(errors.BackendUnavailable):
+        with pytest.raises(errors.BackendUnavailable, match="certificate verify failed"):
             untrusted.stats("q")
         untrusted.close()
+        # Unless the URL says to trust anything.
+        _round_trip(f"rediss://127.0.0.1:{port}/0?ssl_cert_reqs=none", b"unverified")
+
+
+def test_password_and_acl_user(tmp_path: Path) -> None:
+    """AUTH with a password or a user; a refusal names the credentials (the worker keeps
+    retrying it: the password may be fixed). The ACL user may not run INFO, which only
+    costs the Cluster detection."""
+    user = ["alice", "on", ">wonderland", "~*", "&*", "+@all", "-info"]
+    with RedisServer(tmp_path, extra=["--requirepass", "s3cret", "--user", *user]) as server:
+        _round_trip(f"redis://:s3cret@127.0.0.1:{server.port}/2", b"with a password")
+        _round_trip(f"redis://alice:wonderland@127.0.0.1:{server.port}/0", b"as alice")
+        for creds in (":wrong@", "alice:wrong@", "nobody:s3cret@", ""):
+            b = backend_from_url(f"redis://{creds}127.0.0.1:{server.port}/0")
+            with pytest.raises(errors.BackendUnavailable, match="refused the credentials"):
+                b.enqueue([_envelope("q")])
+            b.close()
+
+
+def test_a_single_server_never_imports_redis_py(redis_server: RedisServer) -> None:
+    """Start-up time: redis-py is for Redis Cluster only, so a worker on a single server
+    must not pay for `import redis` (tens of ms of every worker start)."""
+    url = f"{redis_server.url()}?prefix=t-{uuid.uuid4().hex[:12]}:"
+    script = textwrap.dedent(
+        f"""
+        import sys
+        from tasuki.backends.base import Envelope
+        from tasuki.backends.urls import backend_from_url
+
+        b = backend_from_url({url!r})
+        b.enqueue([Envelope(queue="q", id="m1", body=b"{{}}", headers={{}}, max_attempts=3)])
+        (d,) = b.lease("q", 1, 30.0)
+        assert b.ack([d.receipt]) == [True]
+        assert b.lease("q", 1, 30.0, wait=0.05) == []  # BLPOP
+        assert b.queues() == []
+        b.ping()
+        b.close()
+        print(sorted(m for m in sys.modules if m == "redis" or m.startswith("redis.")))
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        env=env_with_src(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert out.stdout.strip() == "[]"
+
+
+def test_key_slot_matches_redis_cluster() -> None:
+    assert key_slot(b"foo") == 12182
+    assert key_slot(b"123456789") == 12739
+    assert key_slot(b"{user1000}.following") == key_slot(b"{user1000}.followers") == 3443
+    # The cases of the Cluster specification: the first `{` and the next `}`; an empty
+    # tag means the whole key.
+    assert key_slot(b"foo{bar}{zap}") == key_slot(b"bar")
+    assert key_slot(b"foo{{bar}}zap") == key_slot(b"{bar")
+    assert key_slot(b"foo{}{bar}") == crc16(b"foo{}{bar}") % 16384 != key_slot(b"bar")
+    assert key_slot(b"tasuki:{q}:waiting") == key_slot(b"q")
+
+
+def test_pipeline_reads_every_reply_and_keeps_errors_in_place(redis_server: RedisServer) -> None:
+    key = f"t-{uuid.uuid4().hex}"
+    client = resp.connect(resp.Endpoint(port=redis_server.port, timeout=2.0))
+    try:
+        commands = [(b"SET", key, b"v"), (b"LPUSH", key, b"x"), (b"GET", key), (b"DEL", key)]
+        packed = b"".join(resp.pack_command(c) for c in commands)
+        ok, wrongtype, value, deleted = client.execute_many(packed, len(commands))
+        assert (ok, value, deleted) == (b"OK", b"v", 1)
+        assert isinstance(wrongtype, resp.ReplyError) and wrongtype.code == "WRONGTYPE"
+        with pytest.raises(resp.ReplyError) as caught:
+            client.execute(resp.pack_command((b"EVALSHA", "0" * 40, 0)))
+        assert caught.value.code == "NOSCRIPT"
+        assert client.execute(resp.pack_command((b"PING",))) == b"PONG"  # still in step
+        # A blocking command that outlives the socket timeout: the socket is given up.
+        with pytest.raises(resp.TimedOut):
+            client.execute(resp.pack_command((b"BLPOP", key, 5)))
+        assert client.closed
+    finally:
+        client.close()

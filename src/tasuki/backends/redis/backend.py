@@ -16,13 +16,11 @@ or lease falls due, so it wakes for that too. See docs/redis.md for the whole de
 from __future__ import annotations
 
 import os
-import secrets
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import orjson
-from redis.crc import key_slot
 
 from tasuki.backends.base import (
     DEFAULT_VISIBILITY_TIMEOUT,
@@ -41,8 +39,9 @@ from tasuki.backends.base import (
     Release,
 )
 from tasuki.backends.redis import connection
-from tasuki.backends.redis.connection import REDIS_ERRORS, Connection, RedisOptions, translate
+from tasuki.backends.redis.connection import Connection, RedisOptions
 from tasuki.backends.redis.keys import KeySpace, QueueKeys
+from tasuki.backends.redis.slots import key_slot
 from tasuki.errors import BackendError, InvalidArgument, MessageTooLarge
 from tasuki.message import DeadLetter, ErrorInfo
 
@@ -94,7 +93,6 @@ class RedisBackend(Backend):
         self.capabilities = Capabilities(max_message_size=options.max_message_size)
         self.keys = KeySpace(options.prefix)
         self._options = options
-        self._where = options.where
         self._conn = connection.acquire(options)
         self._closed = False
         self._max_block = max(0.05, options.socket_timeout / 2)
@@ -113,18 +111,11 @@ class RedisBackend(Backend):
         return conn
 
     def _eval(self, name: str, keys: list[str], args: list[Any]) -> Any:
-        try:
-            return self._connection().run(name, keys, args)
-        except REDIS_ERRORS as exc:
-            raise translate(exc, self._where) from exc
+        return self._connection().run(name, keys, args)
 
-    def _command(self, call: Callable[[Any], T]) -> T:
-        """A plain command (not a script) with the client, its errors translated."""
-        client = self._connection().client
-        try:
-            return call(client)
-        except REDIS_ERRORS as exc:
-            raise translate(exc, self._where) from exc
+    def _command(self, *args: Any) -> Any:
+        """A plain command (not a script), on a single server or a Cluster alike."""
+        return self._connection().command(*args)
 
     def _per_queue(
         self,
@@ -165,7 +156,7 @@ class RedisBackend(Backend):
         marker = (self.keys.queues, queue)
         now = time.monotonic()
         if now - conn.announced.get(marker, -ANNOUNCE_EVERY) >= ANNOUNCE_EVERY:
-            self._command(lambda c: c.sadd(self.keys.queues, queue))
+            self._command("SADD", self.keys.queues, queue)
             conn.announced[marker] = now
 
     # -- producing -------------------------------------------------------------------
@@ -260,7 +251,9 @@ class RedisBackend(Backend):
         deadline = time.monotonic() + wait
         keys = self.keys.queue(queue)
         script_keys = [keys.waiting, keys.leased, keys.dead, keys.leases]
-        args = [keys.base, max_messages, _us(visibility_timeout), secrets.token_hex(6)]
+        # The lease nonce: os.urandom, as secrets.token_hex, whose import (hmac, hashlib)
+        # would add milliseconds to every worker's start.
+        args = [keys.base, max_messages, _us(visibility_timeout), os.urandom(6).hex()]
         while True:
             reply = self._eval("lease", script_keys, args)
             if len(reply) > 1:
@@ -294,7 +287,7 @@ class RedisBackend(Backend):
             time.sleep(block)
             return
         block = min(block, self._max_block)
-        self._command(lambda c: c.blpop([signal], timeout=block))
+        self._command("BLPOP", signal, block)
 
     def ack(self, receipts: Sequence[Receipt]) -> list[bool]:
         def call(keys: QueueKeys, part: Sequence[Receipt]) -> list[int]:
@@ -351,19 +344,15 @@ class RedisBackend(Backend):
         return QueueStats(ready, in_flight, delayed, dead, age / 1e6)
 
     def queues(self) -> list[str]:
-        names = sorted(m.decode() for m in self._command(lambda c: c.smembers(self.keys.queues)))
+        names = sorted(m.decode() for m in self._command("SMEMBERS", self.keys.queues))
         if not names:
             return []
-
-        def count(client: Any) -> list[int]:
-            pipe = client.pipeline(transaction=False)
-            for name in names:
-                keys = self.keys.queue(name)
-                pipe.exists(keys.waiting, keys.leased, keys.dead)
-            counts: list[int] = pipe.execute()
-            return counts
-
-        return [name for name, n in zip(names, self._command(count), strict=True) if n]
+        exists = []
+        for name in names:
+            keys = self.keys.queue(name)
+            exists.append(("EXISTS", keys.waiting, keys.leased, keys.dead))
+        counts = self._connection().pipeline(exists)
+        return [name for name, n in zip(names, counts, strict=True) if n]
 
     def dead_letters(self, queue: str, limit: int = 100, offset: int = 0) -> list[DeadLetter]:
         keys = self.keys.queue(queue)
@@ -414,7 +403,7 @@ class RedisBackend(Backend):
         return self._locks
 
     def ping(self) -> None:
-        self._command(lambda c: c.ping())
+        self._command("PING")
 
     def close(self) -> None:
         if self._closed:

@@ -1,15 +1,20 @@
-"""From a URL to a connected client: parsing, one client per server per process, errors.
+"""From a URL to a connected server: parsing, one pool per server per process, errors.
 
-Every `RedisBackend` of a process that points at the same server shares one client, so
-one connection pool. Connecting is lazy (the first operation connects), so an app or a
-worker can start while Redis is down or restarting: the operation fails with
-`BackendUnavailable`, which the worker runtime retries. After `fork()` the child opens
-its own client; sockets are never shared across processes.
+Every `RedisBackend` of a process that points at the same server shares one
+`Connection`, so one pool of sockets. Connecting is lazy (the first operation
+connects), so an app or a worker can start while Redis is down or restarting: the
+operation fails with `BackendUnavailable`, which the worker runtime retries. After
+`fork()` the child opens its own sockets; they are never shared across processes.
 
-redis-py retries a command twice on a connection error (a pooled socket that the
-server closed during a restart), never on a timeout: a timed-out script may have run.
-Every script is safe to run twice anyway: enqueue is idempotent, a repeated lease
-only leases more, and a repeated settle answers "stale" for what was already settled.
+A single server is spoken to by `resp.Client` (our RESP2 client over hiredis), a Redis
+Cluster by redis-py's cluster client (`cluster.py`), imported only when the server turns
+out to be a Cluster node: a worker on a single server never imports redis-py.
+
+A call that failed on a broken socket (a pooled socket that the server closed during a
+restart, say) is sent again on a fresh one, twice at most; a timeout is never retried:
+the script may have run, or may still be running. Every script is safe to run twice
+anyway: enqueue is idempotent, a repeated lease only leases more, and a repeated settle
+answers "stale" for what was already settled.
 """
 
 from __future__ import annotations
@@ -18,37 +23,25 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
-import hiredis
-import redis
-from redis.backoff import ExponentialWithJitterBackoff
-from redis.cluster import RedisCluster
-from redis.exceptions import (
-    AuthenticationError,
-    AuthorizationError,
-    BusyLoadingError,
-    ClusterError,
-    NoScriptError,
-    RedisClusterException,
-    RedisError,
-    ResponseError,
-    TryAgainError,
-)
-from redis.retry import Retry
-
 from tasuki import logs
+from tasuki.backends.redis import resp
 from tasuki.backends.redis.keys import DEFAULT_PREFIX
-from tasuki.backends.redis.scripts import Scripts
+from tasuki.backends.redis.resp import pack_command
+from tasuki.backends.redis.scripts import SCRIPTS, Scripts
 from tasuki.backends.urls import query_options
 from tasuki.errors import BackendError, BackendUnavailable, InvalidURL
+
+if TYPE_CHECKING:
+    from tasuki.backends.redis.cluster import ClusterClient
 
 DEFAULT_MAX_MESSAGE_SIZE = 1024 * 1024
 DEFAULT_SOCKET_TIMEOUT = 10.0
 CLUSTER_MODES = ("auto", "yes", "no")
 MIN_VERSION = (6, 2)
-# A script call that failed on a broken socket is sent again on a fresh one this often.
+# A call that failed on a broken socket is sent again on a fresh one this often.
 SCRIPT_RETRIES = 2
 
 
@@ -98,7 +91,7 @@ class RedisOptions:
     max_message_size: int
     cluster: str
     socket_timeout: float
-    connection: dict[str, Any] = field(hash=False)  # keyword arguments of redis.Redis
+    connection: dict[str, Any] = field(hash=False)  # host, port, db, credentials, TLS
 
     @property
     def identity(self) -> tuple[object, ...]:
@@ -164,26 +157,85 @@ def parse_url(url: str) -> RedisOptions:
     )
 
 
-# What redis-py raises: its RedisError tree, and the cluster client's own exceptions
-# (slots not covered during a failover, no node reachable), which are not RedisErrors.
-REDIS_ERRORS = (RedisError, RedisClusterException)
+_WORDS = {
+    "credentials": "refused the credentials",
+    "loading": "is still loading its data",
+    "unreachable": "is unreachable",
+}
+_AUTH_CODES = ("NOAUTH", "WRONGPASS")
 
 
-def translate(exc: RedisError | RedisClusterException, where: str) -> BackendError:
-    """A redis-py error as a tasuki error that names the server and what went wrong."""
-    if isinstance(exc, AuthenticationError | AuthorizationError):
-        return BackendUnavailable(f"Redis server at {where} refused the credentials: {exc}")
-    if isinstance(exc, BusyLoadingError):
-        return BackendUnavailable(f"Redis server at {where} is still loading its data: {exc}")
-    if isinstance(exc, redis.ConnectionError | redis.TimeoutError):
-        return BackendUnavailable(f"Redis server at {where} is unreachable: {exc}")
-    if isinstance(exc, ClusterError | TryAgainError | RedisClusterException):
-        return BackendUnavailable(f"Redis Cluster at {where} is not available: {exc}")
+def translate(exc: Exception, where: str) -> BackendError:
+    """A Redis error (ours or redis-py's) as a tasuki error naming the server and the fault.
+
+    The worker retries `BackendUnavailable` (the server may come back, the password may
+    be fixed); `BackendError` is a fault of this one call.
+    """
+    if isinstance(exc, resp.RespError):
+        what = _kind(exc)
+    else:
+        from tasuki.backends.redis import cluster  # only a Cluster client raises these
+
+        what = cluster.kind(exc)
+        if what == "cluster":
+            return BackendUnavailable(f"Redis Cluster at {where} is not available: {exc}")
+    if what is not None:
+        return BackendUnavailable(f"Redis server at {where} {_WORDS[what]}: {exc}")
     return BackendError(f"Redis at {where} failed: {type(exc).__name__}: {exc}")
 
 
+def _kind(exc: resp.RespError) -> str | None:
+    if isinstance(exc, resp.ConnectionFailed | resp.TimedOut):
+        return "unreachable"
+    if isinstance(exc, resp.AuthError):
+        return "credentials"
+    if isinstance(exc, resp.ReplyError):
+        if exc.code in _AUTH_CODES:
+            return "credentials"
+        if exc.code == "LOADING":
+            return "loading"
+    return None
+
+
+def _endpoint(options: RedisOptions) -> resp.Endpoint:
+    conn = options.connection
+    tls = None
+    if conn.get("ssl"):
+        tls = resp.tls_context(conn["ssl_cert_reqs"], conn.get("ssl_ca_certs"))
+    return resp.Endpoint(
+        host=conn.get("host", "localhost"),
+        port=conn.get("port", 6379),
+        path=conn.get("unix_socket_path"),
+        username=conn["username"],
+        password=conn["password"],
+        db=conn["db"],
+        timeout=options.socket_timeout,
+        tls=tls,
+    )
+
+
+def _denied(exc: resp.ReplyError) -> bool:
+    """INFO refused by an ACL, or renamed away: the backend works without it."""
+    return exc.code == "NOPERM" or (exc.code == "ERR" and "unknown command" in str(exc))
+
+
+def _parse_info(text: bytes) -> dict[str, str]:
+    """INFO's `key:value` lines (section headers and blank lines skipped)."""
+    info: dict[str, str] = {}
+    for line in text.decode("utf-8", "replace").splitlines():
+        key, sep, value = line.partition(":")
+        if sep and not key.startswith("#"):
+            info[key] = value
+    return info
+
+
 class Connection:
-    """The client of one server in this process, connected on first use.
+    """The sockets of one server in this process, connected on first use.
+
+    On a single server, a pool of idle `resp.Client`s: a call pops one (or connects a
+    new one) and pushes it back once the reply is read; `list.pop` and `append` are
+    atomic, so threads share the pool without a lock. A client that failed is not
+    pushed back, so the pool only ever holds clients in step with the server.
 
     `granule` is how late Redis may wake a blocked BLPOP past its timeout: the server
     checks those timeouts once per event-loop tick, 1/hz seconds (100 ms by default).
@@ -193,112 +245,156 @@ class Connection:
         self.options = options
         self.pid = os.getpid()
         self.refs = 0
-        self.client: Any = None
         self.scripts: Scripts | None = None
         self.cluster = False
         self.granule = 0.1
         # (queues set key, queue) -> when this process last added the queue to the set
         self.announced: dict[tuple[str, str], float] = {}
         self._mutex = threading.Lock()
-        # Sockets for direct script calls; list.pop/append are atomic, so no lock.
-        self._idle: list[Any] = []
+        self._where = options.where
+        self._endpoint: resp.Endpoint | None = None
+        self._idle: list[resp.Client] = []
+        self._cluster: ClusterClient | None = None
+        self._cluster_errors: tuple[type[Exception], ...] = ()
 
     def connect(self) -> Scripts:
-        """Connect (once), find out whether the server is a Cluster node, load scripts."""
+        """Connect (once): check the server, find out whether it is a Cluster node."""
         with self._mutex:
             if self.scripts is not None:
                 return self.scripts
             opts = self.options
-            kwargs = {
-                **{k: v for k, v in opts.connection.items() if v is not None},
-                "protocol": 2,
-                "socket_timeout": opts.socket_timeout,
-                "socket_connect_timeout": min(opts.socket_timeout, 5.0),
-                "socket_keepalive": True,
-            }
-            retry = Retry(
-                ExponentialWithJitterBackoff(base=0.01, cap=0.1),
-                retries=2,
-                supported_errors=(redis.ConnectionError,),
-            )
-            plain = redis.Redis(**kwargs, retry=retry)
             try:
+                if self._endpoint is None:
+                    self._endpoint = _endpoint(opts)
                 try:
-                    info: dict[str, Any] = plain.info()
-                except ResponseError:
-                    info = {}  # INFO denied by an ACL: no detection (use cluster=yes|no), hz 10
-                cluster = opts.cluster == "yes" or (
-                    opts.cluster == "auto" and bool(info.get("cluster_enabled"))
-                )
-                self._check(info)
-                if cluster:
-                    plain.close()
-                    kwargs.pop("db", None)
-                    client: Any = RedisCluster(retry=retry, **kwargs)
-                else:
-                    client = plain
-            except REDIS_ERRORS as exc:
-                plain.close()
-                raise translate(exc, opts.where) from exc
-            except BaseException:
-                plain.close()
-                raise
-            self.granule = 1.0 / max(1, int(info.get("hz", 10)))
+                    info = _parse_info(self._call(pack_command((b"INFO",))))
+                except resp.ReplyError as exc:
+                    if not _denied(exc):
+                        raise
+                    info = {}  # no detection (use cluster=yes|no), hz 10
+            except resp.RespError as exc:
+                raise translate(exc, self._where) from exc
+            self._check(info)
+            cluster = opts.cluster == "yes" or (
+                opts.cluster == "auto" and info.get("cluster_enabled") == "1"
+            )
+            if cluster:
+                self._open_cluster()
+            self.granule = 1.0 / max(1, int(info.get("hz") or 10))
             self.cluster = cluster
-            self.client = client
-            self.scripts = Scripts(client)
+            self.scripts = SCRIPTS
             return self.scripts
+
+    def _open_cluster(self) -> None:
+        from tasuki.backends.redis import cluster
+
+        self._drop_idle()
+        try:
+            self._cluster = cluster.ClusterClient(
+                self.options.connection, self.options.socket_timeout
+            )
+        except cluster.ERRORS as exc:
+            raise translate(exc, self._where) from exc
+        self._cluster_errors = cluster.ERRORS
 
     def run(self, name: str, keys: list[str], args: list[Any]) -> Any:
         """Call script `name` by SHA: the hot path of every backend operation.
 
-        On a single server the call goes straight to a pooled socket of redis-py: the
-        packed EVALSHA, one read, NOSCRIPT answered by loading the script and calling
-        again. That skips redis-py's per-command layers (pool locking, retry wrapper,
-        observability hooks, response callbacks), about 15 µs of every round trip,
-        which is a fifth of a local enqueue. A Cluster client routes by key slot, so
-        Cluster calls go through redis-py as they are.
+        On a single server: the packed EVALSHA on a pooled socket, one read; NOSCRIPT
+        is answered by SCRIPT LOAD and the EVALSHA again, both in one round trip.
         """
         scripts = self.scripts if self.scripts is not None else self.connect()
         script = getattr(scripts, name)
-        if self.cluster:
-            return script(keys, args)
-        packed = hiredis.pack_command((b"EVALSHA", script.sha, len(keys), *keys, *args))
+        if self._cluster is not None:
+            try:
+                return self._cluster.run(script, keys, args)
+            except self._cluster_errors as exc:
+                raise translate(exc, self._where) from exc
+        packed = pack_command((b"EVALSHA", script.sha, len(keys), *keys, *args))
+        try:
+            try:
+                return self._call(packed)
+            except resp.ReplyError as exc:
+                if exc.code != "NOSCRIPT":
+                    raise
+            load = pack_command((b"SCRIPT", b"LOAD", script.source))
+            loaded, reply = self._call(load + packed, 2)
+            for answer in (loaded, reply):
+                if isinstance(answer, resp.ReplyError):
+                    raise answer
+            return reply
+        except resp.RespError as exc:
+            raise translate(exc, self._where) from exc
+
+    def command(self, *args: Any) -> Any:
+        """A plain command (SADD, BLPOP, PING...), its errors translated."""
+        if self.scripts is None:
+            self.connect()
+        try:
+            if self._cluster is not None:
+                return self._cluster.command(args)
+            return self._call(pack_command(args))
+        except resp.RespError as exc:
+            raise translate(exc, self._where) from exc
+        except self._cluster_errors as exc:
+            raise translate(exc, self._where) from exc
+
+    def pipeline(self, commands: list[tuple[Any, ...]]) -> list[Any]:
+        """Several plain commands in one round trip (per node); the first error raised."""
+        if self.scripts is None:
+            self.connect()
+        if not commands:
+            return []
+        try:
+            if self._cluster is not None:
+                return self._cluster.pipeline(commands)
+            packed = b"".join(map(pack_command, commands))
+            replies: list[Any] = self._call(packed, len(commands))
+            for reply in replies:
+                if isinstance(reply, resp.ReplyError):
+                    raise reply
+            return replies
+        except resp.RespError as exc:
+            raise translate(exc, self._where) from exc
+        except self._cluster_errors as exc:
+            raise translate(exc, self._where) from exc
+
+    def _call(self, packed: bytes, count: int = 0) -> Any:
+        """One packed command (`count` 0) or `count` of them, on a pooled socket.
+
+        A call that failed because the socket broke is sent again on a fresh socket,
+        SCRIPT_RETRIES times at most, after a short sleep: the first socket was likely
+        one the server closed while idle. Error replies and timeouts are raised at once.
+        """
         idle = self._idle
-        for attempt in range(SCRIPT_RETRIES + 1):
+        attempt = 0
+        fresh = False
+        while True:
             try:
-                sock = idle.pop()
+                client = None if fresh else idle.pop()
             except IndexError:
-                sock = self.client.connection_pool.make_connection()
+                client = None
             try:
-                sock.send_packed_command((packed,), check_health=False)
-                try:
-                    reply = sock.read_response()
-                except NoScriptError:
-                    sock.send_command("SCRIPT", "LOAD", script.script, check_health=False)
-                    sock.read_response()
-                    sock.send_packed_command((packed,), check_health=False)
-                    reply = sock.read_response()
-            except ResponseError:
-                idle.append(sock)  # a whole error reply: the socket is fine
+                if client is None:
+                    assert self._endpoint is not None
+                    client = resp.connect(self._endpoint)
+                reply = client.execute_many(packed, count) if count else client.execute(packed)
+            except resp.ReplyError:
+                if client is not None and not client.closed:
+                    idle.append(client)
                 raise
-            except redis.ConnectionError:
-                sock.disconnect()
-                idle.append(sock)
+            except resp.ConnectionFailed:
                 if attempt == SCRIPT_RETRIES:
                     raise
-                time.sleep(0.01 * (attempt + 1))
+                attempt += 1
+                fresh = True
+                time.sleep(0.01 * attempt)
                 continue
-            except BaseException:
-                sock.disconnect()  # the reply may be half read: never reuse the socket
-                idle.append(sock)
-                raise
-            idle.append(sock)
+            idle.append(client)
             return reply
-        raise AssertionError("unreachable")
 
-    def _check(self, info: dict[str, Any]) -> None:
-        version = str(info.get("redis_version", ""))
+    def _check(self, info: dict[str, str]) -> None:
+        version = info.get("redis_version", "")
         numbers = tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
         if version and numbers < MIN_VERSION:
             raise BackendError(
@@ -313,14 +409,21 @@ class Connection:
                 policy,
             )
 
+    def _drop_idle(self) -> None:
+        idle = self._idle
+        while idle:
+            try:
+                client = idle.pop()
+            except IndexError:  # another thread took the last one
+                return
+            client.close()
+
     def close(self) -> None:
         with self._mutex:
-            client, self.client, self.scripts = self.client, None, None
-            idle, self._idle = self._idle, []
-        for sock in idle:
-            sock.disconnect()
-        if client is not None:
-            client.close()
+            cluster, self._cluster, self.scripts = self._cluster, None, None
+            self._drop_idle()
+        if cluster is not None:
+            cluster.close()
 
 
 _shared: dict[tuple[object, ...], Connection] = {}

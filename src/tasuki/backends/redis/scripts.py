@@ -1,20 +1,19 @@
-"""The Lua scripts, one file per atomic operation under `lua/`, loaded once per client.
+"""The Lua scripts, one file per atomic operation under `lua/`, read once per process.
 
 A script may pull in a shared fragment from `lua/includes/` with a line
 `--- @include "name"`: the line is replaced by the fragment's text (each fragment at
-most once per script). Scripts are registered with redis-py, which calls them by SHA
-(EVALSHA) and loads them again on NOSCRIPT, e.g. after a Redis restart.
+most once per script). A script is called by its SHA1 (EVALSHA) and loaded again on
+NOSCRIPT, e.g. after a Redis restart; Redis names a script by the SHA1 of its exact
+bytes, so the digest here is the one the server computes.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
+from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from redis.commands.core import Script
 
 _INCLUDE = re.compile(r'^--- @include "([a-z_]+)"$', re.MULTILINE)
 
@@ -58,8 +57,17 @@ def source(name: str) -> str:
     return _INCLUDE.sub(expand, _read(f"{name}.lua"))
 
 
+@dataclass(frozen=True, slots=True)
+class Script:
+    """A script as Redis knows it: `sha` is the SHA1 of `source`, in hex."""
+
+    name: str
+    source: str
+    sha: str
+
+
 class Scripts:
-    """The scripts, registered with one client (a `Redis` or a `RedisCluster`)."""
+    """Every script by name, each read from its file on first use."""
 
     enqueue: Script
     lease: Script
@@ -79,13 +87,16 @@ class Scripts:
     lock_swap: Script
     lock_holder: Script
 
-    def __init__(self, client: Any) -> None:
-        self._client = client
-
     def __getattr__(self, name: str) -> Script:
-        """Registered on first use: a producer that only enqueues reads one file, not 17."""
+        """Read on first use: a producer that only enqueues reads one file, not 17."""
         if name not in NAMES:
             raise AttributeError(name)
-        script: Script = self._client.register_script(source(name))
+        text = source(name)
+        sha = hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()
+        script = Script(name, text, sha)
         setattr(self, name, script)
         return script
+
+
+# The scripts are the same for every server, so the process reads each file once.
+SCRIPTS = Scripts()
