@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
@@ -21,7 +20,7 @@ from tasuki.job import (
     check_message_id,
     check_queue,
 )
-from tasuki.message import JOB_HEADER, DeadLetter, Message
+from tasuki.message import JOB_HEADER, DeadLetter, Message, new_id
 from tasuki.middleware import default_middleware
 from tasuki.middleware.base import EnqueueNext, MiddlewareChain, Outgoing, build_enqueue
 from tasuki.policies import Dedup, Retry, Unique
@@ -247,7 +246,7 @@ class App:
             drafts.append(
                 Outgoing(
                     queue=bound.queue if bound else job.queue,
-                    id=given or uuid.uuid4().hex,
+                    id=given or new_id(),
                     job=job,
                     args=args,
                     kwargs=kwargs,
@@ -281,7 +280,7 @@ class App:
         given = check_message_id(message_id) if message_id is not None else None
         draft = Outgoing(
             queue=queue,
-            id=given or uuid.uuid4().hex,
+            id=given or new_id(),
             job=consumer,
             body=bytes(body),
             headers=check_headers(headers),

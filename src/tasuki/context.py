@@ -27,14 +27,14 @@ class Context:
 
     __slots__ = (
         "_extender",
+        "_held_locks",
+        "_state",
         "_stop",
         "deadline",
-        "held_locks",
         "job",
         "lease_lost",
         "message",
         "started_at",
-        "state",
         "stop_reason",
     )
 
@@ -52,8 +52,21 @@ class Context:
         self.lease_lost = False
         self.deadline: float | None = None
         self.started_at = 0.0
-        self.state: dict[str, Any] = {}
-        self.held_locks: list[tuple[str, str]] = []
+        # Made on first use, like the stop event: most deliveries never need them.
+        self._state: dict[str, Any] | None = None
+        self._held_locks: list[tuple[str, str]] | None = None
+
+    @property
+    def state(self) -> dict[str, Any]:
+        """Scratch space that middleware shares with the job for this delivery."""
+        if self._state is None:
+            self._state = {}
+        return self._state
+
+    @property
+    def held_locks(self) -> list[tuple[str, str]]:
+        """Locks the heartbeat renews with the lease (empty for most jobs)."""
+        return self._held_locks or []
 
     @property
     def attempt(self) -> int:
@@ -93,16 +106,20 @@ class Context:
             self.stop_reason = reason
             stop.set()
 
-    def set_extender(self, extender: Callable[[float], bool]) -> None:
+    def set_extender(self, extender: Callable[[float], bool] | None) -> None:
+        """None once the delivery is settled: that also breaks the reference cycle with the
+        lease keeper's record, so the delivery is freed at once instead of by the GC."""
         self._extender = extender
 
     def hold_lock(self, key: str, owner: str) -> None:
         """Have the heartbeat renew this lock with the lease, for as long as the job runs."""
-        self.held_locks.append((key, owner))
+        if self._held_locks is None:
+            self._held_locks = []
+        self._held_locks.append((key, owner))
 
     def drop_lock(self, key: str, owner: str) -> None:
-        if (key, owner) in self.held_locks:
-            self.held_locks.remove((key, owner))
+        if self._held_locks and (key, owner) in self._held_locks:
+            self._held_locks.remove((key, owner))
 
     def extend(self, seconds: float) -> None:
         """Push this delivery's lease expiry to `seconds` from now; LeaseLost if refused."""

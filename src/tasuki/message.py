@@ -6,6 +6,7 @@ believes was delivered.
 
 from __future__ import annotations
 
+import os
 import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -16,6 +17,18 @@ import orjson
 JOB_HEADER = "tasuki-job"
 CONTENT_TYPE_HEADER = "tasuki-content-type"
 SIGNATURE_HEADER = "tasuki-signature"
+
+
+def new_id() -> str:
+    """A fresh message id, in the form of `uuid.uuid4().hex` (32 hex digits, version 4).
+
+    Made from `os.urandom` directly: the uuid module costs a worker a hundredth of a second
+    to import, for one call per enqueue.
+    """
+    raw = bytearray(os.urandom(16))
+    raw[6] = (raw[6] & 0x0F) | 0x40
+    raw[8] = (raw[8] & 0x3F) | 0x80
+    return raw.hex()
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +74,45 @@ class Message:
     @property
     def fencing_token(self) -> int:
         return self.lease.fencing_token if self.lease else 0
+
+
+_FIELDS = ("id", "queue", "body", "headers", "attempt", "enqueued_at", "job", "args", "kwargs")
+_SET = tuple(getattr(Message, name).__set__ for name in (*_FIELDS, "lease", "max_attempts"))
+
+
+def delivered(
+    id: str,
+    queue: str,
+    body: bytes,
+    headers: Mapping[str, str],
+    attempt: int,
+    enqueued_at: float,
+    job: str | None,
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+    lease: Lease,
+    max_attempts: int,
+) -> Message:
+    """A `Message` made by the worker for each delivery, at half the cost of `Message()`.
+
+    The frozen dataclass's own `__init__` pays a global lookup and a generic
+    `object.__setattr__` per field; at tens of thousands of messages a second that is a
+    measurable share of the worker's time, so the slots are set directly.
+    """
+    m: Message = object.__new__(Message)
+    s = _SET
+    s[0](m, id)
+    s[1](m, queue)
+    s[2](m, body)
+    s[3](m, headers)
+    s[4](m, attempt)
+    s[5](m, enqueued_at)
+    s[6](m, job)
+    s[7](m, args)
+    s[8](m, kwargs)
+    s[9](m, lease)
+    s[10](m, max_attempts)
+    return m
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,9 +9,6 @@ and a worker with the same key refuses any message without a valid one.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import pickle
 from collections.abc import Mapping
 from typing import Any, Protocol
 
@@ -45,9 +42,13 @@ class PickleSerializer:
     content_type = "pickle"
 
     def dumps(self, value: Any) -> bytes:
+        import pickle  # only apps that name it pay for loading it
+
         return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
 
     def loads(self, data: bytes) -> Any:
+        import pickle
+
         return pickle.loads(data)
 
 
@@ -76,7 +77,7 @@ class Codec:
     def encode_payload(self, job: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> bytes:
         try:
             return self.serializer.dumps({"args": list(args), "kwargs": dict(kwargs)})
-        except (TypeError, ValueError, pickle.PicklingError, AttributeError) as exc:
+        except Exception as exc:  # TypeError from orjson; PicklingError and more from pickle
             culprit = _first_unserializable(self.serializer, args, kwargs)
             raise SerializationError(
                 f"cannot serialize the arguments of job {job!r} as "
@@ -113,6 +114,9 @@ class Codec:
         return self._key is not None
 
     def _digest(self, headers: Mapping[str, str], body: bytes) -> str:
+        import hashlib
+        import hmac
+
         assert self._key is not None
         mac = hmac.new(self._key, digestmod=hashlib.sha256)
         mac.update(headers.get(JOB_HEADER, "").encode())
@@ -130,8 +134,14 @@ class Codec:
         given = headers.get(SIGNATURE_HEADER)
         if not given:
             raise SignatureError("message is not signed and this app requires signatures")
-        if not hmac.compare_digest(given, self._digest(headers, body)):
+        if not _same(given, self._digest(headers, body)):
             raise SignatureError("message signature does not match: refusing it")
+
+
+def _same(a: str, b: str) -> bool:
+    import hmac
+
+    return hmac.compare_digest(a, b)
 
 
 def _first_unserializable(

@@ -22,6 +22,24 @@ def test_lease_grants_token_attempt_and_fence(backend: Backend, queue: str) -> N
     assert backend.lease(queue, 10, 30.0) == []  # leased: invisible to others
 
 
+def test_lease_soon_leases_like_lease(backend: Backend, queue: str) -> None:
+    """A lease started early and finished later grants what `lease` does; two under way
+    at once get different messages."""
+    put(backend, queue, 5)
+    first = backend.lease_soon(queue, 2, 30.0)
+    second = backend.lease_soon(queue, 2, 30.0)
+    a, b = first(), second()
+    assert (len(a), len(b)) == (2, 2)
+    assert not {d.id for d in a} & {d.id for d in b}
+    assert all(d.attempt == 1 and d.token and d.visibility_timeout == 30.0 for d in a + b)
+    assert stats(backend, queue) == (1, 4, 0, 0)
+    assert backend.ack([d.receipt for d in a + b]) == [True] * 4
+    [last] = backend.lease_soon(queue, 10, 30.0)()
+    assert backend.lease_soon(queue, 10, 30.0)() == []
+    assert backend.lease_soon(queue, 0, 30.0)() == []
+    assert backend.ack([last.receipt]) == [True]
+
+
 def test_ack_deletes_and_stale_ack_refused(backend: Backend, queue: str) -> None:
     put(backend, queue, 2)
     a, b = backend.lease(queue, 2, 30.0)

@@ -83,6 +83,18 @@ def test_scripts_are_loaded_again_after_script_flush(
     assert len(backend.lease("q", 10, 30.0)) == 2
 
 
+def test_a_lease_under_way_survives_a_script_flush(
+    backend: Backend, redis_server: RedisServer
+) -> None:
+    """The early lease's EVALSHA meets NOSCRIPT after a flush: finishing it loads the
+    script and leases the usual way."""
+    backend.enqueue([_envelope("q") for _ in range(3)])
+    redis.Redis(port=redis_server.port).script_flush()
+    finish = backend.lease_soon("q", 2, 30.0)
+    assert len(finish()) == 2
+    assert len(backend.lease_soon("q", 5, 30.0)()) == 1
+
+
 def test_a_killed_connection_is_replaced_transparently(
     backend: Backend, redis_server: RedisServer
 ) -> None:

@@ -7,6 +7,7 @@ processes never interleave), so the tests can count runs per message across proc
 from __future__ import annotations
 
 import os
+import threading
 import time
 
 import orjson
@@ -25,6 +26,7 @@ def record(event: str, **fields: object) -> None:
         "attempt": ctx.attempt,
         "fence": ctx.fencing_token,
         "pid": os.getpid(),
+        "thread": threading.current_thread().name,
         "t": time.time(),
         **fields,
     }
@@ -38,7 +40,8 @@ def record(event: str, **fields: object) -> None:
 @app.job(visibility_timeout=VT)
 def work(n: int, sleep: float = 0.0) -> None:
     record("start", n=n)
-    time.sleep(sleep)
+    if sleep:  # not sleep(0): it yields the GIL, and makes a fast job look slow
+        time.sleep(sleep)
     record("end", n=n)
 
 

@@ -14,7 +14,7 @@ producers and workers on machines with skewed clocks still agree.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Literal, NamedTuple
@@ -212,6 +212,23 @@ class Backend(ABC):
         attempts are exhausted is dead-lettered instead of leased. `visibility_timeout`
         applies to messages enqueued without one of their own.
         """
+
+    def lease_soon(
+        self,
+        queue: str,
+        max_messages: int,
+        visibility_timeout: float = DEFAULT_VISIBILITY_TIMEOUT,
+    ) -> Callable[[], list[Delivery]]:
+        """Start a `lease` without waiting for it; the returned callable finishes it.
+
+        A busy worker asks for its next batch before it runs the current one, so a network
+        backend works on the request while the worker works on jobs. Backends whose lease
+        is not a network round trip keep this default, which leases when the callable is
+        called: holding leases early would gain them nothing. The callable must be called
+        exactly once (it raises what `lease` would); a lease started and never finished
+        leaves its messages leased until their visibility timeout.
+        """
+        return lambda: self.lease(queue, max_messages, visibility_timeout)
 
     @abstractmethod
     def ack(self, receipts: Sequence[Receipt]) -> list[bool]:

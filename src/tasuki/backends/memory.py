@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import secrets
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -228,7 +228,7 @@ class MemoryBackend(Backend):
             record.state = IN_FLIGHT
             record.attempt += 1
             record.fence += 1
-            record.token = secrets.token_hex(8)
+            record.token = os.urandom(8).hex()
             queue.schedule(record, now + vt)
             leased.append(
                 Delivery(

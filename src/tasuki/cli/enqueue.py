@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import click
@@ -10,7 +9,7 @@ import orjson
 
 from tasuki.cli.common import app_from_options, app_options, friendly_errors
 from tasuki.job import check_delay, check_message_id
-from tasuki.message import JOB_HEADER
+from tasuki.message import JOB_HEADER, new_id
 from tasuki.middleware.base import Outgoing
 
 
@@ -55,7 +54,7 @@ def enqueue(
     given = check_message_id(message_id) if message_id else None
     draft = Outgoing(
         queue=queue or app.default_queue,
-        id=given or uuid.uuid4().hex,
+        id=given or new_id(),
         job=None,
         body=app.codec.encode_payload(job, values, kwargs),
         headers={JOB_HEADER: job, **app.codec.content_headers()},

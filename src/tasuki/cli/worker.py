@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import click
 
 from tasuki import logs
@@ -21,6 +23,12 @@ from tasuki.cli.common import friendly_errors, load_app
 )
 @click.option("--processes", type=click.IntRange(min=1), help="Size of the process pool.")
 @click.option("--no-scheduler", is_flag=True, help="Do not enqueue periodic jobs from here.")
+@click.option(
+    "--no-inline",
+    is_flag=True,
+    help="Run every sync job on the thread pool, even those fast enough to run on the "
+    "fetcher's thread.",
+)
 @click.option(
     "--log-level",
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
@@ -49,6 +57,7 @@ def worker(
     grace: float,
     processes: int | None,
     no_scheduler: bool,
+    no_inline: bool,
     log_level: str,
     log_format: str,
     metrics_port: int | None,
@@ -64,6 +73,7 @@ def worker(
         processes=processes,
         scheduler=not no_scheduler,
         handle_signals=True,
+        inline=not no_inline,
     )
     if metrics_port is not None:
         from tasuki.middleware.metrics import serve
@@ -75,4 +85,7 @@ def worker(
             queues=lambda: w.queues,
             leases_lost=lambda: int(w.stats()["leases_lost"]),
         )
+    # Everything loaded so far (modules, the app, its jobs) lives as long as the process:
+    # out of the collector's sight, a collection only walks what jobs allocate.
+    gc.freeze()
     w.run()

@@ -9,7 +9,12 @@ A middleware wraps two calls:
   generator: code before `yield` runs before the job, `yield` hands back the `Outcome`,
   code after it may inspect or change it. The same chain thus serves thread, asyncio and
   process jobs alike. Raising `Skip` or `Defer` before the `yield` stops the job from
-  running; raising anything else fails it.
+  running; raising anything else fails it. An `execute` that is a plain function (it
+  returns None) runs before the job only.
+* `after(ctx, outcome)`, the cheap form of "code after the `yield`" for middleware that
+  only looks at how a run ended: a plain call at the same place in the chain, where a
+  generator costs an object and two resumptions per message. It runs for every message
+  whose run got past this middleware on the way in.
 
 A middleware names the job options it owns in `options`, so `@app.job(my_option=...)` is
 accepted only when some installed middleware will act on it.
@@ -82,6 +87,9 @@ class Middleware:
 
     def execute(self, ctx: Context) -> ExecuteHook | None:
         return None
+
+    def after(self, ctx: Context, outcome: Outcome) -> None:
+        """Look at, or change, the outcome on the way out (see the module docstring)."""
 
     def applies_to(self, job: Job[..., Any]) -> bool:
         """Whether `execute` can do anything for this job's messages.

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tasuki import logs
-from tasuki.middleware.base import ExecuteHook, Middleware, Outcome
+from tasuki.middleware.base import Middleware, Outcome
 
 if TYPE_CHECKING:
     from tasuki.context import Context
@@ -28,8 +28,7 @@ class ReportErrors(Middleware):
         self.report = report
         self.only_final = only_final
 
-    def execute(self, ctx: Context) -> ExecuteHook:
-        outcome = yield
+    def after(self, ctx: Context, outcome: Outcome) -> None:
         error = outcome.error
         if error is None or (self.only_final and outcome.action != "dead"):
             return

@@ -7,11 +7,10 @@ retry decided by `Retries`, a skip decided by `DedupGuard`).
 from __future__ import annotations
 
 import logging
-import time
 from typing import TYPE_CHECKING, Any
 
 from tasuki import logs
-from tasuki.middleware.base import ExecuteHook, Middleware
+from tasuki.middleware.base import Middleware, Outcome
 
 if TYPE_CHECKING:
     from tasuki.context import Context
@@ -35,19 +34,20 @@ def _fields(ctx: Context) -> dict[str, Any]:
 
 
 class Logging(Middleware):
-    def execute(self, ctx: Context) -> ExecuteHook:
-        info = logs.logger.isEnabledFor(logging.INFO)
-        if info:
+    """`started` before the run, the final decision after it (`duration`: the job's own)."""
+
+    def execute(self, ctx: Context) -> None:
+        if logs.logger.isEnabledFor(logging.INFO):
             logs.event("started", **_fields(ctx))
-        started = time.perf_counter()
-        outcome = yield
+
+    def after(self, ctx: Context, outcome: Outcome) -> None:
         action = outcome.action or "ack"
-        if not info and action in _INFO_ACTIONS:
+        if action in _INFO_ACTIONS and not logs.logger.isEnabledFor(logging.INFO):
             return  # the common case at WARNING: a success nobody logs
         name = _EVENTS.get(action, "finished")
         if not logs.enabled(name):
             return
-        extra: dict[str, Any] = {"duration": time.perf_counter() - started}
+        extra: dict[str, Any] = {"duration": outcome.duration}
         if outcome.action in ("retry", "defer"):
             extra["delay"] = outcome.delay
         if outcome.action in ("skip", "defer", "retry", "dead") or outcome.reason:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tasuki import logs
-from tasuki.middleware.base import ExecuteHook, Middleware, Outcome
+from tasuki.middleware.base import Middleware, Outcome
 from tasuki.policies import Retry
 
 if TYPE_CHECKING:
@@ -65,7 +65,6 @@ class Retries(Middleware):
 
     options = frozenset({"retry", "on_exhausted"})
 
-    def execute(self, ctx: Context) -> ExecuteHook:
-        outcome = yield
+    def after(self, ctx: Context, outcome: Outcome) -> None:
         if outcome.action is None and outcome.error is not None:
             decide_failure(ctx, outcome)

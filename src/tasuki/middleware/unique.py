@@ -24,7 +24,6 @@ happen at run time, `drop` skips the run, `raise` fails it with `DuplicateJob`, 
 
 from __future__ import annotations
 
-import hashlib
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -63,6 +62,8 @@ def unique_key(job: Job[..., Any], message: Message) -> str:
             option=orjson.OPT_SORT_KEYS,
             default=repr,
         )
+        import hashlib  # loaded by the first unique job, not by every worker
+
         custom = f"{job.name}:{hashlib.blake2b(payload, digest_size=16).hexdigest()}"
     return f"{{{message.queue}}}unique:{custom}"
 

@@ -8,7 +8,6 @@ giving up on a stuck thread, the shutdown releasing what is left) settles it, on
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 from collections.abc import Callable
@@ -25,23 +24,32 @@ from tasuki.errors import (
     Skip,
     UnknownJob,
 )
-from tasuki.message import JOB_HEADER, ErrorInfo, Lease, Message
-from tasuki.middleware.base import ExecuteHook, Middleware, Outcome
+from tasuki.message import JOB_HEADER, ErrorInfo, Lease, delivered
+from tasuki.middleware.base import ExecuteHook, Outcome
 from tasuki.middleware.retry import decide_failure
 from tasuki.runtime.executors import raise_in_thread
 from tasuki.runtime.heartbeat import Held, LeaseKeeper
 from tasuki.runtime.settler import Settlement, Settler
 
 if TYPE_CHECKING:
+    import asyncio
+
     from tasuki.app import App
     from tasuki.backends.base import Delivery, Receipt
     from tasuki.job import Job
+    from tasuki.runtime.pace import Pace
     from tasuki.runtime.processes import ProcessPool
 
 # A stuck thread gets this long to react to its JobTimeout before its message is settled
 # without it (it keeps its slot until it really returns).
 TIMEOUT_GRACE = 1.0
 
+
+# One middleware's part in a run: its `execute` and `after`, each None if not overridden.
+Step = tuple[
+    Callable[[Context], ExecuteHook | None] | None,
+    Callable[[Context, Outcome], None] | None,
+]
 
 _CLAIMS = threading.Lock()
 _INJECTION = threading.Lock()
@@ -54,11 +62,14 @@ class Task:
         "async_task",
         "claimed",
         "ctx",
+        "depth",
         "held",
         "hooks",
         "in_job",
         "injected",
         "job",
+        "leased_for",
+        "plan",
         "receipt",
         "thread_id",
     )
@@ -68,8 +79,13 @@ class Task:
         self.job = job
         self.held = held
         self.receipt = receipt
+        self.leased_for = 0.0  # the lease length the backend granted
         self.claimed = False
-        self.hooks: list[ExecuteHook] = []
+        # The middleware steps of this run, how many of them the way in got past, and the
+        # generators among them waiting for the outcome (with their step's index).
+        self.plan: tuple[Step, ...] = ()
+        self.depth = 0
+        self.hooks: list[tuple[int, ExecuteHook]] | None = None
         self.thread_id = 0
         self.in_job = False
         self.injected = False
@@ -112,22 +128,16 @@ class Runner:
         keeper: LeaseKeeper,
         on_done: Callable[[Task | None], None],
         processes: Callable[[], ProcessPool],
+        on_done_many: Callable[[list[Task]], None] | None = None,
     ) -> None:
         self.app = app
         self.settler = settler
         self.keeper = keeper
         self.on_done = on_done
+        self.on_done_many = on_done_many or self._each_done
         self._processes = processes
-        # job name -> (chain version, the middleware that applies to it)
-        self._hooks: dict[str, tuple[int, list[Middleware]]] = {}
-
-    def hooks_for(self, job: Job[..., Any]) -> list[Middleware]:
-        chain = self.app.middleware
-        cached = self._hooks.get(job.name)
-        if cached is None or cached[0] != chain.version:
-            applying = [m for m in chain if m.overrides("execute") and m.applies_to(job)]
-            cached = self._hooks[job.name] = (chain.version, applying)
-        return cached[1]
+        # job name -> (chain version, its middleware steps)
+        self._plans: dict[str, tuple[int, tuple[Step, ...]]] = {}
 
     # -- receiving --------------------------------------------------------------------------
     def receive_many(self, deliveries: list[Delivery]) -> list[Task]:
@@ -137,13 +147,28 @@ class Runner:
             if log_received:
                 name = d.headers.get(JOB_HEADER)
                 logs.event("received", **logs.message_fields(d.queue, name, d.id, d.attempt))
-            task = self.receive(d)
+            task = self._receive(d)
             if task is not None:
                 tasks.append(task)
+        self._track(tasks)
         return tasks
 
     def receive(self, d: Delivery) -> Task | None:
         """Decode a delivery; a poison message is dead-lettered here and None returned."""
+        task = self._receive(d)
+        if task is not None:
+            self._track([task])
+        return task
+
+    def _track(self, tasks: list[Task]) -> None:
+        """Hand the batch's leases to the keeper (one lock for the batch)."""
+        if not tasks:
+            return
+        self.keeper.add_many([t.held for t in tasks])
+        if any(t.held.visibility_timeout != t.leased_for for t in tasks):
+            self.keeper.wake()  # a lease to bring to the job's own length at once
+
+    def _receive(self, d: Delivery) -> Task | None:
         headers = d.headers
         name = headers.get(JOB_HEADER)
         codec = self.app.codec
@@ -172,31 +197,29 @@ class Runner:
             except SerializationError as exc:
                 self._poison(d, "undecodable message", exc)
                 return None
-            message = Message(
-                id=d.id,
-                queue=d.queue,
-                body=d.body,
-                headers=headers,
-                attempt=d.attempt,
-                enqueued_at=d.enqueued_at,
-                job=name,
-                args=args,
-                kwargs=kwargs,
-                lease=Lease(d.token, d.fencing_token, d.visibility_timeout),
-                max_attempts=d.max_attempts,
+            message = delivered(
+                d.id,
+                d.queue,
+                d.body,
+                headers,
+                d.attempt,
+                d.enqueued_at,
+                name,
+                args,
+                kwargs,
+                Lease(d.token, d.fencing_token, d.visibility_timeout),
+                d.max_attempts,
             )
         # The worker's own job definition decides the lease length: a producer running
-        # older code may have enqueued the message with another one.
+        # older code may have enqueued the message with another one. Such a lease is
+        # marked as extended long ago, so the keeper extends it to the job's length at once.
         vt = job.visibility_timeout
         now = time.monotonic()
-        stale = vt != d.visibility_timeout
         ctx = Context(message, job)
-        held = Held(ctx, vt, now - vt if stale else now, self.keeper)
+        held = Held(ctx, vt, now - vt if vt != d.visibility_timeout else now, self.keeper)
         ctx.set_extender(held.extend)
         task = Task(ctx, job, held, d.receipt)
-        self.keeper.add(held)
-        if stale:
-            self.keeper.wake()
+        task.leased_for = d.visibility_timeout
         return task
 
     def _poison(self, d: Delivery, reason: str, error: BaseException) -> None:
@@ -206,48 +229,130 @@ class Runner:
         self.settler.put(Settlement("bury", d.receipt, fields, reason=reason, error=info))
         self.on_done(None)
 
+    def _each_done(self, tasks: list[Task]) -> None:
+        for task in tasks:
+            self.on_done(task)
+
     # -- middleware ---------------------------------------------------------------------------
+    def plan_for(self, job: Job[..., Any]) -> tuple[Step, ...]:
+        """The middleware steps of `job`'s runs, outermost first, made once per chain version."""
+        chain = self.app.middleware
+        cached = self._plans.get(job.name)
+        if cached is None or cached[0] != chain.version:
+            steps = []
+            for m in chain:
+                execute = m.execute if m.overrides("execute") else None
+                after = m.after if m.overrides("after") else None
+                if (execute or after) and m.applies_to(job):
+                    steps.append((execute, after))
+            cached = self._plans[job.name] = (chain.version, tuple(steps))
+        return cached[1]
+
     def _before(self, task: Task) -> Outcome | None:
+        """Run the steps on the way in; an Outcome if one of them decided the run's fate."""
         ctx = task.ctx
-        for m in self.hooks_for(task.job):
+        steps = task.plan = self.plan_for(task.job)
+        for depth, (execute, _) in enumerate(steps):
+            if execute is None:
+                continue
             try:
-                gen = m.execute(ctx)
+                gen = execute(ctx)
                 if gen is None:
                     continue
                 next(gen)
-                task.hooks.append(gen)
+                if task.hooks is None:
+                    task.hooks = [(depth, gen)]
+                else:
+                    task.hooks.append((depth, gen))
             except StopIteration:
                 continue
             except Skip as s:
+                task.depth = depth
                 return Outcome(action="skip", reason=s.reason)
             except Defer as d:
+                task.depth = depth
                 return Outcome(action="defer", delay=d.delay, reason=d.reason)
             except Exception as exc:
+                task.depth = depth
                 return Outcome(error=exc)
+        task.depth = len(steps)
         return None
 
     @staticmethod
     def _after(task: Task, outcome: Outcome) -> None:
+        """The way out, innermost first, through every step the way in got past."""
         if outcome.action is None and outcome.error is None:
             outcome.action = "ack"
-        for gen in reversed(task.hooks):
+        ctx, steps, hooks = task.ctx, task.plan, task.hooks
+        for depth in range(task.depth - 1, -1, -1):
+            after = steps[depth][1]
             try:
-                gen.send(outcome)
-            except StopIteration:
-                continue
+                if hooks and hooks[-1][0] == depth:
+                    gen = hooks.pop()[1]
+                    try:
+                        gen.send(outcome)
+                    except StopIteration:
+                        pass
+                    else:
+                        gen.close()
+                if after is not None:
+                    after(ctx, outcome)
             except Skip as s:
                 outcome.decide("skip", reason=s.reason)
             except Defer as d:
                 outcome.decide("defer", delay=d.delay, reason=d.reason)
             except Exception as exc:
                 outcome.error, outcome.action = exc, None
-            else:
-                gen.close()
-        task.hooks.clear()
+        task.hooks = None
 
     # -- running ------------------------------------------------------------------------------
     def run_sync(self, task: Task) -> None:
         """Body of a thread-pool slot: the whole life of one sync (or process) job."""
+        try:
+            self._run_sync(task)
+        finally:
+            self._finish(task)
+            self.on_done(task)
+
+    def run_inline(self, tasks: list[Task], pace: Pace, budget: float) -> list[Task]:
+        """Run a batch of fast jobs on this thread, for up to `budget` seconds.
+
+        Returns the tasks it did not start (the budget ran out), for the pool. The lease
+        keeper and the slots hear about the batch once, when it is done.
+        """
+        clock = time.perf_counter
+        give_up_at = clock() + budget
+        done: list[Task] = []
+        try:
+            for task in tasks:
+                started = clock()
+                if started > give_up_at:
+                    break
+                try:
+                    self._run_sync(task)
+                except Exception:
+                    logs.logger.exception(
+                        "internal error running message %s; its lease will lapse and it will "
+                        "be delivered again",
+                        task.ctx.message.id,
+                    )
+                finally:
+                    done.append(task)
+                pace.record(task.job, clock() - started)
+        finally:
+            self.keeper.discard_many([t.held for t in done])
+            for task in done:
+                task.ctx.set_extender(None)
+            self.on_done_many(done)
+        return tasks[len(done) :]
+
+    def _finish(self, task: Task) -> None:
+        self.keeper.discard(task.held)
+        task.ctx.set_extender(None)
+
+    def _run_sync(self, task: Task) -> None:
+        if task.claimed:
+            return  # released at shutdown before it started: another worker may run it now
         ctx = task.ctx
         task.thread_id = threading.get_ident()
         token = set_current(ctx)
@@ -265,8 +370,6 @@ class Runner:
             self.complete(task, outcome)
         finally:
             reset_current(token)
-            self.keeper.discard(task.held)
-            self.on_done(task)
 
     def _invoke_thread(self, task: Task) -> Outcome:
         job, m = task.job, task.ctx.message
@@ -347,6 +450,8 @@ class Runner:
             self._settle(task, outcome)
 
     async def run_async(self, task: Task) -> None:
+        import asyncio  # here, not at the top: workers without async jobs never load it
+
         ctx = task.ctx
         task.async_task = asyncio.current_task()
         token = set_current(ctx)
@@ -359,10 +464,12 @@ class Runner:
             pass  # cancelled at shutdown, after its message was released
         finally:
             reset_current(token)
-            self.keeper.discard(task.held)
+            self._finish(task)
             self.on_done(task)
 
     async def _invoke_async(self, task: Task) -> Outcome:
+        import asyncio
+
         job, ctx = task.job, task.ctx
         m = ctx.message
         outcome = Outcome()

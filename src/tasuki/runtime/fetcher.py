@@ -126,14 +126,23 @@ class Fetcher:
 
     def _run(self) -> None:
         backoff = 0.1
+        # The next batch, asked for before the current one ran: (slots, finish the lease).
+        ahead: tuple[int, Callable[[], list[Delivery]]] | None = None
         while not self.stopping.is_set():
-            reserved = self.slots.reserve(
-                self.batch_size, timeout=0.2, gather=self.gather, linger=LINGER
-            )
-            if reserved == 0:
-                continue
+            if ahead is None:
+                reserved = self.slots.reserve(
+                    self.batch_size, timeout=0.2, gather=self.gather, linger=LINGER
+                )
+                if reserved == 0:
+                    continue
+                finish = None
+            else:
+                (reserved, finish), ahead = ahead, None
             try:
-                leased = self.backend.lease(self.queue, reserved, self.visibility_timeout)
+                if finish is not None:
+                    leased = finish()
+                else:
+                    leased = self.backend.lease(self.queue, reserved, self.visibility_timeout)
                 if not leased:
                     self.empty = True
                     self.slots.give_back(reserved - 1)
@@ -157,7 +166,44 @@ class Fetcher:
             if self.stopping.is_set():
                 self._hand_back(leased)
                 continue
-            self.dispatch(leased)
+            if len(leased) == reserved > 1:
+                ahead = self._ask_ahead()
+            try:
+                self.dispatch(leased)
+            except Exception:
+                # A bug, not a job's failure (the runtime settles those): keep fetching;
+                # what this batch held is released at shutdown or lapses and is redelivered.
+                logs.logger.exception("internal error dispatching %d messages", len(leased))
+            finally:
+                if ahead is not None and self.stopping.is_set():
+                    self._settle_ahead(ahead)
+                    ahead = None
+        if ahead is not None:
+            self._settle_ahead(ahead)
+
+    def _ask_ahead(self) -> tuple[int, Callable[[], list[Delivery]]] | None:
+        """A full batch means a backlog: ask for the next one now, with the slots free now
+        (never waiting for more), so the backend works while this thread runs jobs."""
+        reserved = self.slots.reserve(self.batch_size, timeout=0.0)
+        if reserved == 0:
+            return None
+        try:
+            return reserved, self.backend.lease_soon(self.queue, reserved, self.visibility_timeout)
+        except TasukiError:
+            self.slots.give_back(reserved)
+            return None  # the next turn of the loop leases the usual way and reports errors
+
+    def _settle_ahead(self, ahead: tuple[int, Callable[[], list[Delivery]]]) -> None:
+        """Stopping with a lease under way: finish it and hand its messages straight back."""
+        reserved, finish = ahead
+        try:
+            leased = finish()
+        except TasukiError as exc:
+            logs.logger.warning("a lease under way at shutdown failed: %s", exc)
+            leased = []
+        self.slots.give_back(reserved - len(leased))
+        if leased:
+            self._hand_back(leased)
 
     def _hand_back(self, leased: list[Delivery]) -> None:
         """Leased just as the worker began to stop: give them straight back, no penalty."""

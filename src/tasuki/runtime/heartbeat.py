@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -61,9 +61,16 @@ class LeaseKeeper:
         self._thread.start()
 
     def add(self, held: Held) -> None:
+        self.add_many((held,))
+
+    def add_many(self, helds: Iterable[Held]) -> None:
+        """Track a whole leased batch under one lock: the fetcher's hot path."""
         with self._mutex:
-            self._held.add(held)
-            sooner = held.due_at < self._next_wake
+            next_wake = self._next_wake
+            sooner = False
+            for held in helds:
+                self._held.add(held)
+                sooner = sooner or held.due_at < next_wake
         if sooner:
             self._wake.set()
 
@@ -74,6 +81,11 @@ class LeaseKeeper:
     def discard(self, held: Held) -> None:
         with self._mutex:
             self._held.discard(held)
+
+    def discard_many(self, helds: Iterable[Held]) -> None:
+        with self._mutex:
+            for held in helds:
+                self._held.discard(held)
 
     def held(self) -> list[Held]:
         with self._mutex:

@@ -18,16 +18,18 @@ from tasuki.backends.base import DEFAULT_VISIBILITY_TIMEOUT, Delivery
 from tasuki.errors import InvalidArgument, TasukiError
 from tasuki.job import check_queue
 from tasuki.runtime.execution import Runner, Task
-from tasuki.runtime.executors import EventLoopThread, ThreadPool
+from tasuki.runtime.executors import ThreadPool
 from tasuki.runtime.fetcher import Fetcher, Slots
 from tasuki.runtime.heartbeat import LeaseKeeper
-from tasuki.runtime.processes import ProcessPool
+from tasuki.runtime.pace import BATCH_BUDGET, Pace
 from tasuki.runtime.scheduler import Scheduler
 from tasuki.runtime.settler import Settler
 from tasuki.runtime.signals import graceful_signals
 
 if TYPE_CHECKING:
     from tasuki.app import App
+    from tasuki.runtime.eventloop import EventLoopThread
+    from tasuki.runtime.processes import ProcessPool
 
 IDLE_CHECK = 0.05
 
@@ -51,6 +53,7 @@ class Worker:
         processes: int | None = None,
         scheduler: bool = True,
         handle_signals: bool = False,
+        inline: bool = True,
     ) -> None:
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise InvalidArgument(f"concurrency must be an int >= 1, got {concurrency!r}")
@@ -64,11 +67,14 @@ class Worker:
         self.queues = [check_queue(q) for q in queues]
         self.concurrency = concurrency
         self.grace = float(grace)
-        self.batch_size = batch_size or min(concurrency, 256)
+        # Half the slots per lease: a busy fetcher asks for the next batch while it runs
+        # the current one, and both must fit in `concurrency`.
+        self.batch_size = batch_size or max(1, min(concurrency // 2, 256))
         self.wait = wait
         self.processes = processes or os.cpu_count() or 1
         self.use_scheduler = scheduler
         self.handle_signals = handle_signals
+        self.pace = Pace(enabled=inline)
         self.processed = 0
         self.released_on_shutdown = 0
         self._stop_requested = threading.Event()
@@ -93,7 +99,14 @@ class Worker:
         self.keeper = LeaseKeeper(backend, self.app.locks)
         self.slots = Slots(self.concurrency)
         self.threads = ThreadPool(self.concurrency)
-        self.runner = Runner(self.app, self.settler, self.keeper, self._on_done, self._process_pool)
+        self.runner = Runner(
+            self.app,
+            self.settler,
+            self.keeper,
+            self._on_done,
+            self._process_pool,
+            self._on_done_many,
+        )
         self.fetchers = [
             Fetcher(
                 backend,
@@ -177,27 +190,46 @@ class Worker:
         return consumer.visibility_timeout if consumer else DEFAULT_VISIBILITY_TIMEOUT
 
     def _process_pool(self) -> ProcessPool:
+        from tasuki.runtime.processes import ProcessPool  # multiprocessing: only when used
+
         with self._mutex:
             if self._pool is None:
                 self._pool = ProcessPool(self.processes)
             return self._pool
 
     def _event_loop(self) -> EventLoopThread:
+        from tasuki.runtime.eventloop import EventLoopThread  # asyncio: only when used
+
         with self._mutex:
             if self._loop is None:
                 self._loop = EventLoopThread()
             return self._loop
 
     def _dispatch(self, deliveries: list[Delivery]) -> None:
-        runner = self.runner
+        """On the fetcher's thread: start a leased batch (see `pace.py` for what runs here)."""
+        runner, pace = self.runner, self.pace
         tasks = runner.receive_many(deliveries)
         with self._mutex:
             self._active.update(tasks)
+        inline: list[Task] = []
         for task in tasks:
             if task.job.executor == "async":
                 self._event_loop().submit(lambda t=task: runner.run_async(t))  # type: ignore[misc]
+            elif pace.inline(task.job):
+                inline.append(task)
             else:
-                self.threads.submit(lambda t=task: runner.run_sync(t))  # type: ignore[misc]
+                self.threads.submit(lambda t=task: self._run_pooled(t))  # type: ignore[misc]
+        if inline:
+            if not self._stopping.is_set():
+                inline = runner.run_inline(inline, pace, BATCH_BUDGET)
+            for task in inline:
+                self.threads.submit(lambda t=task: self._run_pooled(t))  # type: ignore[misc]
+
+    def _run_pooled(self, task: Task) -> None:
+        started = time.perf_counter()
+        self.runner.run_sync(task)
+        if self.pace.eligible(task.job):
+            self.pace.record(task.job, time.perf_counter() - started)
 
     def _on_done(self, task: Task | None) -> None:
         if task is not None:
@@ -205,6 +237,12 @@ class Worker:
                 self._active.discard(task)
                 self.processed += 1
         self.slots.give_back(1)
+
+    def _on_done_many(self, tasks: list[Task]) -> None:
+        with self._mutex:
+            self._active.difference_update(tasks)
+            self.processed += len(tasks)
+        self.slots.give_back(len(tasks))
 
     def _idle(self) -> bool:
         if self._active or self.settler.pending or not all(f.empty for f in self.fetchers):

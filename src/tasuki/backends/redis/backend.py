@@ -249,11 +249,7 @@ class RedisBackend(Backend):
         if max_messages <= 0:
             return []
         deadline = time.monotonic() + wait
-        keys = self.keys.queue(queue)
-        script_keys = [keys.waiting, keys.leased, keys.dead, keys.leases]
-        # The lease nonce: os.urandom, as secrets.token_hex, whose import (hmac, hashlib)
-        # would add milliseconds to every worker's start.
-        args = [keys.base, max_messages, _us(visibility_timeout), os.urandom(6).hex()]
+        keys, script_keys, args = self._lease_request(queue, max_messages, visibility_timeout)
         while True:
             reply = self._eval("lease", script_keys, args)
             if len(reply) > 1:
@@ -262,6 +258,35 @@ class RedisBackend(Backend):
             if remaining <= 0:
                 return []
             self._pause(keys.signal, remaining, reply[0])
+
+    def _lease_request(
+        self, queue: str, max_messages: int, visibility_timeout: float
+    ) -> tuple[QueueKeys, list[str], list[Any]]:
+        keys = self.keys.queue(queue)
+        script_keys = [keys.waiting, keys.leased, keys.dead, keys.leases]
+        # The lease nonce: os.urandom, as secrets.token_hex, whose import (hmac, hashlib)
+        # would add milliseconds to every worker's start.
+        args = [keys.base, max_messages, _us(visibility_timeout), os.urandom(6).hex()]
+        return keys, script_keys, args
+
+    def lease_soon(
+        self,
+        queue: str,
+        max_messages: int,
+        visibility_timeout: float = DEFAULT_VISIBILITY_TIMEOUT,
+    ) -> Callable[[], list[Delivery]]:
+        """The lease script sent now, its reply read later: Redis leases the next batch
+        while the worker runs the current one."""
+        if max_messages <= 0:
+            return list
+        _, script_keys, args = self._lease_request(queue, max_messages, visibility_timeout)
+        finish = self._connection().run_soon("lease", script_keys, args)
+
+        def leased() -> list[Delivery]:
+            reply = finish()
+            return _deliveries(queue, reply, visibility_timeout) if len(reply) > 1 else []
+
+        return leased
 
     def _pause(self, signal: str, remaining: float, hint_us: int) -> None:
         """Sleep until a signal, the next message falls due (`hint_us`), or `remaining` ends.

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
@@ -326,6 +327,47 @@ class Connection:
         except resp.RespError as exc:
             raise translate(exc, self._where) from exc
 
+    def run_soon(self, name: str, keys: list[str], args: list[Any]) -> Callable[[], Any]:
+        """Send script `name` now; the returned callable reads its reply (`Backend.lease_soon`).
+
+        Only a single server is pipelined this way. On Cluster, or if the request cannot be
+        sent, the callable makes an ordinary `run` instead. A reply lost with its socket is
+        asked for again with `run`: like every script, the lease is safe to repeat (the
+        messages of the lost reply stay leased until their visibility timeout).
+        """
+        scripts = self.scripts if self.scripts is not None else self.connect()
+        if self._cluster is not None:
+            return lambda: self.run(name, keys, args)
+        script = getattr(scripts, name)
+        packed = pack_command((b"EVALSHA", script.sha, len(keys), *keys, *args))
+        idle = self._idle
+        client = None
+        try:
+            client = self._checkout()
+            client.send(packed)
+        except resp.RespError:
+            if client is not None and not client.closed:
+                idle.append(client)
+            return lambda: self.run(name, keys, args)
+        sent = client
+
+        def finish() -> Any:
+            try:
+                reply = sent.receive()
+            except resp.ReplyError as exc:
+                idle.append(sent)
+                if exc.code == "NOSCRIPT":
+                    return self.run(name, keys, args)  # loads it and calls again
+                raise translate(exc, self._where) from exc
+            except resp.ConnectionFailed:
+                return self.run(name, keys, args)
+            except resp.RespError as exc:
+                raise translate(exc, self._where) from exc
+            idle.append(sent)
+            return reply
+
+        return finish
+
     def command(self, *args: Any) -> Any:
         """A plain command (SADD, BLPOP, PING...), its errors translated."""
         if self.scripts is None:
@@ -370,14 +412,9 @@ class Connection:
         attempt = 0
         fresh = False
         while True:
+            client = None
             try:
-                client = None if fresh else idle.pop()
-            except IndexError:
-                client = None
-            try:
-                if client is None:
-                    assert self._endpoint is not None
-                    client = resp.connect(self._endpoint)
+                client = self._checkout(fresh)
                 reply = client.execute_many(packed, count) if count else client.execute(packed)
             except resp.ReplyError:
                 if client is not None and not client.closed:
@@ -392,6 +429,16 @@ class Connection:
                 continue
             idle.append(client)
             return reply
+
+    def _checkout(self, fresh: bool = False) -> resp.Client:
+        """An idle pooled client, or a new connection (`fresh`, or none idle)."""
+        if not fresh:
+            try:
+                return self._idle.pop()
+            except IndexError:
+                pass
+        assert self._endpoint is not None
+        return resp.connect(self._endpoint)
 
     def _check(self, info: dict[str, str]) -> None:
         version = info.get("redis_version", "")

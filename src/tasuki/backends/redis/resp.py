@@ -184,22 +184,23 @@ class Client:
         An error reply is raised as `ReplyError`. A blocking command (BLPOP) must block
         for less than the socket timeout, or the wait ends in `TimedOut`.
         """
-        reader = self._reader
-        buffer = self._buffer
+        self.send(packed)
+        return self.receive()
+
+    def send(self, packed: bytes) -> None:
+        """The first half of `execute`: the caller may work while the server does, then
+        call `receive` (exactly once) before anything else is sent on this client."""
         try:
             self._sendall(packed)
-            reply: Any = False
-            while reply is False:
-                n = self._recv_into(buffer)
-                if not n:
-                    raise ConnectionFailed("connection closed by the server")
-                reader.feed(buffer, 0, n)  # type: ignore[arg-type]  # any buffer will do
-                reply = reader.gets()
         except BaseException as exc:
             failure = self._broken(exc)
             if failure is exc:
                 raise
             raise failure from exc
+
+    def receive(self) -> Any:
+        """The reply to the command `send` sent; an error reply is raised as `ReplyError`."""
+        reply = self._next_reply()
         if type(reply) is ReplyError:
             raise reply
         return reply
@@ -211,26 +212,26 @@ class Client:
         reply stands in its place in the list as a `ReplyError`, for the caller to
         judge. (A command after a failed one still ran: this is no transaction.)
         """
+        self.send(packed)
+        return [self._next_reply() for _ in range(count)]
+
+    def _next_reply(self) -> Any:
         reader = self._reader
         buffer = self._buffer
-        replies: list[Any] = []
         try:
-            self._sendall(packed)
-            while len(replies) < count:
+            reply: Any = reader.gets()
+            while reply is False:
+                n = self._recv_into(buffer)
+                if not n:
+                    raise ConnectionFailed("connection closed by the server")
+                reader.feed(buffer, 0, n)  # type: ignore[arg-type]  # any buffer will do
                 reply = reader.gets()
-                if reply is False:
-                    n = self._recv_into(buffer)
-                    if not n:
-                        raise ConnectionFailed("connection closed by the server")
-                    reader.feed(buffer, 0, n)  # type: ignore[arg-type]  # any buffer will do
-                else:
-                    replies.append(reply)
         except BaseException as exc:
             failure = self._broken(exc)
             if failure is exc:
                 raise
             raise failure from exc
-        return replies
+        return reply
 
     def _broken(self, exc: BaseException) -> BaseException:
         """Close the socket after a failure mid-call; what to raise in its place."""

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import sqlite3
 import threading
 import time
@@ -240,7 +239,7 @@ class SQLiteBackend(Backend):
                     params = {
                         "seqs": orjson.dumps(fresh),
                         "now": now,
-                        "nonce": secrets.token_hex(6),
+                        "nonce": os.urandom(6).hex(),
                         "visibility_timeout": vt,
                     }
                     for row in conn.execute(Q["lease_rows"], params).fetchall():
