@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import os
 import signal
+import statistics
 import sys
 import tempfile
 import time
@@ -23,7 +24,7 @@ from benchmarks.redis_server import RedisServer
 from benchmarks.report import SystemResult
 
 DOCS = ROOT / "docs" / "benchmarks"
-SWEEP = (8, 16, 64, 256)
+SWEEP = (8, 64, 128, 256, 512)
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -156,31 +157,41 @@ def progress_line(m: dict[str, float]) -> str:
     return ", ".join(parts)
 
 
-def sweep(bench: Bench, ctx: Context, timeout: float) -> None:
+def sweep(bench: Bench, ctx: Context, timeout: float, rounds: int) -> None:
+    """tasuki's drains at each -c of SWEEP, rounds interleaved, medians printed at the end."""
     from benchmarks.peers.tasuki_runner import TasukiRedis, TasukiSQLite
 
-    for cls in (TasukiRedis, TasukiSQLite):
-        for c in SWEEP:
-            try:
-                peer = cls(ctx, concurrency=c)
-            except Unavailable as exc:
-                say(f"{cls.name}: unavailable: {exc}")
-                break
-            try:
-                with alarm(timeout):
-                    fill(bench, peer)
-                    m = measure_drain(bench, peer, prefilled=True)
-                print(
-                    f"{peer.name} -c {c}: {m['processed_per_s']:,.0f} jobs/s "
-                    f"(steady {m['steady_per_s']:,.0f}/s, startup {m['startup_s']:.2f} s, "
-                    f"worker CPU {m['worker_cpu_s']:.1f} s)",
-                    flush=True,
-                )
-            except (Exception, SystemTimeout) as exc:
-                print(f"{peer.name} -c {c}: FAILED {short_error(exc)}", flush=True)
-            finally:
-                procs.kill_all_workers()
-                peer.close()
+    seen: dict[tuple[str, int], list[dict[str, float]]] = {}
+    for rnd in range(rounds):
+        for cls in (TasukiRedis, TasukiSQLite):
+            for c in SWEEP:
+                try:
+                    peer = cls(ctx, concurrency=c)
+                except Unavailable as exc:
+                    say(f"{cls.name}: unavailable: {exc}")
+                    break
+                try:
+                    with alarm(timeout):
+                        fill(bench, peer)
+                        m = measure_drain(bench, peer, prefilled=True)
+                    seen.setdefault((peer.name, c), []).append(m)
+                    say(f"round {rnd + 1}/{rounds}: {peer.name} -c {c}: {describe_sweep(m)}")
+                except (Exception, SystemTimeout) as exc:
+                    print(f"{peer.name} -c {c}: FAILED {short_error(exc)}", flush=True)
+                finally:
+                    procs.kill_all_workers()
+                    peer.close()
+    print(f"medians of {rounds} round(s):", flush=True)
+    for (name, c), runs in seen.items():
+        median = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+        print(f"{name} -c {c}: {describe_sweep(median)}", flush=True)
+
+
+def describe_sweep(m: dict[str, float]) -> str:
+    return (
+        f"{m['processed_per_s']:,.0f} jobs/s (steady {m['steady_per_s']:,.0f}/s, "
+        f"startup {m['startup_s']:.2f} s, worker CPU {m['worker_cpu_s']:.1f} s)"
+    )
 
 
 def on_sigterm(signum: int, frame: FrameType | None) -> None:
@@ -243,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
             ctx = Context(redis_url=server.url, tmpdir=workdir)
             bench = Bench(server, marks, settings, workdir)
             if args.sweep:
-                sweep(bench, ctx, args.timeout)
+                sweep(bench, ctx, args.timeout, args.rounds or 3)
                 return 0
             loaded, results = load_all(names, ctx)
             run_rounds(bench, loaded, results, args, rounds)

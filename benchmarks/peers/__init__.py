@@ -3,13 +3,19 @@
 
 Runners are imported by name only when their system runs, so a peer that failed to
 install is reported as failed without stopping the others.
+
+Every worker under test imports its app module from this package, so this file imports
+nothing: the harness's own needs (redis-py, asyncio) must not load into, and slow the
+start of, the workers being timed.
 """
 
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
 
-from benchmarks.peers.base import Context, Peer, Unavailable
+if TYPE_CHECKING:
+    from benchmarks.peers.base import Context, Peer
 
 #: name -> "module:class", in the order of the table
 SYSTEMS: dict[str, str] = {
@@ -37,4 +43,4 @@ def load(name: str, ctx: Context) -> Peer:
     return cls(ctx)
 
 
-__all__ = ["DEFAULT", "SYSTEMS", "Context", "Peer", "Unavailable", "load"]
+__all__ = ["DEFAULT", "SYSTEMS", "load"]
