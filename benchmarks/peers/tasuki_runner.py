@@ -22,7 +22,7 @@ class TasukiPeer(SyncPeer):
         self.concurrency = concurrency or CONCURRENCY[self.backend]
         self.settings = (
             f"`tasuki worker -q default -c {self.concurrency} --no-scheduler`, "
-            "sync job on the thread pool"
+            "sync job (runs on the fetcher thread once proven fast)"
         )
         self.url = self.backend_url()
         self.app, self.job = build(self.url)
