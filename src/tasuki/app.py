@@ -20,7 +20,7 @@ from tasuki.job import (
     check_message_id,
     check_queue,
 )
-from tasuki.message import JOB_HEADER, DeadLetter, Message, new_id
+from tasuki.message import JOB_HEADER, DeadLetter, Message, new_id, new_ids
 from tasuki.middleware import default_middleware
 from tasuki.middleware.base import EnqueueNext, MiddlewareChain, Outgoing, build_enqueue
 from tasuki.policies import Dedup, Retry, Unique
@@ -240,13 +240,14 @@ class App:
         if job.consumer:
             raise InvalidArgument(f"{job.name!r} consumes raw messages: use app.send(queue, body)")
         drafts = []
-        for args, kwargs in calls:
+        given = bound.message_id if bound is not None else None
+        ids = new_ids(len(calls)) if given is None else [given] * len(calls)
+        for (args, kwargs), message_id in zip(calls, ids, strict=True):
             job.check_arguments(args, kwargs)
-            given = bound.message_id if bound is not None else None
             drafts.append(
                 Outgoing(
                     queue=bound.queue if bound else job.queue,
-                    id=given or new_id(),
+                    id=message_id,
                     job=job,
                     args=args,
                     kwargs=kwargs,
@@ -309,14 +310,18 @@ class App:
         return self.backend.enqueue(envelopes)
 
     def _envelope(self, d: Outgoing) -> Envelope:
-        headers = dict(d.headers)
+        codec = self.codec
+        headers = d.headers  # the draft's own dict: copied only if something is added
         if d.body is None:
             name = d.job.name if d.job else "?"
-            body = self.codec.encode_payload(name, d.args, d.kwargs)
-            headers.update(self.codec.content_headers())
+            body = codec.encode_payload(name, d.args, d.kwargs)
+            if codec.content_headers:
+                headers = {**headers, **codec.content_headers}
         else:
             body = d.body
-        self.codec.sign(headers, body)
+        if codec.signs:
+            headers = dict(headers)
+            codec.sign(headers, body)
         size = len(body) + sum(len(k) + len(v) for k, v in headers.items())
         if size > self.max_message_size:
             what = f"job {d.job.name!r}" if d.job else f"queue {d.queue!r}"
@@ -325,15 +330,15 @@ class App:
                 "bytes (pass large data by reference, e.g. a storage key)"
             )
         return Envelope(
-            queue=d.queue,
-            id=d.id,
-            body=body,
-            headers=headers,
-            delay=d.delay,
-            max_attempts=d.max_attempts,
-            visibility_timeout=d.visibility_timeout,
-            keep_id=d.keep_id,
-            unique=d.unique,
+            d.queue,
+            d.id,
+            body,
+            headers,
+            d.delay,
+            d.max_attempts,
+            d.visibility_timeout,
+            d.keep_id,
+            d.unique,
         )
 
     @property

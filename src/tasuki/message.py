@@ -25,10 +25,18 @@ def new_id() -> str:
     Made from `os.urandom` directly: the uuid module costs a worker a hundredth of a second
     to import, for one call per enqueue.
     """
-    raw = bytearray(os.urandom(16))
-    raw[6] = (raw[6] & 0x0F) | 0x40
-    raw[8] = (raw[8] & 0x3F) | 0x80
-    return raw.hex()
+    return new_ids(1)[0]
+
+
+def new_ids(n: int) -> list[str]:
+    """`n` fresh message ids from one `os.urandom` call (a system call per id would be a
+    tenth of a bulk enqueue's time)."""
+    raw = bytearray(os.urandom(16 * n))
+    for at in range(0, 16 * n, 16):
+        raw[at + 6] = (raw[at + 6] & 0x0F) | 0x40
+        raw[at + 8] = (raw[at + 8] & 0x3F) | 0x80
+    text = raw.hex()
+    return [text[at : at + 32] for at in range(0, 32 * n, 32)]
 
 
 @dataclass(frozen=True, slots=True)

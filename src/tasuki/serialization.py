@@ -10,6 +10,7 @@ and a worker with the same key refuses any message without a valid one.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, Protocol
 
 import orjson
@@ -73,6 +74,10 @@ class Codec:
         if isinstance(signing_key, str):
             signing_key = signing_key.encode()
         self._key = signing_key
+        ct = self.serializer.content_type
+        self._content_headers: Mapping[str, str] = (
+            {} if ct == "json" else MappingProxyType({CONTENT_TYPE_HEADER: ct})
+        )
 
     def encode_payload(self, job: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> bytes:
         try:
@@ -104,9 +109,10 @@ class Codec:
             raise SerializationError("a job body's 'args' must be a list and 'kwargs' an object")
         return tuple(args), kwargs
 
-    def content_headers(self) -> dict[str, str]:
-        ct = self.serializer.content_type
-        return {} if ct == "json" else {CONTENT_TYPE_HEADER: ct}
+    @property
+    def content_headers(self) -> Mapping[str, str]:
+        """What a body's headers must say about its encoding (nothing for JSON)."""
+        return self._content_headers
 
     # -- signing ---------------------------------------------------------------------
     @property

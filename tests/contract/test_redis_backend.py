@@ -95,6 +95,38 @@ def test_a_lease_under_way_survives_a_script_flush(
     assert len(backend.lease_soon("q", 5, 30.0)()) == 1
 
 
+def test_a_large_enqueue_is_pipelined_in_order(backend: Backend) -> None:
+    """Several script calls on one socket, each sent before the last one's reply: Redis
+    runs them in order, so the batch keeps its enqueue order."""
+    from tasuki.backends.redis.backend import PIPELINED
+
+    [first] = backend.enqueue([_envelope("q")])  # scripts loaded: no fallback below
+    batch = [_envelope("q") for _ in range(2 * PIPELINED + 17)]
+    results = backend.enqueue(batch)
+    assert [r.status for r in results] == ["enqueued"] * len(batch)
+    leased = backend.lease("q", len(batch) + 1, 30.0)
+    assert [d.id for d in leased] == [first.id, *(e.id for e in batch)]
+
+
+@pytest.mark.parametrize("trouble", ["script flush", "client kill"])
+def test_a_pipelined_enqueue_recovers_from_a_flush_or_a_lost_socket(
+    backend: Backend, redis_server: RedisServer, trouble: str
+) -> None:
+    from tasuki.backends.redis.backend import PIPELINED
+
+    backend.enqueue([_envelope("q")])  # a pooled socket, scripts loaded
+    admin = redis.Redis(port=redis_server.port)
+    if trouble == "script flush":
+        admin.script_flush()
+    else:
+        assert admin.client_kill_filter(_type="normal", skipme=True) >= 1
+    batch = [_envelope("q") for _ in range(3 * PIPELINED)]
+    results = backend.enqueue(batch)
+    assert [r.id for r in results] == [e.id for e in batch]
+    assert {r.status for r in results} == {"enqueued"}
+    assert backend.stats("q").ready == 1 + len(batch)
+
+
 def test_a_killed_connection_is_replaced_transparently(
     backend: Backend, redis_server: RedisServer
 ) -> None:

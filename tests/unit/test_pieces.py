@@ -241,9 +241,9 @@ def test_a_settled_delivery_leaves_no_garbage_cycle() -> None:
 def test_new_ids_are_random_version_4_uuids() -> None:
     import uuid
 
-    from tasuki.message import new_id
+    from tasuki.message import new_id, new_ids
 
-    ids = {new_id() for _ in range(1000)}
+    ids = {new_id() for _ in range(500)} | set(new_ids(500))
     assert len(ids) == 1000
     for i in list(ids)[:50]:
         parsed = uuid.UUID(hex=i)

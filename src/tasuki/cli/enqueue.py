@@ -57,7 +57,7 @@ def enqueue(
         id=given or new_id(),
         job=None,
         body=app.codec.encode_payload(job, values, kwargs),
-        headers={JOB_HEADER: job, **app.codec.content_headers()},
+        headers={JOB_HEADER: job, **app.codec.content_headers},
         delay=check_delay(delay),
         keep_id=app.id_window if given else 0.0,
         id_given=given is not None,

@@ -49,6 +49,9 @@ T = TypeVar("T")
 
 # Messages (or receipts) per script call: bounds how long one call holds Redis.
 CHUNK = 1000
+# An enqueue this large is sent as several script calls, each on its way while the
+# next is built (Connection.run_each).
+PIPELINED = 250
 # Messages removed per script call by purge / purge_dead / redrive-all.
 PURGE_CHUNK = 1000
 # How often a producer re-adds a queue to the `queues` set (it is a SET: re-adding is free).
@@ -207,6 +210,18 @@ class RedisBackend(Backend):
                     )
 
     def _enqueue_chunk(self, keys: QueueKeys, batch: list[Envelope]) -> list[Enqueued]:
+        """Store `batch` (one queue): one script call per PIPELINED messages, pipelined."""
+        if len(batch) <= PIPELINED:
+            script_keys, args = self._enqueue_call(keys, batch)
+            return _enqueued(batch, self._eval("enqueue", script_keys, args))
+        parts = [batch[i : i + PIPELINED] for i in range(0, len(batch), PIPELINED)]
+        calls = (self._enqueue_call(keys, part) for part in parts)
+        out: list[Enqueued] = []
+        for part, reply in zip(parts, self._connection().run_each("enqueue", calls), strict=True):
+            out += _enqueued(part, reply)
+        return out
+
+    def _enqueue_call(self, keys: QueueKeys, batch: list[Envelope]) -> tuple[list[str], list[Any]]:
         script_keys = [keys.waiting, keys.signal, keys.keep]
         args: list[Any] = [keys.base, len(batch)]
         for env in batch:
@@ -229,14 +244,7 @@ class RedisBackend(Backend):
                 lock_ttl,
                 1 if replace else 0,
             )
-        reply = self._eval("enqueue", script_keys, args)
-        out: list[Enqueued] = []
-        for env, r in zip(batch, reply, strict=True):
-            if isinstance(r, int):
-                out.append(Enqueued(env.id, _STATUS[r]))
-            else:
-                out.append(Enqueued(r[1].decode(), _STATUS[r[0]]))
-        return out
+        return script_keys, args
 
     # -- consuming -------------------------------------------------------------------
     def lease(
@@ -490,6 +498,16 @@ def _itself(receipt: Receipt) -> Receipt:
 
 def _receipt_of(item: Release | Bury) -> Receipt:
     return item.receipt
+
+
+def _enqueued(batch: list[Envelope], reply: list[Any]) -> list[Enqueued]:
+    out: list[Enqueued] = []
+    for env, r in zip(batch, reply, strict=True):
+        if isinstance(r, int):
+            out.append(Enqueued(env.id, _STATUS[r]))
+        else:
+            out.append(Enqueued(r[1].decode(), _STATUS[r[0]]))
+    return out
 
 
 def _deliveries(queue: str, reply: list[Any], default_vt: float) -> list[Delivery]:

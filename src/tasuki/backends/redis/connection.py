@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
@@ -367,6 +367,54 @@ class Connection:
             return reply
 
         return finish
+
+    def run_each(self, name: str, calls: Iterable[tuple[list[str], list[Any]]]) -> Iterator[Any]:
+        """Script `name` once per (keys, args) of `calls`, replies in order.
+
+        Each call is sent before the reply to the one before is read, and `calls` is
+        consumed lazily, so building the next call in Python overlaps Redis running the
+        previous one: a large enqueue costs about the larger of the two, not their sum.
+        One socket carries them all, so Redis runs them in order. After any failure the
+        calls not yet answered are made again one by one with `run` (NOSCRIPT, a lost
+        socket), which is safe because every script may run twice.
+        """
+        scripts = self.scripts if self.scripts is not None else self.connect()
+        if self._cluster is not None:
+            for keys, args in calls:
+                yield self.run(name, keys, args)
+            return
+        script = getattr(scripts, name)
+        unanswered: list[tuple[list[str], list[Any]]] = []
+        client: resp.Client | None = None
+        pending = iter(calls)
+        try:
+            client = self._checkout()
+            for keys, args in pending:
+                unanswered.append((keys, args))  # before sending: a failed send is made again
+                client.send(pack_command((b"EVALSHA", script.sha, len(keys), *keys, *args)))
+                if len(unanswered) == 2:
+                    reply = client.receive()
+                    unanswered.pop(0)
+                    yield reply
+            while unanswered:
+                reply = client.receive()
+                unanswered.pop(0)
+                yield reply
+        except resp.TimedOut as exc:
+            raise translate(exc, self._where) from exc
+        except resp.RespError:
+            if client is not None:
+                client.close()  # replies may be left unread: never reuse it
+                client = None
+            for keys, args in [*unanswered, *pending]:
+                yield self.run(name, keys, args)
+            unanswered.clear()
+        finally:
+            if client is not None:
+                if unanswered or client.closed:
+                    client.close()
+                else:
+                    self._idle.append(client)
 
     def command(self, *args: Any) -> Any:
         """A plain command (SADD, BLPOP, PING...), its errors translated."""
