@@ -248,3 +248,32 @@ def test_new_ids_are_random_version_4_uuids() -> None:
     for i in list(ids)[:50]:
         parsed = uuid.UUID(hex=i)
         assert (parsed.version, parsed.variant, parsed.hex) == (4, uuid.RFC_4122, i)
+
+
+def test_pace_sends_a_job_that_mostly_waits_back_to_the_pool_for_good() -> None:
+    from tasuki.runtime.pace import FAST, JUDGE, QUALIFY, Pace
+
+    app = tasuki.App("memory://")
+
+    @app.job
+    def computes() -> None: ...
+
+    @app.job
+    def waits() -> None: ...
+
+    pace = Pace()
+    for job in (computes, waits):
+        for _ in range(QUALIFY):
+            pace.record(job, FAST / 10)
+        assert pace.inline(job)
+    for n in range(3 * JUDGE):
+        # One sample in eight interrupted by another thread: still a job that computes.
+        pace.record_busy(computes, 20e-6, 2e-6 if n % JUDGE == 0 else 19e-6)
+        pace.record_busy(waits, 100e-6, 10e-6)  # a network round trip, mostly waited for
+    assert pace.inline(computes)
+    assert not pace.waits(computes)
+    assert pace.waits(waits)
+    assert not pace.inline(waits)
+    for _ in range(10 * QUALIFY):
+        pace.record(waits, FAST / 10)
+    assert not pace.inline(waits)  # fast, but it waits: the pool overlaps its waits

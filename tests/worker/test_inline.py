@@ -18,7 +18,7 @@ import pytest
 
 import tasuki
 from tasuki.runtime.execution import Runner
-from tasuki.runtime.pace import QUALIFY, Pace
+from tasuki.runtime.pace import JUDGE, QUALIFY, SAMPLE, Pace
 from tasuki.runtime.worker import Worker
 
 # Any job that does not sleep qualifies, however loaded the machine running the tests:
@@ -245,3 +245,49 @@ def test_an_internal_error_loses_nothing(app: tasuki.App, monkeypatch: pytest.Mo
     assert {n for n, times in ran.items() if times > 1} == {5, 2 * QUALIFY}
     s = app.stats()
     assert (s["ready"], s["in_flight"], s["dead"]) == (0, 0, 0)
+
+
+def test_a_fast_job_that_mostly_waits_goes_back_to_the_pool(app: tasuki.App) -> None:
+    """Fast in wall time but spent waiting (here a 0.3 ms sleep, as a round trip to a
+    cache would be): inline runs show it, and the pool, which overlaps waits, gets it."""
+    lanes: list[str] = []
+
+    @app.job
+    def waits(n: int) -> None:
+        time.sleep(0.0003)
+        lanes.append(lane())
+
+    total = 2 * QUALIFY + 4 * SAMPLE * JUDGE
+    w = worker(app, concurrency=4)
+    w.start()
+    try:
+        waits.enqueue_many([(n,) for n in range(total)])
+        wait_for(lambda: len(lanes) == total)
+        assert w.pace.waits(waits)
+        assert not w.pace.inline(waits)
+        assert "inline" in lanes  # it was given its chance
+        lanes.clear()
+        waits.enqueue_many([(n,) for n in range(20)])
+        wait_for(lambda: len(lanes) == 20)
+        assert set(lanes) == {"pool"}
+    finally:
+        w.stop(grace=5)
+
+
+def test_a_fast_job_that_computes_stays_inline(app: tasuki.App) -> None:
+    lanes: list[str] = []
+
+    @app.job
+    def computes(n: int, pause: float) -> None:
+        sum(range(3000))
+        lanes.append(lane())
+
+    w = warmed_up(app, computes, lambda: len(lanes), concurrency=4)
+    try:
+        lanes.clear()
+        computes.enqueue_many([(n, 0.0) for n in range(3 * SAMPLE * JUDGE)])
+        wait_for(lambda: len(lanes) == 3 * SAMPLE * JUDGE)
+        assert not w.pace.waits(computes)
+        assert lanes.count("inline") > len(lanes) // 2
+    finally:
+        w.stop(grace=5)

@@ -29,6 +29,7 @@ from tasuki.middleware.base import ExecuteHook, Outcome
 from tasuki.middleware.retry import decide_failure
 from tasuki.runtime.executors import raise_in_thread
 from tasuki.runtime.heartbeat import Held, LeaseKeeper
+from tasuki.runtime.pace import SAMPLE, Pace
 from tasuki.runtime.settler import Settlement, Settler
 
 if TYPE_CHECKING:
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
     from tasuki.app import App
     from tasuki.backends.base import Delivery, Receipt
     from tasuki.job import Job
-    from tasuki.runtime.pace import Pace
     from tasuki.runtime.processes import ProcessPool
 
 # A stuck thread gets this long to react to its JobTimeout before its message is settled
@@ -320,14 +320,16 @@ class Runner:
         Returns the tasks it did not start (the budget ran out), for the pool. The lease
         keeper and the slots hear about the batch once, when it is done.
         """
-        clock = time.perf_counter
+        clock, cpu_clock = time.perf_counter, time.thread_time
         give_up_at = clock() + budget
         done: list[Task] = []
         try:
-            for task in tasks:
+            for n, task in enumerate(tasks):
                 started = clock()
                 if started > give_up_at:
                     break
+                sampled = n % SAMPLE == 0
+                cpu = cpu_clock() if sampled else 0.0
                 try:
                     self._run_sync(task)
                 except Exception:
@@ -338,7 +340,10 @@ class Runner:
                     )
                 finally:
                     done.append(task)
-                pace.record(task.job, clock() - started)
+                seconds = clock() - started
+                pace.record(task.job, seconds)
+                if sampled:
+                    pace.record_busy(task.job, seconds, cpu_clock() - cpu)
         finally:
             self.keeper.discard_many([t.held for t in done])
             for task in done:
