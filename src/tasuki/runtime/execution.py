@@ -68,7 +68,6 @@ class Task:
         "in_job",
         "injected",
         "job",
-        "leased_for",
         "plan",
         "receipt",
         "thread_id",
@@ -79,7 +78,6 @@ class Task:
         self.job = job
         self.held = held
         self.receipt = receipt
-        self.leased_for = 0.0  # the lease length the backend granted
         self.claimed = False
         # The middleware steps of this run, how many of them the way in got past, and the
         # generators among them waiting for the outcome (with their step's index).
@@ -96,6 +94,12 @@ class Task:
         """The fields every log line about this delivery carries (made only when logged)."""
         m = self.ctx.message
         return logs.message_fields(m.queue, m.job or self.job.name, m.id, m.attempt)
+
+    @property
+    def granted(self) -> float:
+        """The lease length the backend granted (the job may want another)."""
+        lease = self.ctx.message.lease
+        return lease.visibility_timeout if lease is not None else self.held.visibility_timeout
 
     def claim(self) -> bool:
         """True exactly once: the caller owns this delivery's settlement."""
@@ -128,13 +132,13 @@ class Runner:
         keeper: LeaseKeeper,
         on_done: Callable[[Task | None], None],
         processes: Callable[[], ProcessPool],
-        on_done_many: Callable[[list[Task]], None] | None = None,
+        on_done_many: Callable[[list[Task]], None],
     ) -> None:
         self.app = app
         self.settler = settler
         self.keeper = keeper
         self.on_done = on_done
-        self.on_done_many = on_done_many or self._each_done
+        self.on_done_many = on_done_many
         self._processes = processes
         # job name -> (chain version, its middleware steps)
         self._plans: dict[str, tuple[int, tuple[Step, ...]]] = {}
@@ -153,22 +157,16 @@ class Runner:
         self._track(tasks)
         return tasks
 
-    def receive(self, d: Delivery) -> Task | None:
-        """Decode a delivery; a poison message is dead-lettered here and None returned."""
-        task = self._receive(d)
-        if task is not None:
-            self._track([task])
-        return task
-
     def _track(self, tasks: list[Task]) -> None:
         """Hand the batch's leases to the keeper (one lock for the batch)."""
         if not tasks:
             return
         self.keeper.add_many([t.held for t in tasks])
-        if any(t.held.visibility_timeout != t.leased_for for t in tasks):
+        if any(t.held.visibility_timeout != t.granted for t in tasks):
             self.keeper.wake()  # a lease to bring to the job's own length at once
 
     def _receive(self, d: Delivery) -> Task | None:
+        """Decode a delivery; a poison message is dead-lettered here and None returned."""
         headers = d.headers
         name = headers.get(JOB_HEADER)
         codec = self.app.codec
@@ -218,9 +216,7 @@ class Runner:
         ctx = Context(message, job)
         held = Held(ctx, vt, now - vt if vt != d.visibility_timeout else now, self.keeper)
         ctx.set_extender(held.extend)
-        task = Task(ctx, job, held, d.receipt)
-        task.leased_for = d.visibility_timeout
-        return task
+        return Task(ctx, job, held, d.receipt)
 
     def _poison(self, d: Delivery, reason: str, error: BaseException) -> None:
         fields = logs.message_fields(d.queue, d.headers.get(JOB_HEADER), d.id, d.attempt)
@@ -228,10 +224,6 @@ class Runner:
         info = ErrorInfo(type(error).__name__, str(error), "")
         self.settler.put(Settlement("bury", d.receipt, fields, reason=reason, error=info))
         self.on_done(None)
-
-    def _each_done(self, tasks: list[Task]) -> None:
-        for task in tasks:
-            self.on_done(task)
 
     # -- middleware ---------------------------------------------------------------------------
     def plan_for(self, job: Job[..., Any]) -> tuple[Step, ...]:

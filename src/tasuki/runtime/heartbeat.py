@@ -60,9 +60,6 @@ class LeaseKeeper:
         self._thread = threading.Thread(target=self._run, name="tasuki-lease-keeper", daemon=True)
         self._thread.start()
 
-    def add(self, held: Held) -> None:
-        self.add_many((held,))
-
     def add_many(self, helds: Iterable[Held]) -> None:
         """Track a whole leased batch under one lock: the fetcher's hot path."""
         with self._mutex:
