@@ -28,13 +28,38 @@ _NO_HEADERS: Mapping[str, str] = MappingProxyType({})
 
 @dataclass(frozen=True, slots=True)
 class Capabilities:
-    """What a backend can and cannot do natively; callers adapt instead of guessing."""
+    """What a backend can and cannot do natively.
+
+    The App and the runtime read these instead of guessing from a URL: a promise the
+    backend cannot keep natively is kept another way (delay hops, the `locks=` store) or
+    refused at configuration time with an error that names the missing capability.
+    """
 
     max_message_size: int
+    # Several processes (and machines) can share the store.
     cross_process: bool = True
+    # `lease(wait=...)` blocks until a message arrives, instead of the caller polling.
     blocking_wait: bool = True
+    # Longest delay the backend stores in one go (None: unbounded); longer ones hop.
     max_delay: float | None = None
+    # Longest lease one extension can grant (None: unbounded).
+    max_visibility: float | None = None
+    # `attempt` is counted exactly by the backend (not an approximate receive count).
+    exact_attempts: bool = True
+    # A release without penalty gives the attempt back.
+    refundable_release: bool = True
+    # Finished caller-given ids are remembered for the id window (idempotent enqueue).
+    id_window: bool = True
+    # A unique claim is taken atomically with the enqueue.
+    atomic_unique: bool = True
+    # Dead letters can be paged and looked up by id.
+    dead_letter_browsing: bool = True
+    # Enqueue can join the caller's own database transaction.
+    transactional_enqueue: bool = False
+    # The backend has a lock store of its own (else the App needs `locks=`).
     native_locks: bool = True
+    # Stats are exact (else approximate, as the engine reports them).
+    exact_stats: bool = True
 
 
 class UniqueClaim(NamedTuple):
