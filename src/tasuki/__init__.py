@@ -2,11 +2,11 @@
 and always tell you what happened to it."""
 
 from tasuki.app import App
-from tasuki.context import Context, current
+from tasuki.core.context import Context, current
+from tasuki.core.message import DeadLetter, ErrorInfo, Message
+from tasuki.core.policies import Dedup, Retry, Unique, constant, exponential
 from tasuki.errors import Defer, Skip, TasukiError
-from tasuki.message import DeadLetter, ErrorInfo, Message
 from tasuki.middleware.base import Middleware, Outcome, Outgoing
-from tasuki.policies import Dedup, Retry, Unique, constant, exponential
 
 __version__ = "0.1.0"
 

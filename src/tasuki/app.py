@@ -7,34 +7,25 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
-from tasuki.backends.base import DEFAULT_VISIBILITY_TIMEOUT, Backend, Envelope, LockStore
+from tasuki.backends.base import DEFAULT_VISIBILITY_TIMEOUT, Backend, LockStore
 from tasuki.backends.urls import DEFAULT_URL, backend_from_url
-from tasuki.errors import ConfigurationError, InvalidArgument, MessageTooLarge, UnknownJob
-from tasuki.job import (
-    EXECUTORS,
-    Enqueuer,
-    Executor,
-    Job,
-    check_delay,
-    check_headers,
-    check_message_id,
-    check_queue,
-)
-from tasuki.message import JOB_HEADER, DeadLetter, Message, new_id, new_ids
+from tasuki.core.codec import Codec, Serializer
+from tasuki.core.job import EXECUTORS, Executor, Job, check_delay, check_queue
+from tasuki.core.message import DeadLetter, Message
+from tasuki.core.policies import Dedup, Retry, Unique
+from tasuki.core.registry import Registry
+from tasuki.errors import ConfigurationError, InvalidArgument
 from tasuki.middleware import default_middleware
-from tasuki.middleware.base import EnqueueNext, MiddlewareChain, Outgoing, build_enqueue
-from tasuki.policies import Dedup, Retry, Unique
-from tasuki.serialization import Codec, Serializer
+from tasuki.middleware.base import MiddlewareChain
+from tasuki.producer import DEFAULT_ID_WINDOW, Producer
 
 if TYPE_CHECKING:
-    from tasuki.backends.base import Enqueued
-    from tasuki.periodic import Periodic
+    from tasuki.core.periodic import Periodic
     from tasuki.runtime.worker import Worker
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
-DEFAULT_ID_WINDOW = 3600.0
 _CORE_OPTIONS = frozenset(
     {
         "queue",
@@ -51,11 +42,15 @@ _CORE_OPTIONS = frozenset(
 
 
 class App:
-    """Where jobs are declared and messages enter.
+    """Where jobs are declared and messages enter, and the one place that wires the parts.
 
     `url` picks the backend (else `TASUKI_URL`, else `sqlite:///tasuki.db`).
     `id_window` is how long a finished caller-given message id still makes a repeated
-    enqueue a no-op.
+    enqueue a no-op. `locks` is the lock store of dedup and uniqueness when the backend
+    has none of its own (a `LockStore`, or the URL of a backend whose locks to use).
+
+    Nothing below holds the app: jobs hold the producer, the worker gets the registry,
+    backend, lock store, codec and chain.
     """
 
     def __init__(
@@ -69,27 +64,47 @@ class App:
         default_queue: str = "default",
         middleware: Sequence[Any] | None = None,
         backend: Backend | None = None,
-        locks: LockStore | None = None,
+        locks: LockStore | str | None = None,
     ) -> None:
         self.url = url or os.environ.get("TASUKI_URL") or DEFAULT_URL
-        if id_window < 0:
-            raise InvalidArgument(f"id_window must be >= 0 seconds, got {id_window!r}")
         self.backend: Backend = backend if backend is not None else backend_from_url(self.url)
         self.codec = Codec(
             serializer, signing_key if not isinstance(signing_key, str) else signing_key.encode()
         )
-        self.id_window = float(id_window)
-        limit = self.backend.capabilities.max_message_size
-        self.max_message_size = min(limit, max_message_size) if max_message_size else limit
         self.default_queue = check_queue(default_queue)
         self.middleware = MiddlewareChain(
             list(middleware) if middleware is not None else default_middleware()
         )
-        self.jobs: dict[str, Job[..., Any]] = {}
-        self.consumers: dict[str, Job[..., Any]] = {}
-        self.periodics: list[Periodic] = []
-        self._enqueue_chain: tuple[int, EnqueueNext] | None = None
-        self._locks = locks
+        self.registry = Registry()
+        self.producer = Producer(
+            self.backend,
+            self.codec,
+            self.middleware,
+            id_window=id_window,
+            max_message_size=max_message_size,
+            consumer_of=self.registry.consumers.get,
+        )
+        self._locks = backend_from_url(locks).locks if isinstance(locks, str) else locks
+
+    @property
+    def jobs(self) -> dict[str, Job[..., Any]]:
+        return self.registry.jobs
+
+    @property
+    def consumers(self) -> dict[str, Job[..., Any]]:
+        return self.registry.consumers
+
+    @property
+    def periodics(self) -> list[Periodic]:
+        return self.registry.periodics
+
+    @property
+    def id_window(self) -> float:
+        return self.producer.id_window
+
+    @property
+    def max_message_size(self) -> int:
+        return self.producer.max_message_size
 
     def __repr__(self) -> str:
         return f"<tasuki.App {self.url}>"
@@ -148,7 +163,7 @@ class App:
         **options: Any,
     ) -> Callable[[Callable[P, R]], Job[P, R]]:
         """Register a job enqueued on a schedule, once per tick however many workers run it."""
-        from tasuki.periodic import Periodic
+        from tasuki.core.periodic import Periodic
 
         Periodic.check_schedule(cron, every)
 
@@ -173,7 +188,7 @@ class App:
         name = options.get("name") or getattr(fn, "__name__", None)
         if not isinstance(name, str) or not name:
             raise InvalidArgument(f"cannot name job {fn!r}: pass name=...")
-        if name in self.jobs:
+        if name in self.registry.jobs:
             raise ConfigurationError(f"a job named {name!r} is already registered on this app")
         retry = options.get("retry")
         if retry is None:
@@ -202,8 +217,9 @@ class App:
         executor = options.get("executor", "auto")
         if executor not in EXECUTORS:
             raise InvalidArgument(f"executor must be one of {EXECUTORS}, got {executor!r}")
+        self._check_capabilities(name, dedup, unique)
         job: Job[..., Any] = Job(
-            self,
+            self.producer,
             fn,
             name=name,
             queue=self.default_queue if options.get("queue") is None else options["queue"],
@@ -217,50 +233,30 @@ class App:
             consumer=consumer,
             extra={k: v for k, v in options.items() if k not in _CORE_OPTIONS},
         )
-        if consumer:
-            if job.queue in self.consumers:
-                raise ConfigurationError(f"queue {job.queue!r} already has a consumer")
-            self.consumers[job.queue] = job
-        self.jobs[name] = job
+        self.registry.add(job)
         return job
 
+    def _check_capabilities(self, name: str, dedup: Dedup | None, unique: Unique | None) -> None:
+        """Refuse now, naming the missing capability, what the backend could not keep later."""
+        caps = self.backend.capabilities
+        wanted = "dedup" if dedup is not None else "unique" if unique is not None else None
+        if wanted and not caps.native_locks and self._locks is None:
+            raise ConfigurationError(
+                f"job {name!r} uses {wanted}, which needs a lock store: {self.backend.url} "
+                "lacks the capability 'native_locks'; pass locks=... (a redis:// or sqlite:/// "
+                "URL) to the App or the backend URL"
+            )
+        if unique is not None and unique.mode != "while_executing" and not caps.atomic_unique:
+            raise ConfigurationError(
+                f"job {name!r}: unique mode {unique.mode!r} claims its key atomically with the "
+                f"enqueue, and {self.backend.url} lacks the capability 'atomic_unique'; use "
+                "mode='while_executing' or another backend"
+            )
+
     def get_job(self, name: str) -> Job[..., Any]:
-        try:
-            return self.jobs[name]
-        except KeyError:
-            raise UnknownJob(f"no job named {name!r} is registered on this app") from None
+        return self.registry.get(name)
 
     # -- producing -------------------------------------------------------------------
-    def enqueue_calls(
-        self,
-        job: Job[..., Any],
-        calls: Sequence[tuple[tuple[Any, ...], Mapping[str, Any]]],
-        bound: Enqueuer[Any] | None = None,
-    ) -> list[str]:
-        if job.consumer:
-            raise InvalidArgument(f"{job.name!r} consumes raw messages: use app.send(queue, body)")
-        drafts = []
-        given = bound.message_id if bound is not None else None
-        ids = new_ids(len(calls)) if given is None else [given] * len(calls)
-        for (args, kwargs), message_id in zip(calls, ids, strict=True):
-            job.check_arguments(args, kwargs)
-            drafts.append(
-                Outgoing(
-                    queue=bound.queue if bound else job.queue,
-                    id=message_id,
-                    job=job,
-                    args=args,
-                    kwargs=kwargs,
-                    headers={**(bound.headers if bound else {}), JOB_HEADER: job.name},
-                    delay=bound.delay if bound else 0.0,
-                    max_attempts=job.retry.max_attempts,
-                    visibility_timeout=job.visibility_timeout,
-                    keep_id=self.id_window if given else 0.0,
-                    id_given=given is not None,
-                )
-            )
-        return [result.id for result in self.enqueue_outgoing(drafts)]
-
     def send(
         self,
         queue: str,
@@ -276,69 +272,12 @@ class App:
             body = body.encode()
         if not isinstance(body, bytes | bytearray | memoryview):
             raise InvalidArgument(f"send() takes bytes or str as body, got {type(body).__name__}")
-        check_queue(queue)
-        consumer = self.consumers.get(queue)
-        given = check_message_id(message_id) if message_id is not None else None
-        draft = Outgoing(
-            queue=queue,
-            id=given or new_id(),
-            job=consumer,
-            body=bytes(body),
-            headers=check_headers(headers),
+        return self.producer.send(
+            check_queue(queue),
+            bytes(body),
             delay=check_delay(delay, eta),
-            max_attempts=consumer.retry.max_attempts if consumer else Retry().max_attempts,
-            visibility_timeout=consumer.visibility_timeout if consumer else None,
-            keep_id=self.id_window if given else 0.0,
-            id_given=given is not None,
-        )
-        return self.enqueue_outgoing([draft])[0].id
-
-    def enqueue_outgoing(self, drafts: list[Outgoing]) -> list[Enqueued]:
-        """Run drafts through the client middleware, then store them in one backend call."""
-        cached = self._enqueue_chain
-        if cached is None or cached[0] != self.middleware.version:
-            cached = self._enqueue_chain = (
-                self.middleware.version,
-                build_enqueue(self.middleware, self._store),
-            )
-        return cached[1](drafts)
-
-    def _store(self, drafts: list[Outgoing]) -> list[Enqueued]:
-        envelopes = [self._envelope(d) for d in drafts]
-        if not envelopes:
-            return []
-        return self.backend.enqueue(envelopes)
-
-    def _envelope(self, d: Outgoing) -> Envelope:
-        codec = self.codec
-        headers = d.headers  # the draft's own dict: copied only if something is added
-        if d.body is None:
-            name = d.job.name if d.job else "?"
-            body = codec.encode_payload(name, d.args, d.kwargs)
-            if codec.content_headers:
-                headers = {**headers, **codec.content_headers}
-        else:
-            body = d.body
-        if codec.signs:
-            headers = dict(headers)
-            codec.sign(headers, body)
-        size = len(body) + sum(len(k) + len(v) for k, v in headers.items())
-        if size > self.max_message_size:
-            what = f"job {d.job.name!r}" if d.job else f"queue {d.queue!r}"
-            raise MessageTooLarge(
-                f"message for {what} is {size:,} bytes; the limit is {self.max_message_size:,} "
-                "bytes (pass large data by reference, e.g. a storage key)"
-            )
-        return Envelope(
-            d.queue,
-            d.id,
-            body,
-            headers,
-            d.delay,
-            d.max_attempts,
-            d.visibility_timeout,
-            d.keep_id,
-            d.unique,
+            headers=headers,
+            message_id=message_id,
         )
 
     @property
@@ -351,7 +290,7 @@ class App:
         return self.backend.stats(check_queue(queue or self.default_queue)).as_dict()
 
     def queues(self) -> list[str]:
-        known = {j.queue for j in self.jobs.values()} | set(self.backend.queues())
+        known = self.registry.queues() | set(self.backend.queues())
         return sorted(known)
 
     def dead_letters(
@@ -384,7 +323,17 @@ class App:
     ) -> Worker:
         from tasuki.runtime.worker import Worker
 
-        return Worker(self, queues=queues, concurrency=concurrency, **options)
+        return Worker(
+            self.registry,
+            self.backend,
+            locks=self.locks,
+            codec=self.codec,
+            chain=self.middleware,
+            default_queue=self.default_queue,
+            queues=queues,
+            concurrency=concurrency,
+            **options,
+        )
 
     def close(self) -> None:
         self.backend.close()

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from tasuki.backends.base import Backend, Bury, Receipt, Release
-from tasuki.message import ErrorInfo
+from tasuki.core.message import ErrorInfo
 from tests.contract.helpers import env, lease_all, put, stats
 
 SHORT = 0.25

@@ -21,8 +21,8 @@ from redis.crc import key_slot
 import tasuki
 from tasuki.backends.base import Backend, Bury, Envelope, Release, UniqueClaim
 from tasuki.backends.urls import backend_from_url
+from tasuki.core.message import ErrorInfo
 from tasuki.errors import InvalidArgument
-from tasuki.message import ErrorInfo
 from tests.contract.helpers import env, stats
 from tests.support.servers import RedisCluster
 

@@ -66,7 +66,7 @@ def test_operating_commands(tmp_path: Path) -> None:
     app = tasuki.App(url)
     [d] = app.backend.lease("default", 1, 30.0)
     from tasuki.backends.base import Bury
-    from tasuki.message import ErrorInfo
+    from tasuki.core.message import ErrorInfo
 
     app.backend.bury([Bury(d.receipt, "testing", ErrorInfo("RuntimeError", "boom", "tb"))])
     listed = tasuki_cli("dead", "list", "default", "--json", "--url", url)

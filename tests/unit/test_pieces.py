@@ -9,8 +9,8 @@ import pytest
 
 import tasuki
 from tasuki.backends.sqlfiles import load_queries, parse_queries
+from tasuki.core.message import ErrorInfo, Message
 from tasuki.logs import JSONFormatter, PlainFormatter
-from tasuki.message import ErrorInfo, Message
 from tasuki.middleware import (
     DedupGuard,
     Logging,
@@ -98,7 +98,7 @@ def test_delivered_message_is_the_same_value_as_one_made_by_hand() -> None:
     """`delivered` sets the slots by position: it must follow the dataclass's fields."""
     import dataclasses
 
-    from tasuki.message import _FIELDS, Lease, delivered
+    from tasuki.core.message import _FIELDS, Lease, delivered
 
     assert [f.name for f in dataclasses.fields(Message)] == [*_FIELDS, "lease", "max_attempts"]
     lease = Lease("t.1", 1, 30.0)
@@ -214,7 +214,7 @@ def test_a_settled_delivery_leaves_no_garbage_cycle() -> None:
     per message would make the collector run every few hundred messages."""
     import gc
 
-    from tasuki.context import Context
+    from tasuki.core.context import Context
     from tasuki.runtime.heartbeat import Held
 
     app = tasuki.App("memory://")
@@ -241,7 +241,7 @@ def test_a_settled_delivery_leaves_no_garbage_cycle() -> None:
 def test_new_ids_are_random_version_4_uuids() -> None:
     import uuid
 
-    from tasuki.message import new_id, new_ids
+    from tasuki.core.message import new_id, new_ids
 
     ids = {new_id() for _ in range(500)} | set(new_ids(500))
     assert len(ids) == 1000

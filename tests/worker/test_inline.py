@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 import tasuki
-from tasuki.runtime.execution import Runner
 from tasuki.runtime.pace import JUDGE, QUALIFY, SAMPLE, Pace
+from tasuki.runtime.settlement import Finisher
 from tasuki.runtime.worker import Worker
 
 # Any job that does not sleep qualifies, however loaded the machine running the tests:
@@ -151,11 +151,11 @@ def test_a_message_handed_back_at_shutdown_is_never_started(app: tasuki.App) -> 
     try:
         step.enqueue_many([(1,), (2,)])
         deliveries = app.backend.lease("default", 2, 30.0)
-        first, second = w.runner.receive_many(deliveries)
-        assert w.runner.release_on_shutdown(first)
-        assert w.runner.release_on_shutdown(second)
+        first, second = w.receiver.receive_many(deliveries)
+        assert w.finisher.release_on_shutdown(first)
+        assert w.finisher.release_on_shutdown(second)
         assert w.runner.run_inline([first], w.pace, 1.0) == []
-        w.runner.run_sync(second)
+        w.runner.run(second)
     finally:
         w.stop(grace=1)
     assert ran == []
@@ -229,16 +229,16 @@ def test_an_internal_error_loses_nothing(app: tasuki.App, monkeypatch: pytest.Mo
         ran[n] += 1
 
     tiny.enqueue_many([(n,) for n in range(3 * QUALIFY)])
-    complete = Runner.complete
+    complete = Finisher.complete
     broken: list[int] = []
 
-    def flaky_complete(self: Runner, task: Any, outcome: Any) -> None:
+    def flaky_complete(self: Finisher, task: Any, outcome: Any) -> None:
         if task.ctx.message.args[0] in (5, 2 * QUALIFY) and len(broken) < 2:
             broken.append(task.ctx.message.args[0])
             raise RuntimeError("a bug")
         complete(self, task, outcome)
 
-    monkeypatch.setattr(Runner, "complete", flaky_complete)
+    monkeypatch.setattr(Finisher, "complete", flaky_complete)
     worker(app, concurrency=4).run(until_idle=True, timeout=30)
     assert sorted(broken) == [5, 2 * QUALIFY]  # one in the pool, most likely one inline
     assert set(ran) == set(range(3 * QUALIFY))

@@ -44,7 +44,7 @@ def test_runs_are_counted_by_outcome(any_url: str) -> None:
     assert value("tasuki_run_seconds_count", queue="m", job="flaky") == 4
     assert value("tasuki_runs_total", queue="m", job="once", outcome="ack") == 1
 
-    registry.register(QueueCollector(app, queues=lambda: ["m"]))
+    registry.register(QueueCollector(app.backend, queues=lambda: ["m"]))
     assert value("tasuki_queue_messages", queue="m", state="dead") == 1
     assert value("tasuki_queue_messages", queue="m", state="ready") == 0
     app.close()

@@ -13,8 +13,8 @@ import pytest
 
 import tasuki
 from tasuki.backends.base import Release
+from tasuki.core.message import JOB_HEADER
 from tasuki.errors import JobTimeout
-from tasuki.message import JOB_HEADER
 from tasuki.middleware.base import ExecuteHook, Middleware, Outgoing
 
 FAST = tasuki.constant(0.0)

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 import tasuki
+from tasuki.core.periodic import Periodic
 from tasuki.errors import InvalidArgument
-from tasuki.periodic import Periodic
 
 
 def make_app(url: str, seen: list[str], mutex: threading.Lock) -> tasuki.App:

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 import tasuki
+from tasuki.core.policies import UNIQUE_MODES
 from tasuki.errors import DuplicateJob
-from tasuki.policies import UNIQUE_MODES
 
 ENQUEUE_MODES = ["until_executing", "until_executed", "until_and_while_executing", "until_expired"]
 
@@ -46,7 +46,7 @@ def app(any_url: str) -> Iterator[tasuki.App]:
 
 def make_job(
     app: tasuki.App, runs: Runs, mode: str, on_conflict: str, *, sleep: float = 0.0, **unique: Any
-) -> tasuki.job.Job[..., Any]:
+) -> tasuki.core.job.Job[..., Any]:
     policy = tasuki.Unique(
         mode=mode,  # type: ignore[arg-type]
         on_conflict=on_conflict,  # type: ignore[arg-type]

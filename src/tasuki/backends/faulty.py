@@ -33,8 +33,8 @@ from tasuki.backends.base import (
     Receipt,
     Release,
 )
+from tasuki.core.message import DeadLetter
 from tasuki.errors import BackendUnavailable, TasukiError
-from tasuki.message import DeadLetter
 
 T = TypeVar("T")
 OPERATIONS = ("enqueue", "lease", "ack", "extend", "release", "bury", "stats")

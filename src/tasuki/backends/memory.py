@@ -31,7 +31,7 @@ from tasuki.backends.base import (
     Release,
 )
 from tasuki.backends.urls import query_options
-from tasuki.message import DeadLetter, ErrorInfo
+from tasuki.core.message import DeadLetter, ErrorInfo
 
 WAITING, IN_FLIGHT, DEAD = 0, 1, 2
 

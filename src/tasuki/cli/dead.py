@@ -9,7 +9,7 @@ import orjson
 from rich.table import Table
 
 from tasuki.cli.common import app_from_options, app_options, console, friendly_errors
-from tasuki.message import DeadLetter
+from tasuki.core.message import DeadLetter
 
 
 def _when(ts: float) -> str:

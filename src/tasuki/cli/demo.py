@@ -21,7 +21,7 @@ from rich.table import Table
 
 import tasuki
 from tasuki.cli.common import console, friendly_errors
-from tasuki.message import JOB_HEADER
+from tasuki.core.message import JOB_HEADER
 from tasuki.middleware.base import ExecuteHook, Middleware
 
 FAST, FLAKY, DOOMED, DUPLICATES = 300, 40, 5, 20

@@ -8,8 +8,8 @@ import click
 import orjson
 
 from tasuki.cli.common import app_from_options, app_options, friendly_errors
-from tasuki.job import check_delay, check_message_id
-from tasuki.message import JOB_HEADER, new_id
+from tasuki.core.job import check_delay, check_message_id
+from tasuki.core.message import JOB_HEADER, new_id
 from tasuki.middleware.base import Outgoing
 
 
@@ -62,4 +62,4 @@ def enqueue(
         keep_id=app.id_window if given else 0.0,
         id_given=given is not None,
     )
-    click.echo(app.enqueue_outgoing([draft])[0].id)
+    click.echo(app.producer.enqueue_outgoing([draft])[0].id)

@@ -79,7 +79,8 @@ def worker(
         from tasuki.middleware.metrics import serve
 
         serve(
-            app,
+            app.middleware,
+            app.backend,
             metrics_port,
             metrics_host,
             queues=lambda: w.queues,

@@ -22,55 +22,27 @@ accepted only when some installed middleware will act on it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterator, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from collections.abc import Callable, Generator, Iterator
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from tasuki.core.outcome import Action, Outcome
+from tasuki.core.outgoing import Outgoing
 
 if TYPE_CHECKING:
-    from tasuki.backends.base import Enqueued, UniqueClaim
-    from tasuki.context import Context
-    from tasuki.job import Job
+    from tasuki.core.context import Context
+    from tasuki.core.job import Job
+    from tasuki.core.records import Enqueued
 
-
-@dataclass(slots=True)
-class Outgoing:
-    """A message being enqueued, still editable by client middleware."""
-
-    queue: str
-    id: str
-    job: Job[..., Any] | None
-    args: tuple[Any, ...] = ()
-    kwargs: Mapping[str, Any] = field(default_factory=dict)
-    body: bytes | None = None
-    headers: dict[str, str] = field(default_factory=dict)
-    delay: float = 0.0
-    max_attempts: int = 10
-    visibility_timeout: float | None = None
-    keep_id: float = 0.0
-    unique: UniqueClaim | None = None
-    id_given: bool = False
-
-
-Action = Literal["ack", "skip", "defer", "retry", "dead"]
-
-
-@dataclass(slots=True)
-class Outcome:
-    """What happened to one run, and what the worker will do with the message.
-
-    `action` is None while undecided: an error nobody decided on is retried by the
-    worker's default policy, so no message is ever left without a fate.
-    """
-
-    result: Any = None
-    error: BaseException | None = None
-    action: Action | None = None
-    delay: float = 0.0
-    reason: str = ""
-    duration: float = 0.0
-
-    def decide(self, action: Action, *, delay: float = 0.0, reason: str = "") -> None:
-        self.action, self.delay, self.reason = action, delay, reason
+__all__ = [
+    "Action",
+    "EnqueueNext",
+    "ExecuteHook",
+    "Middleware",
+    "MiddlewareChain",
+    "Outcome",
+    "Outgoing",
+    "build_enqueue",
+]
 
 
 EnqueueNext = Callable[[list[Outgoing]], "list[Enqueued]"]

@@ -24,9 +24,9 @@ from tasuki.errors import Defer, Skip
 from tasuki.middleware.base import ExecuteHook, Middleware
 
 if TYPE_CHECKING:
-    from tasuki.context import Context
-    from tasuki.job import Job
-    from tasuki.policies import Dedup
+    from tasuki.core.context import Context
+    from tasuki.core.job import Job
+    from tasuki.core.policies import Dedup
 
 DONE = "done"
 MIN_DEFER, MAX_DEFER = 0.2, 1.0
@@ -55,7 +55,7 @@ class DedupGuard(Middleware):
     def _guard(self, ctx: Context, policy: Dedup) -> ExecuteHook:
         job, message = ctx.job, ctx.message
         assert job is not None
-        locks = job.app.locks
+        locks = ctx.locks
         key = dedup_key(ctx, policy)
         lease_token = message.lease.token if message.lease else ""
         owner = f"run:{message.id}:{lease_token}"

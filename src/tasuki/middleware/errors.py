@@ -17,7 +17,7 @@ from tasuki import logs
 from tasuki.middleware.base import Middleware, Outcome
 
 if TYPE_CHECKING:
-    from tasuki.context import Context
+    from tasuki.core.context import Context
 
 Reporter = Callable[[BaseException, "Context", Outcome], None]
 

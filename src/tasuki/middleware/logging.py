@@ -13,7 +13,7 @@ from tasuki import logs
 from tasuki.middleware.base import Middleware, Outcome
 
 if TYPE_CHECKING:
-    from tasuki.context import Context
+    from tasuki.core.context import Context
 
 # Outcomes whose events log at INFO (see logs.EVENT_LEVELS).
 _INFO_ACTIONS = frozenset({"ack", "skip", "defer"})

@@ -34,9 +34,9 @@ if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
     from prometheus_client.core import Metric
 
-    from tasuki.app import App
-    from tasuki.backends.base import Enqueued
-    from tasuki.context import Context
+    from tasuki.backends.base import Backend, Enqueued
+    from tasuki.core.context import Context
+    from tasuki.middleware.base import MiddlewareChain
 
 # Run times of background jobs span milliseconds to many minutes.
 BUCKETS = (0.001, 0.005, 0.025, 0.1, 0.25, 1.0, 2.5, 10.0, 30.0, 120.0, 600.0, float("inf"))
@@ -107,12 +107,12 @@ class QueueCollector:
 
     def __init__(
         self,
-        app: App,
-        queues: Callable[[], Iterable[str]] | None = None,
+        backend: Backend,
+        queues: Callable[[], Iterable[str]],
         leases_lost: Callable[[], int] | None = None,
     ) -> None:
-        self.app = app
-        self.queues = queues if queues is not None else app.queues
+        self.backend = backend
+        self.queues = queues
         self.leases_lost = leases_lost
 
     def collect(self) -> Iterator[Metric]:
@@ -128,7 +128,7 @@ class QueueCollector:
         )
         for queue in self.queues():
             try:
-                s = self.app.backend.stats(queue)
+                s = self.backend.stats(queue)
             except TasukiError as exc:
                 logs.logger.warning("metrics: stats of queue %r failed: %s", queue, exc)
                 continue
@@ -149,25 +149,27 @@ class QueueCollector:
 
 
 def serve(
-    app: App,
+    chain: MiddlewareChain,
+    backend: Backend,
     port: int,
     host: str = "127.0.0.1",
-    queues: Callable[[], Iterable[str]] | None = None,
+    *,
+    queues: Callable[[], Iterable[str]],
     leases_lost: Callable[[], int] | None = None,
 ) -> Metrics:
     """Install `Metrics` outermost (once) and serve `/metrics` on host:port in a thread."""
     prom = _prometheus()
-    installed = next((m for m in app.middleware if isinstance(m, Metrics)), None)
+    installed = next((m for m in chain if isinstance(m, Metrics)), None)
     if installed is None:
         installed = Metrics()
-        first = next(iter(app.middleware), None)
+        first = next(iter(chain), None)
         if first is None:
-            app.middleware.append(installed)
+            chain.append(installed)
         else:
-            app.middleware.insert_before(first, installed)
+            chain.insert_before(first, installed)
     try:
         prom.start_http_server(port, addr=host, registry=installed.registry)
     except OSError as exc:
         raise TasukiError(f"cannot serve metrics on {host}:{port}: {exc}") from exc
-    installed.registry.register(QueueCollector(app, queues, leases_lost))
+    installed.registry.register(QueueCollector(backend, queues, leases_lost))
     return installed

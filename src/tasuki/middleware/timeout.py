@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 from tasuki.middleware.base import Middleware
 
 if TYPE_CHECKING:
-    from tasuki.context import Context
-    from tasuki.job import Job
+    from tasuki.core.context import Context
+    from tasuki.core.job import Job
 
 
 class Timeouts(Middleware):

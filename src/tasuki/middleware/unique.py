@@ -30,15 +30,15 @@ import orjson
 
 from tasuki import logs
 from tasuki.backends.base import UniqueClaim
+from tasuki.core.message import Message
 from tasuki.errors import Defer, DuplicateJob, InvalidArgument, Skip
-from tasuki.message import Message
 from tasuki.middleware.base import EnqueueNext, ExecuteHook, Middleware, Outgoing
 
 if TYPE_CHECKING:
     from tasuki.backends.base import Enqueued, LockStore
-    from tasuki.context import Context
-    from tasuki.job import Job
-    from tasuki.policies import Unique
+    from tasuki.core.context import Context
+    from tasuki.core.job import Job
+    from tasuki.core.policies import Unique
 
 KEY_HEADER = "tasuki-unique"
 PENDING_HEADER = "tasuki-unique-pending"
@@ -155,7 +155,7 @@ class Uniqueness(Middleware):
 
     def _hold(self, ctx: Context, job: Job[..., Any], policy: Unique) -> ExecuteHook:
         m = ctx.message
-        locks = job.app.locks
+        locks = ctx.locks
         base = m.headers.get(KEY_HEADER) or unique_key(job, m)
         pending = m.headers.get(PENDING_HEADER) == "1"
         mode = policy.mode

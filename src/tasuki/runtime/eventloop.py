@@ -1,11 +1,22 @@
-"""One asyncio event loop in its own thread: where async jobs run, as tasks on it."""
+"""Where async jobs run: one asyncio event loop in its own thread, each job a task on it,
+its timeout enforced by cancelling it (`asyncio.timeout`)."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from tasuki.core.context import reset_current, set_current
+from tasuki.core.outcome import Outcome
+from tasuki.errors import Defer, JobTimeout, Skip
+
+if TYPE_CHECKING:
+    from tasuki.runtime.chain import ChainDriver
+    from tasuki.runtime.settlement import Finisher
+    from tasuki.runtime.task import Task
 
 
 class EventLoopThread:
@@ -60,3 +71,61 @@ class EventLoopThread:
 
         self.loop.call_soon_threadsafe(_halt)
         self._thread.join(wait)
+
+
+class AsyncRunner:
+    """Runs one async job on the loop, start to settlement."""
+
+    def __init__(self, chain: ChainDriver, finisher: Finisher) -> None:
+        self.chain = chain
+        self.finisher = finisher
+
+    async def run(self, task: Task) -> None:
+        ctx = task.ctx
+        task.async_task = asyncio.current_task()
+        token = set_current(ctx)
+        try:
+            outcome = self.chain.before(task)
+            if outcome is None:
+                outcome = await self._invoke(task)
+            self.finisher.complete(task, outcome)
+        except asyncio.CancelledError:
+            pass  # cancelled at shutdown, after its message was released
+        finally:
+            reset_current(token)
+            self.finisher.keeper.discard(task.held)
+            ctx.set_extender(None)
+
+    @staticmethod
+    async def _invoke(task: Task) -> Outcome:
+        from tasuki.runtime.threads import timeout_error
+
+        job, ctx = task.job, task.ctx
+        m = ctx.message
+        outcome = Outcome()
+        started = time.perf_counter()
+        timeout = None if ctx.deadline is None else max(0.0, ctx.deadline - time.monotonic())
+        try:
+            async with asyncio.timeout(timeout) as scope:
+                if job.consumer:
+                    outcome.result = await job.fn(m)
+                else:
+                    outcome.result = await job.fn(*m.args, **m.kwargs)
+        except Skip as s:
+            outcome.decide("skip", reason=s.reason)
+        except Defer as d:
+            outcome.decide("defer", delay=d.delay, reason=d.reason)
+        except TimeoutError as exc:
+            if scope.expired():
+                ctx.request_stop("timeout")
+                outcome.error = timeout_error(task)
+            else:
+                outcome.error = exc
+        except asyncio.CancelledError:
+            if task.claimed:
+                raise
+            outcome.error = JobTimeout("the job was cancelled")
+        except Exception as exc:
+            outcome.error = exc
+        outcome.duration = time.perf_counter() - started
+        return outcome

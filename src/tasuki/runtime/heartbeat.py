@@ -1,26 +1,28 @@
-"""The lease keeper: extends the leases of running jobs, and enforces their deadlines.
+"""The lease keeper: extends the leases of running jobs (one loop, one thread).
 
 A lease is extended once a third of its visibility timeout has passed, so a job may run
 for hours while its worker lives, and its message is redelivered within one visibility
 timeout of the worker's death. An extension refused by the backend means another
 delivery owns the message now: the job is told to stop and its result is never acked
-with the stale token.
+with the stale token. A backend with a maximum visibility (SQS: 12 hours from receipt)
+gets extensions up to it and no further, with a log line: the message is then delivered
+again when that lease lapses.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tasuki import logs
-from tasuki.backends.base import Backend, LockStore
+from tasuki.backends.base import Backend
 from tasuki.errors import TasukiError
 
 if TYPE_CHECKING:
-    from tasuki.context import Context
+    from tasuki.core.context import Context
 
 MIN_TICK = 0.01
 MAX_TICK = 0.5
@@ -35,8 +37,8 @@ class Held:
     visibility_timeout: float
     extended_at: float
     keeper: LeaseKeeper
-    on_deadline: Callable[[], None] | None = None
-    deadline_fired: bool = False
+    leased_at: float = 0.0
+    capped: bool = False
 
     def extend(self, seconds: float) -> bool:
         """`ctx.extend()`: extend this lease at once."""
@@ -48,9 +50,9 @@ class Held:
 
 
 class LeaseKeeper:
-    def __init__(self, backend: Backend, locks: LockStore | None = None) -> None:
+    def __init__(self, backend: Backend) -> None:
         self._backend = backend
-        self._locks = locks if locks is not None else backend.locks
+        self._max_visibility = backend.capabilities.max_visibility
         self._held: set[Held] = set()
         self._mutex = threading.Lock()
         self._wake = threading.Event()
@@ -72,7 +74,7 @@ class LeaseKeeper:
             self._wake.set()
 
     def wake(self) -> None:
-        """Re-plan now: a running job just got a deadline."""
+        """Re-plan now: a lease must be brought to its job's own length."""
         self._wake.set()
 
     def discard(self, held: Held) -> None:
@@ -105,44 +107,35 @@ class LeaseKeeper:
     def _run(self) -> None:
         while not self._stopped.is_set():
             self._wake.clear()
-            due, expired, _ = self._plan(time.monotonic())
-            for h in expired:
-                h.deadline_fired = True
-                if h.on_deadline is not None:
-                    h.on_deadline()
+            due, _ = self._plan(time.monotonic())
             if due:
                 self._extend(due)
             now = time.monotonic()
-            still_due, _, next_at = self._plan(now, publish=True)
+            still_due, next_at = self._plan(now, publish=True)
             if still_due:  # the backend refused to answer: try again soon
                 next_at = min(next_at, now + RETRY_TICK)
             self._wake.wait(max(MIN_TICK, next_at - now))
 
-    def _plan(self, now: float, publish: bool = False) -> tuple[list[Held], list[Held], float]:
-        """Leases due for extension, deadlines passed, and when the next of either comes."""
+    def _plan(self, now: float, publish: bool = False) -> tuple[list[Held], float]:
+        """Leases due for extension, and when the next one comes."""
         due: list[Held] = []
-        expired: list[Held] = []
         next_at = now + MAX_TICK
         with self._mutex:
             for h in self._held:
+                if h.capped:
+                    continue
                 if h.due_at <= now:
                     due.append(h)
                 else:
                     next_at = min(next_at, h.due_at)
-                deadline = h.ctx.deadline
-                if deadline is not None and not h.deadline_fired:
-                    if deadline <= now:
-                        expired.append(h)
-                    else:
-                        next_at = min(next_at, deadline)
             # Until the loop has planned its sleep, any add must wake it.
             self._next_wake = next_at if publish else now
-        return due, expired, next_at
+        return due, next_at
 
     def _extend(self, due: list[Held]) -> None:
         by_vt: dict[float, list[Held]] = {}
         for h in due:
-            by_vt.setdefault(h.visibility_timeout, []).append(h)
+            by_vt.setdefault(self._length(h), []).append(h)
         for vt, group in by_vt.items():
             started = time.monotonic()
             try:
@@ -158,19 +151,26 @@ class LeaseKeeper:
                     lost.append(h)
             if lost:
                 self._lose(lost)
-            self._renew_locks(group)
 
-    def _renew_locks(self, group: list[Held]) -> None:
-        """Locks held for a running job (dedup, uniqueness) live exactly as long as its lease."""
-        for h in group:
-            for key, owner in list(h.ctx.held_locks):
-                try:
-                    ok = self._locks.renew([key], owner, h.visibility_timeout)[0]
-                except TasukiError as exc:
-                    logs.logger.warning("renewing lock %s failed: %s", key, exc)
-                    continue
-                if not ok:
-                    logs.logger.warning("lock %s lapsed while its job ran", key)
+    def _length(self, h: Held) -> float:
+        """The job's lease length, or what is left of the backend's maximum visibility."""
+        limit = self._max_visibility
+        if limit is None:
+            return h.visibility_timeout
+        left = limit - (time.monotonic() - h.leased_at)
+        if left >= h.visibility_timeout:
+            return h.visibility_timeout
+        h.capped = True
+        m = h.ctx.message
+        logs.logger.warning(
+            "lease of message %s (job %s) reached the backend's maximum visibility of %.0fs; "
+            "it is no longer extended and the message will be delivered again in %.0fs",
+            m.id,
+            m.job,
+            limit,
+            max(0.0, left),
+        )
+        return max(0.0, left)
 
     def _lose(self, lost: list[Held]) -> None:
         with self._mutex:

@@ -29,7 +29,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tasuki.job import Job
+    from tasuki.core.job import Job
 
 # A job runs inline while its average delivery takes less than this.
 FAST = 0.0002

@@ -19,11 +19,15 @@ import traceback
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from queue import Empty, SimpleQueue
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tasuki.context import Context, set_current
-from tasuki.errors import JobProcessDied, JobTimeout, RemoteJobError
-from tasuki.message import Message
+from tasuki.core.context import Context, set_current
+from tasuki.core.message import Message
+from tasuki.core.outcome import Outcome
+from tasuki.errors import Defer, JobProcessDied, JobTimeout, RemoteJobError, Skip
+
+if TYPE_CHECKING:
+    from tasuki.runtime.task import Task
 
 
 class _Child:
@@ -195,3 +199,25 @@ def _sendable(exc: BaseException) -> BaseException:
         return RemoteJobError(type(exc).__name__, str(exc), tb)
     exc.add_note(f"--- raised in the job process ---\n{tb.rstrip()}")
     return exc
+
+
+def invoke(pool: ProcessPool, task: Task) -> Outcome:
+    """Run a process job in a child; its timeout is enforced by killing the child."""
+    from tasuki.runtime.threads import timeout_error
+
+    job, ctx = task.job, task.ctx
+    outcome = Outcome()
+    started = time.perf_counter()
+    try:
+        pool.run(job.fn.__module__, job.fn.__qualname__, ctx.message, job.consumer, ctx.deadline)
+    except Skip as s:
+        outcome.decide("skip", reason=s.reason)
+    except Defer as d:
+        outcome.decide("defer", delay=d.delay, reason=d.reason)
+    except JobTimeout:
+        ctx.request_stop("timeout")
+        outcome.error = timeout_error(task, "; its process was killed")
+    except Exception as exc:
+        outcome.error = exc
+    outcome.duration = time.perf_counter() - started
+    return outcome

@@ -10,7 +10,7 @@ from tasuki import logs
 from tasuki.errors import TasukiError
 
 if TYPE_CHECKING:
-    from tasuki.periodic import Periodic
+    from tasuki.core.periodic import Periodic
 
 INTERVAL = 0.5
 

@@ -1,8 +1,12 @@
 """The worker: wires fetchers, executors, the lease keeper and the settler together.
 
-Each concern lives in its own module; this one only decides their order of start and,
-more importantly, of stop: stop fetching, ask running jobs to stop, wait out the grace,
-release what is left without penalty, flush every settlement, and only then return.
+Each concern lives in its own module; this one owns the slots and the set of running
+tasks, dispatches each leased batch to where its jobs run, and decides the order of start
+and, more importantly, of stop: stop fetching, ask running jobs to stop, wait out the
+grace, release what is left without penalty, flush every settlement, and only then return.
+
+It is handed what it needs (the job registry, backend, lock store, codec and middleware
+chain), not the app.
 """
 
 from __future__ import annotations
@@ -14,21 +18,28 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from tasuki import logs
-from tasuki.backends.base import DEFAULT_VISIBILITY_TIMEOUT, Delivery
+from tasuki.backends.base import DEFAULT_VISIBILITY_TIMEOUT, Backend, Delivery, LockStore
+from tasuki.core.codec import Codec
+from tasuki.core.job import check_queue
+from tasuki.core.registry import Registry
 from tasuki.errors import InvalidArgument, TasukiError
-from tasuki.job import check_queue
-from tasuki.runtime.execution import Runner, Task
-from tasuki.runtime.executors import ThreadPool
+from tasuki.middleware.base import MiddlewareChain
+from tasuki.runtime.chain import ChainDriver
+from tasuki.runtime.deadlines import Deadlines
 from tasuki.runtime.fetcher import Fetcher, Slots
 from tasuki.runtime.heartbeat import LeaseKeeper
+from tasuki.runtime.lock_renewal import LockRenewal
 from tasuki.runtime.pace import BATCH_BUDGET, Pace
+from tasuki.runtime.receiver import Receiver
 from tasuki.runtime.scheduler import Scheduler
+from tasuki.runtime.settlement import Finisher
 from tasuki.runtime.settler import Settler
 from tasuki.runtime.signals import graceful_signals
+from tasuki.runtime.task import Task
+from tasuki.runtime.threads import ThreadPool, ThreadRunner
 
 if TYPE_CHECKING:
-    from tasuki.app import App
-    from tasuki.runtime.eventloop import EventLoopThread
+    from tasuki.runtime.eventloop import AsyncRunner, EventLoopThread
     from tasuki.runtime.processes import ProcessPool
 
 IDLE_CHECK = 0.05
@@ -43,10 +54,15 @@ class Worker:
 
     def __init__(
         self,
-        app: App,
+        registry: Registry,
+        backend: Backend,
+        *,
+        locks: LockStore,
+        codec: Codec,
+        chain: MiddlewareChain,
+        default_queue: str = "default",
         queues: Sequence[str] | str | None = None,
         concurrency: int = 8,
-        *,
         grace: float = 25.0,
         batch_size: int | None = None,
         wait: float = 0.25,
@@ -59,11 +75,15 @@ class Worker:
             raise InvalidArgument(f"concurrency must be an int >= 1, got {concurrency!r}")
         if grace < 0:
             raise InvalidArgument(f"grace must be >= 0 seconds, got {grace!r}")
-        self.app = app
+        self.registry = registry
+        self.backend = backend
+        self.locks = locks
+        self.codec = codec
+        self.chain = chain
         if isinstance(queues, str):
             queues = [q.strip() for q in queues.split(",") if q.strip()]
         if not queues:
-            queues = sorted({j.queue for j in app.jobs.values()} or {app.default_queue})
+            queues = sorted(registry.queues() or {default_queue})
         self.queues = [check_queue(q) for q in queues]
         self.concurrency = concurrency
         self.grace = float(grace)
@@ -87,26 +107,36 @@ class Worker:
         self._running_loop = False
         self._run_thread: threading.Thread | None = None
         self._loop: EventLoopThread | None = None
+        self._async: AsyncRunner | None = None
         self._pool: ProcessPool | None = None
+        self._deadlines: Deadlines | None = None
+        self._renewal: LockRenewal | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
         if self._started:
             raise TasukiError("a worker can only be started once")
         self._started = True
-        backend = self.app.backend
+        backend = self.backend
         self.settler = Settler(backend)
-        self.keeper = LeaseKeeper(backend, self.app.locks)
+        self.keeper = LeaseKeeper(backend)
         self.slots = Slots(self.concurrency)
         self.threads = ThreadPool(self.concurrency)
-        self.runner = Runner(
-            self.app,
-            self.settler,
+        self.driver = ChainDriver(self.chain)
+        self.finisher = Finisher(self.driver, self.settler, self.keeper)
+        self.receiver = Receiver(
+            self.registry,
+            self.codec,
             self.keeper,
-            self._on_done,
-            self._process_pool,
-            self._on_done_many,
+            self.settler,
+            self.locks,
+            max_delay=backend.capabilities.max_delay,
         )
+        self.runner = ThreadRunner(
+            self.driver, self.finisher, self._deadline_loop, self._process_pool
+        )
+        if any(j.dedup is not None or j.unique is not None for j in self.registry.jobs.values()):
+            self._renewal = LockRenewal(self.locks, self.keeper)
         self.fetchers = [
             Fetcher(
                 backend,
@@ -121,8 +151,8 @@ class Worker:
             for q in self.queues
         ]
         self.scheduler = (
-            Scheduler(self.app.periodics, self._stopping)
-            if self.use_scheduler and self.app.periodics
+            Scheduler(self.registry.periodics, self._stopping)
+            if self.use_scheduler and self.registry.periodics
             else None
         )
         logs.logger.info(
@@ -186,7 +216,7 @@ class Worker:
 
     # -- plumbing ----------------------------------------------------------------------------------
     def _default_vt(self, queue: str) -> float:
-        consumer = self.app.consumers.get(queue)
+        consumer = self.registry.consumers.get(queue)
         return consumer.visibility_timeout if consumer else DEFAULT_VISIBILITY_TIMEOUT
 
     def _process_pool(self) -> ProcessPool:
@@ -197,48 +227,70 @@ class Worker:
                 self._pool = ProcessPool(self.processes)
             return self._pool
 
-    def _event_loop(self) -> EventLoopThread:
-        from tasuki.runtime.eventloop import EventLoopThread  # asyncio: only when used
+    def _deadline_loop(self) -> Deadlines:
+        with self._mutex:
+            if self._deadlines is None:
+                self._deadlines = Deadlines()
+            return self._deadlines
+
+    def _event_loop(self) -> tuple[EventLoopThread, AsyncRunner]:
+        # asyncio: only when used
+        from tasuki.runtime.eventloop import AsyncRunner, EventLoopThread
 
         with self._mutex:
-            if self._loop is None:
+            if self._loop is None or self._async is None:
                 self._loop = EventLoopThread()
-            return self._loop
+                self._async = AsyncRunner(self.driver, self.finisher)
+            return self._loop, self._async
 
     def _dispatch(self, deliveries: list[Delivery]) -> None:
         """On the fetcher's thread: start a leased batch (see `pace.py` for what runs here)."""
-        runner, pace = self.runner, self.pace
-        tasks = runner.receive_many(deliveries)
+        pace = self.pace
+        tasks = self.receiver.receive_many(deliveries)
+        settled_here = len(deliveries) - len(tasks)
+        if settled_here:
+            self.slots.give_back(settled_here)
         with self._mutex:
             self._active.update(tasks)
         inline: list[Task] = []
         for task in tasks:
             if task.job.executor == "async":
-                self._event_loop().submit(lambda t=task: runner.run_async(t))  # type: ignore[misc]
+                loop, runner = self._event_loop()
+                loop.submit(lambda t=task, r=runner: self._run_async(r, t))  # type: ignore[misc]
             elif pace.inline(task.job):
                 inline.append(task)
             else:
                 self.threads.submit(lambda t=task: self._run_pooled(t))  # type: ignore[misc]
         if inline:
             if not self._stopping.is_set():
-                inline = runner.run_inline(inline, pace, BATCH_BUDGET)
+                rest = self.runner.run_inline(inline, pace, BATCH_BUDGET)
+                self._done_many(inline[: len(inline) - len(rest)])
+                inline = rest
             for task in inline:
                 self.threads.submit(lambda t=task: self._run_pooled(t))  # type: ignore[misc]
 
     def _run_pooled(self, task: Task) -> None:
         started = time.perf_counter()
-        self.runner.run_sync(task)
+        try:
+            self.runner.run(task)
+        finally:
+            self._done_one(task)
         if self.pace.eligible(task.job):
             self.pace.record(task.job, time.perf_counter() - started)
 
-    def _on_done(self, task: Task | None) -> None:
-        if task is not None:
-            with self._mutex:
-                self._active.discard(task)
-                self.processed += 1
+    async def _run_async(self, runner: AsyncRunner, task: Task) -> None:
+        try:
+            await runner.run(task)
+        finally:
+            self._done_one(task)
+
+    def _done_one(self, task: Task) -> None:
+        with self._mutex:
+            self._active.discard(task)
+            self.processed += 1
         self.slots.give_back(1)
 
-    def _on_done_many(self, tasks: list[Task]) -> None:
+    def _done_many(self, tasks: list[Task]) -> None:
         with self._mutex:
             self._active.difference_update(tasks)
             self.processed += len(tasks)
@@ -249,7 +301,7 @@ class Worker:
             return False
         try:
             for q in self.queues:
-                s = self.app.backend.stats(q)
+                s = self.backend.stats(q)
                 if s.ready or s.in_flight or s.delayed:
                     return False
         except TasukiError:
@@ -276,6 +328,10 @@ class Worker:
             self.scheduler.join(2.0)
         self.settler.stop(timeout=10.0)
         self.keeper.stop()
+        if self._renewal is not None:
+            self._renewal.stop()
+        if self._deadlines is not None:
+            self._deadlines.stop()
         self.threads.shutdown()
         if self._loop is not None:
             self._loop.stop()
@@ -292,7 +348,7 @@ class Worker:
         with self._mutex:
             remaining = list(self._active)
         for task in remaining:
-            if self.runner.release_on_shutdown(task):
+            if self.finisher.release_on_shutdown(task):
                 self.released_on_shutdown += 1
             async_task = task.async_task
             if async_task is not None and self._loop is not None:

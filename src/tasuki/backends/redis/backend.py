@@ -42,8 +42,8 @@ from tasuki.backends.redis import connection
 from tasuki.backends.redis.connection import Connection, RedisOptions
 from tasuki.backends.redis.keys import KeySpace, QueueKeys
 from tasuki.backends.redis.slots import key_slot
+from tasuki.core.message import DeadLetter, ErrorInfo
 from tasuki.errors import BackendError, InvalidArgument, MessageTooLarge
-from tasuki.message import DeadLetter, ErrorInfo
 
 T = TypeVar("T")
 

@@ -39,8 +39,8 @@ from tasuki.backends.base import (
     Release,
 )
 from tasuki.backends.sqlfiles import load_queries
+from tasuki.core.message import DeadLetter, ErrorInfo
 from tasuki.errors import BackendError, BackendUnavailable, InvalidURL
-from tasuki.message import DeadLetter, ErrorInfo
 
 Q = load_queries("tasuki.backends.sqlite", "queries.sql")
 SCHEMA = resources.files("tasuki.backends.sqlite").joinpath("schema.sql").read_text("utf-8")

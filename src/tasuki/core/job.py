@@ -5,16 +5,15 @@ from __future__ import annotations
 import inspect
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, Protocol, TypeVar
 
+from tasuki.core.policies import Dedup, Retry, Unique
 from tasuki.errors import InvalidArgument
-from tasuki.policies import Dedup, Retry, Unique
 
 if TYPE_CHECKING:
-    from tasuki.app import App
-    from tasuki.message import Message
+    from tasuki.core.message import Message
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -69,6 +68,17 @@ def check_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
     return result
 
 
+Call = tuple[tuple[Any, ...], Mapping[str, Any]]
+
+
+class Producer(Protocol):
+    """Where a job's enqueues go: the App's producer, or any stand-in a test provides."""
+
+    def enqueue_calls(
+        self, job: Job[..., Any], calls: Sequence[Call], bound: Enqueuer[Any] | None = None
+    ) -> list[str]: ...
+
+
 class Job(Generic[P, R]):
     """A function the app knows by name, with the options every run of it shares.
 
@@ -77,7 +87,7 @@ class Job(Generic[P, R]):
 
     def __init__(
         self,
-        app: App,
+        producer: Producer,
         fn: Callable[P, R],
         *,
         name: str,
@@ -92,7 +102,7 @@ class Job(Generic[P, R]):
         consumer: bool = False,
         extra: Mapping[str, Any] | None = None,
     ) -> None:
-        self.app = app
+        self.producer = producer
         self.fn = fn
         self.name = name
         self.queue = check_queue(queue)
@@ -164,11 +174,11 @@ class Job(Generic[P, R]):
         )
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
-        return self.app.enqueue_calls(self, [(args, kwargs)])[0]
+        return self.producer.enqueue_calls(self, [(args, kwargs)])[0]
 
     def enqueue_many(self, calls: Iterable[tuple[Any, ...] | Mapping[str, Any]]) -> list[str]:
         """Enqueue one message per item (a tuple of args or a dict of kwargs), in one trip."""
-        return self.app.enqueue_calls(self, [_split_call(c) for c in calls])
+        return self.producer.enqueue_calls(self, [_split_call(c) for c in calls])
 
 
 class Enqueuer(Generic[P]):
@@ -190,13 +200,13 @@ class Enqueuer(Generic[P]):
         self.headers = headers
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
-        return self.job.app.enqueue_calls(self.job, [(args, kwargs)], self)[0]
+        return self.job.producer.enqueue_calls(self.job, [(args, kwargs)], self)[0]
 
     def enqueue_many(self, calls: Iterable[tuple[Any, ...] | Mapping[str, Any]]) -> list[str]:
         items = [_split_call(c) for c in calls]
         if self.message_id is not None and len(items) > 1:
             raise InvalidArgument("one message_id cannot name several messages in enqueue_many")
-        return self.job.app.enqueue_calls(self.job, items, self)
+        return self.job.producer.enqueue_calls(self.job, items, self)
 
 
 def _positional_range(signature: inspect.Signature) -> tuple[int, int] | None:

@@ -15,8 +15,8 @@ from typing import Any
 
 from cronsim import CronSim, CronSimError
 
+from tasuki.core.job import Job
 from tasuki.errors import InvalidArgument
-from tasuki.job import Job
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,9 @@ import orjson
 JOB_HEADER = "tasuki-job"
 CONTENT_TYPE_HEADER = "tasuki-content-type"
 SIGNATURE_HEADER = "tasuki-signature"
+# Epoch seconds before which a message must not run: a delay longer than the backend
+# holds in one go travels in hops (see `tasuki.producer`).
+NOT_BEFORE_HEADER = "tasuki-not-before"
 
 
 def new_id() -> str:

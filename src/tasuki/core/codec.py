@@ -15,8 +15,8 @@ from typing import Any, Protocol
 
 import orjson
 
+from tasuki.core.message import CONTENT_TYPE_HEADER, JOB_HEADER, SIGNATURE_HEADER
 from tasuki.errors import ConfigurationError, SerializationError, SignatureError
-from tasuki.message import CONTENT_TYPE_HEADER, JOB_HEADER, SIGNATURE_HEADER
 
 
 class Serializer(Protocol):

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Literal, Protocol, get_args
 from tasuki.errors import InvalidArgument
 
 if TYPE_CHECKING:
-    from tasuki.message import Message
+    from tasuki.core.message import Message
 
 DEFAULT_MAX_ATTEMPTS = 10
 

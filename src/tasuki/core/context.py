@@ -7,12 +7,13 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
+from tasuki.core.records import Receipt
 from tasuki.errors import LeaseLost, TasukiError
 
 if TYPE_CHECKING:
-    from tasuki.backends.base import Receipt
-    from tasuki.job import Job
-    from tasuki.message import Message
+    from tasuki.core.job import Job
+    from tasuki.core.locks import LockStore
+    from tasuki.core.message import Message
 
 _current: ContextVar[Context | None] = ContextVar("tasuki_context", default=None)
 _EVENT_MUTEX = threading.Lock()
@@ -28,6 +29,7 @@ class Context:
     __slots__ = (
         "_extender",
         "_held_locks",
+        "_locks",
         "_state",
         "_stop",
         "deadline",
@@ -43,9 +45,11 @@ class Context:
         message: Message,
         job: Job[..., Any] | None = None,
         extender: Callable[[float], bool] | None = None,
+        locks: LockStore | None = None,
     ) -> None:
         self.message = message
         self.job = job
+        self._locks = locks
         self._extender = extender
         self._stop: threading.Event | None = None
         self.stop_reason = ""
@@ -64,6 +68,13 @@ class Context:
         return self._state
 
     @property
+    def locks(self) -> LockStore:
+        """The lock service of dedup and uniqueness, handed in by the worker."""
+        if self._locks is None:
+            raise TasukiError("this delivery has no lock store")
+        return self._locks
+
+    @property
     def held_locks(self) -> list[tuple[str, str]]:
         """Locks the heartbeat renews with the lease (empty for most jobs)."""
         return self._held_locks or []
@@ -79,8 +90,6 @@ class Context:
 
     @property
     def receipt(self) -> Receipt:
-        from tasuki.backends.base import Receipt
-
         lease = self.message.lease
         return Receipt(self.message.queue, self.message.id, lease.token if lease else "")
 

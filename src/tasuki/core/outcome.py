@@ -1,0 +1,27 @@
+"""How one run ended, and what will be done with its message."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Action = Literal["ack", "skip", "defer", "retry", "dead"]
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What happened to one run, and what the worker will do with the message.
+
+    `action` is None while undecided: an error nobody decided on is retried by the
+    worker's default policy, so no message is ever left without a fate.
+    """
+
+    result: Any = None
+    error: BaseException | None = None
+    action: Action | None = None
+    delay: float = 0.0
+    reason: str = ""
+    duration: float = 0.0
+
+    def decide(self, action: Action, *, delay: float = 0.0, reason: str = "") -> None:
+        self.action, self.delay, self.reason = action, delay, reason

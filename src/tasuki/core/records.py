@@ -1,0 +1,174 @@
+"""The values that cross the backend seam: what goes in, what comes out, what settles.
+
+They live in the core, below the backends, so that the runtime, the middleware and every
+backend speak of the same things without importing one another.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Literal, NamedTuple
+
+from tasuki.core.message import ErrorInfo, Lease, Message
+
+DEFAULT_VISIBILITY_TIMEOUT = 30.0
+FOREVER = 10 * 365 * 86400.0
+_NO_HEADERS: Mapping[str, str] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What a backend can and cannot do natively.
+
+    The App and the runtime read these instead of guessing from a URL: a promise the
+    backend cannot keep natively is kept another way (delay hops, the `locks=` store) or
+    refused at configuration time with an error that names the missing capability.
+    """
+
+    max_message_size: int
+    # Several processes (and machines) can share the store.
+    cross_process: bool = True
+    # `lease(wait=...)` blocks until a message arrives, instead of the caller polling.
+    blocking_wait: bool = True
+    # Longest delay the backend stores in one go (None: unbounded); longer ones hop.
+    max_delay: float | None = None
+    # Longest lease one extension can grant (None: unbounded).
+    max_visibility: float | None = None
+    # `attempt` is counted exactly by the backend (not an approximate receive count).
+    exact_attempts: bool = True
+    # A release without penalty gives the attempt back.
+    refundable_release: bool = True
+    # Finished caller-given ids are remembered for the id window (idempotent enqueue).
+    id_window: bool = True
+    # A unique claim is taken atomically with the enqueue.
+    atomic_unique: bool = True
+    # Dead letters can be paged and looked up by id.
+    dead_letter_browsing: bool = True
+    # Enqueue can join the caller's own database transaction.
+    transactional_enqueue: bool = False
+    # The backend has a lock store of its own (else the App needs `locks=`).
+    native_locks: bool = True
+    # Stats are exact (else approximate, as the engine reports them).
+    exact_stats: bool = True
+
+
+class UniqueClaim(NamedTuple):
+    """Take lock `key` for the message being enqueued, atomically with the enqueue.
+
+    If a live holder exists the message is not stored; with `replace`, a holder that is
+    still waiting gets the new body and headers.
+    """
+
+    key: str
+    ttl: float
+    replace: bool = False
+
+
+class Envelope(NamedTuple):
+    """A message on its way in, with the per-message settings the backend enforces.
+
+    A named tuple, not a dataclass: bulk enqueue builds tens of thousands a second.
+    `headers` must not be mutated (the default is shared).
+    """
+
+    queue: str
+    id: str
+    body: bytes
+    headers: Mapping[str, str] = _NO_HEADERS
+    delay: float = 0.0
+    max_attempts: int = 10
+    visibility_timeout: float | None = None
+    keep_id: float = 0.0
+    unique: UniqueClaim | None = None
+
+
+EnqueueStatus = Literal["enqueued", "duplicate", "conflict", "replaced"]
+
+
+class Enqueued(NamedTuple):
+    """Result of one enqueue.
+
+    `duplicate`: the id was already known (queued, in flight, dead, or finished within
+    its window) and nothing changed. `conflict` / `replaced`: a unique claim met a live
+    holder; `id` is then the holder's id, the message that will do the work.
+    """
+
+    id: str
+    status: EnqueueStatus
+
+
+class Receipt(NamedTuple):
+    """What settles a delivery: the message and the token of the lease being settled."""
+
+    queue: str
+    id: str
+    token: str
+
+
+class Release(NamedTuple):
+    receipt: Receipt
+    delay: float = 0.0
+    penalty: bool = True
+
+
+class Bury(NamedTuple):
+    receipt: Receipt
+    reason: str
+    error: ErrorInfo | None = None
+
+
+class Delivery(NamedTuple):
+    """One leased message as the backend hands it out (a named tuple: made per message)."""
+
+    queue: str
+    id: str
+    body: bytes
+    headers: Mapping[str, str]
+    attempt: int
+    max_attempts: int
+    enqueued_at: float
+    token: str
+    fencing_token: int
+    visibility_timeout: float
+
+    @property
+    def receipt(self) -> Receipt:
+        return Receipt(self.queue, self.id, self.token)
+
+    def to_message(self) -> Message:
+        return Message(
+            id=self.id,
+            queue=self.queue,
+            body=self.body,
+            headers=self.headers,
+            attempt=self.attempt,
+            enqueued_at=self.enqueued_at,
+            lease=Lease(self.token, self.fencing_token, self.visibility_timeout),
+            max_attempts=self.max_attempts,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    ready: int
+    in_flight: int
+    delayed: int
+    dead: int
+    oldest_ready_age: float
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "ready": self.ready,
+            "in_flight": self.in_flight,
+            "delayed": self.delayed,
+            "dead": self.dead,
+            "oldest_ready_age": self.oldest_ready_age,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class LockHolder:
+    owner: str
+    expires_in: float

@@ -1,0 +1,103 @@
+"""Drives a run through the middleware chain: the way in before the job, the way out after.
+
+A job's steps are worked out once per chain version (only the middleware that applies to
+the job and overrides `execute` or `after`), so a guard for an option the job does not use
+costs nothing per message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from tasuki.core.context import Context
+from tasuki.errors import Defer, Skip
+from tasuki.middleware.base import ExecuteHook, MiddlewareChain, Outcome
+
+if TYPE_CHECKING:
+    from tasuki.core.job import Job
+    from tasuki.runtime.task import Task
+
+# One middleware's part in a run: its `execute` and `after`, each None if not overridden.
+Step = tuple[
+    Callable[[Context], ExecuteHook | None] | None,
+    Callable[[Context, Outcome], None] | None,
+]
+
+
+class ChainDriver:
+    def __init__(self, chain: MiddlewareChain) -> None:
+        self.chain = chain
+        # job name -> (chain version, its middleware steps)
+        self._plans: dict[str, tuple[int, tuple[Step, ...]]] = {}
+
+    def plan_for(self, job: Job[..., Any]) -> tuple[Step, ...]:
+        """The middleware steps of `job`'s runs, outermost first."""
+        chain = self.chain
+        cached = self._plans.get(job.name)
+        if cached is None or cached[0] != chain.version:
+            steps = []
+            for m in chain:
+                execute = m.execute if m.overrides("execute") else None
+                after = m.after if m.overrides("after") else None
+                if (execute or after) and m.applies_to(job):
+                    steps.append((execute, after))
+            cached = self._plans[job.name] = (chain.version, tuple(steps))
+        return cached[1]
+
+    def before(self, task: Task) -> Outcome | None:
+        """Run the steps on the way in; an Outcome if one of them decided the run's fate."""
+        ctx = task.ctx
+        steps = task.plan = self.plan_for(task.job)
+        for depth, (execute, _) in enumerate(steps):
+            if execute is None:
+                continue
+            try:
+                gen = execute(ctx)
+                if gen is None:
+                    continue
+                next(gen)
+                if task.hooks is None:
+                    task.hooks = [(depth, gen)]
+                else:
+                    task.hooks.append((depth, gen))
+            except StopIteration:
+                continue
+            except Skip as s:
+                task.depth = depth
+                return Outcome(action="skip", reason=s.reason)
+            except Defer as d:
+                task.depth = depth
+                return Outcome(action="defer", delay=d.delay, reason=d.reason)
+            except Exception as exc:
+                task.depth = depth
+                return Outcome(error=exc)
+        task.depth = len(steps)
+        return None
+
+    @staticmethod
+    def after(task: Task, outcome: Outcome) -> None:
+        """The way out, innermost first, through every step the way in got past."""
+        if outcome.action is None and outcome.error is None:
+            outcome.action = "ack"
+        ctx, steps, hooks = task.ctx, task.plan, task.hooks
+        for depth in range(task.depth - 1, -1, -1):
+            after = steps[depth][1]
+            try:
+                if hooks and hooks[-1][0] == depth:
+                    gen = hooks.pop()[1]
+                    try:
+                        gen.send(outcome)
+                    except StopIteration:
+                        pass
+                    else:
+                        gen.close()
+                if after is not None:
+                    after(ctx, outcome)
+            except Skip as s:
+                outcome.decide("skip", reason=s.reason)
+            except Defer as d:
+                outcome.decide("defer", delay=d.delay, reason=d.reason)
+            except Exception as exc:
+                outcome.error, outcome.action = exc, None
+        task.hooks = None
