@@ -166,6 +166,11 @@ class App:
         from tasuki.core.periodic import Periodic
 
         Periodic.check_schedule(cron, every)
+        if not self.backend.capabilities.id_window:
+            raise ConfigurationError(
+                f"periodic jobs make one message per tick by its id, and {self.backend.url} "
+                "lacks the capability 'id_window' (idempotent enqueue); give it a lock store"
+            )
 
         def decorate(f: Callable[P, R]) -> Job[P, R]:
             job = f if isinstance(f, Job) else self._register(f, options, consumer=False)

@@ -18,7 +18,7 @@ from tasuki.core.codec import Codec
 from tasuki.core.job import Call, Enqueuer, Job, check_headers, check_message_id
 from tasuki.core.message import JOB_HEADER, NOT_BEFORE_HEADER, new_id, new_ids
 from tasuki.core.outgoing import Outgoing
-from tasuki.core.policies import Retry
+from tasuki.core.policies import UNSTATED_MAX_ATTEMPTS
 from tasuki.errors import ConfigurationError, InvalidArgument, MessageTooLarge
 from tasuki.middleware.base import EnqueueNext, MiddlewareChain, build_enqueue
 
@@ -99,7 +99,7 @@ class Producer:
             body=body,
             headers=check_headers(headers),
             delay=delay,
-            max_attempts=consumer.retry.max_attempts if consumer else Retry().max_attempts,
+            max_attempts=consumer.retry.max_attempts if consumer else UNSTATED_MAX_ATTEMPTS,
             visibility_timeout=consumer.visibility_timeout if consumer else None,
             keep_id=self.id_window if given else 0.0,
             id_given=given is not None,

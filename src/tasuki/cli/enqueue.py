@@ -10,6 +10,7 @@ import orjson
 from tasuki.cli.common import app_from_options, app_options, friendly_errors
 from tasuki.core.job import check_delay, check_message_id
 from tasuki.core.message import JOB_HEADER, new_id
+from tasuki.core.policies import UNSTATED_MAX_ATTEMPTS
 from tasuki.middleware.base import Outgoing
 
 
@@ -59,6 +60,7 @@ def enqueue(
         body=app.codec.encode_payload(job, values, kwargs),
         headers={JOB_HEADER: job, **app.codec.content_headers},
         delay=check_delay(delay),
+        max_attempts=UNSTATED_MAX_ATTEMPTS,  # the worker applies the job's own policy
         keep_id=app.id_window if given else 0.0,
         id_given=given is not None,
     )

@@ -17,6 +17,10 @@ if TYPE_CHECKING:
     from tasuki.core.message import Message
 
 DEFAULT_MAX_ATTEMPTS = 10
+# Stamped on a message by a producer that does not know its job's policy (the CLI with
+# `--url`, `app.send` to a queue whose consumer this app lacks). The worker enforces the
+# job's own limit, lower or higher, so this only bounds a message no worker ever settles.
+UNSTATED_MAX_ATTEMPTS = 1000
 
 
 class Backoff(Protocol):

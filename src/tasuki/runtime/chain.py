@@ -7,22 +7,14 @@ costs nothing per message.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from tasuki.core.context import Context
 from tasuki.errors import Defer, Skip
-from tasuki.middleware.base import ExecuteHook, MiddlewareChain, Outcome
+from tasuki.middleware.base import MiddlewareChain, Outcome
+from tasuki.runtime.task import Step, Task
 
 if TYPE_CHECKING:
     from tasuki.core.job import Job
-    from tasuki.runtime.task import Task
-
-# One middleware's part in a run: its `execute` and `after`, each None if not overridden.
-Step = tuple[
-    Callable[[Context], ExecuteHook | None] | None,
-    Callable[[Context, Outcome], None] | None,
-]
 
 
 class ChainDriver:

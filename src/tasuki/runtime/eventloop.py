@@ -98,8 +98,6 @@ class AsyncRunner:
 
     @staticmethod
     async def _invoke(task: Task) -> Outcome:
-        from tasuki.runtime.threads import timeout_error
-
         job, ctx = task.job, task.ctx
         m = ctx.message
         outcome = Outcome()
@@ -118,7 +116,7 @@ class AsyncRunner:
         except TimeoutError as exc:
             if scope.expired():
                 ctx.request_stop("timeout")
-                outcome.error = timeout_error(task)
+                outcome.error = task.timeout_error()
             else:
                 outcome.error = exc
         except asyncio.CancelledError:

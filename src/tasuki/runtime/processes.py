@@ -203,8 +203,6 @@ def _sendable(exc: BaseException) -> BaseException:
 
 def invoke(pool: ProcessPool, task: Task) -> Outcome:
     """Run a process job in a child; its timeout is enforced by killing the child."""
-    from tasuki.runtime.threads import timeout_error
-
     job, ctx = task.job, task.ctx
     outcome = Outcome()
     started = time.perf_counter()
@@ -216,7 +214,7 @@ def invoke(pool: ProcessPool, task: Task) -> Outcome:
         outcome.decide("defer", delay=d.delay, reason=d.reason)
     except JobTimeout:
         ctx.request_stop("timeout")
-        outcome.error = timeout_error(task, "; its process was killed")
+        outcome.error = task.timeout_error("; its process was killed")
     except Exception as exc:
         outcome.error = exc
     outcome.duration = time.perf_counter() - started

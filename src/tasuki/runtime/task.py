@@ -9,19 +9,27 @@ giving up on a stuck thread, the shutdown releasing what is left) settles it, on
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tasuki import logs
+from tasuki.core.context import Context
+from tasuki.core.outcome import Outcome
+from tasuki.errors import JobTimeout
+from tasuki.middleware.base import ExecuteHook
 
 if TYPE_CHECKING:
     import asyncio
 
-    from tasuki.core.context import Context
     from tasuki.core.job import Job
     from tasuki.core.records import Receipt
-    from tasuki.middleware.base import ExecuteHook
-    from tasuki.runtime.chain import Step
     from tasuki.runtime.heartbeat import Held
+
+# One middleware's part in a run: its `execute` and `after`, each None if not overridden.
+Step = tuple[
+    Callable[[Context], ExecuteHook | None] | None,
+    Callable[[Context, Outcome], None] | None,
+]
 
 _CLAIMS = threading.Lock()
 
@@ -70,6 +78,12 @@ class Task:
         """The lease length the backend granted (the job may want another)."""
         lease = self.ctx.message.lease
         return lease.visibility_timeout if lease is not None else self.held.visibility_timeout
+
+    def timeout_error(self, detail: str = "") -> JobTimeout:
+        return JobTimeout(
+            f"job {self.job.name!r} exceeded its timeout of {self.job.timeout}s "
+            f"(attempt {self.ctx.attempt}){detail}"
+        )
 
     def claim(self) -> bool:
         """True exactly once: the caller owns this delivery's settlement."""

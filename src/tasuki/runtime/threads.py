@@ -99,13 +99,6 @@ def raise_in_thread(thread_id: int, exc_type: type[BaseException] | None) -> boo
     return bool(ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), exc))
 
 
-def timeout_error(task: Task, detail: str = "") -> JobTimeout:
-    return JobTimeout(
-        f"job {task.job.name!r} exceeded its timeout of {task.job.timeout}s "
-        f"(attempt {task.ctx.attempt}){detail}"
-    )
-
-
 class ThreadRunner:
     """Runs sync jobs (and drives process jobs) on the calling thread, start to settlement."""
 
@@ -207,7 +200,7 @@ class ThreadRunner:
         except Defer as d:
             outcome.decide("defer", delay=d.delay, reason=d.reason)
         except JobTimeout as exc:
-            outcome.error = timeout_error(task) if task.injected else exc
+            outcome.error = task.timeout_error() if task.injected else exc
         except BaseException as exc:
             outcome.error = exc
         if task.in_job:  # the JobTimeout landed inside the `finally` above
@@ -238,7 +231,7 @@ class ThreadRunner:
                 ctx.message.id,
             )
             self.keeper.discard(task.held)
-            outcome = Outcome(error=timeout_error(task))
+            outcome = Outcome(error=task.timeout_error())
             self.chain.after(task, outcome)
             self.finisher.settle(task, outcome)
         return None
