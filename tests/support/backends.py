@@ -34,6 +34,12 @@ def _redis(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return f"{server.url()}?prefix=t-{uuid.uuid4().hex[:12]}:"
 
 
+def _postgresql(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A schema of its own on the session's PostgreSQL, dropped when the session ends."""
+    server = request.getfixturevalue("postgres_server")
+    return str(server.url(f"t_{uuid.uuid4().hex[:12]}"))
+
+
 def _redis_expire_lock(backend: Backend, key: str, seconds: float | None) -> None:
     """Give a lock `seconds` more on the server's clock, or delete it (None)."""
     redis: Any = backend
@@ -57,6 +63,7 @@ class BackendEntry:
 
 BACKENDS: dict[str, BackendEntry] = {
     "memory": BackendEntry(_memory, cross_process=False),
+    "postgresql": BackendEntry(_postgresql),
     "sqlite": BackendEntry(_sqlite),
     "redis": BackendEntry(_redis, expire_lock=_redis_expire_lock),
 }

@@ -62,3 +62,9 @@ def test_check_names_reports_missing_and_unknown() -> None:
     with pytest.raises(QueryNamesError, match="unknown c"):
         check_names({"a": "SELECT 1", "c": "SELECT 1"}, {"a"}, "x.sql")
     check_names({"a": "SELECT 1"}, {"a"}, "x.sql")
+
+
+def test_sqlite_and_postgresql_define_the_same_queries() -> None:
+    sqlite = load_queries("tasuki.backends.sqlite", "queries.sql")
+    postgres = load_queries("tasuki.backends.postgres", "queries.sql")
+    assert set(sqlite) == set(postgres) == REQUIRED
