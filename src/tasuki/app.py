@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
+from contextvars import ContextVar
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
@@ -48,6 +49,11 @@ _CORE_OPTIONS = frozenset(
         "executor",
     }
 )
+
+
+# The caller's database connection of the enqueue under way (`job.options(connection=)`),
+# carried past the client middleware to the backend.
+_CONNECTION: ContextVar[object | None] = ContextVar("tasuki_connection", default=None)
 
 
 class App:
@@ -259,6 +265,12 @@ class App:
                     id_given=given is not None,
                 )
             )
+        if bound is not None and bound.connection is not None:
+            token = _CONNECTION.set(bound.connection)
+            try:
+                return [result.id for result in self.enqueue_outgoing(drafts)]
+            finally:
+                _CONNECTION.reset(token)
         return [result.id for result in self.enqueue_outgoing(drafts)]
 
     def send(
@@ -307,6 +319,9 @@ class App:
         envelopes = [self._envelope(d) for d in drafts]
         if not envelopes:
             return []
+        connection = _CONNECTION.get()
+        if connection is not None:
+            return self.backend.enqueue(envelopes, connection)
         return self.backend.enqueue(envelopes)
 
     def _envelope(self, d: Outgoing) -> Envelope:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Literal, NamedTuple
 
+from tasuki.errors import InvalidArgument
 from tasuki.message import DeadLetter, ErrorInfo, Lease, Message
 
 DEFAULT_VISIBILITY_TIMEOUT = 30.0
@@ -211,6 +212,17 @@ class LockStore(ABC):
         """Who holds the lock now, or None if free or lapsed."""
 
 
+def refuse_connection(backend: Backend, connection: object | None) -> None:
+    """Raise if a caller's connection is given to a backend that cannot join it."""
+    if connection is not None:
+        scheme = backend.url.split("://", 1)[0]
+        raise InvalidArgument(
+            f"{scheme}:// cannot enqueue inside your database transaction "
+            "(it lacks the transactional_enqueue capability); drop connection= "
+            "or use a sqlite:// or postgresql:// backend"
+        )
+
+
 class Backend(ABC):
     """A message store that enforces the tasuki lifecycle. See the module docstring."""
 
@@ -219,8 +231,16 @@ class Backend(ABC):
 
     # -- producing -------------------------------------------------------------------
     @abstractmethod
-    def enqueue(self, envelopes: Sequence[Envelope]) -> list[Enqueued]:
-        """Store messages; ids already known make no change (idempotent enqueue)."""
+    def enqueue(
+        self, envelopes: Sequence[Envelope], connection: object | None = None
+    ) -> list[Enqueued]:
+        """Store messages; ids already known make no change (idempotent enqueue).
+
+        `connection`: the caller's own database connection, inside whose open
+        transaction the messages are written (rolled back: they never existed). Only
+        backends with the `transactional_enqueue` capability take one; the others
+        refuse it with `refuse_connection`.
+        """
 
     # -- consuming -------------------------------------------------------------------
     @abstractmethod

@@ -29,6 +29,7 @@ from tasuki.backends.base import (
     QueueStats,
     Receipt,
     Release,
+    refuse_connection,
 )
 from tasuki.backends.urls import query_options
 from tasuki.backends.waiting import lease_until
@@ -159,7 +160,10 @@ class MemoryBackend(Backend):
         return queue
 
     # -- producing -------------------------------------------------------------------
-    def enqueue(self, envelopes: Sequence[Envelope]) -> list[Enqueued]:
+    def enqueue(
+        self, envelopes: Sequence[Envelope], connection: object | None = None
+    ) -> list[Enqueued]:
+        refuse_connection(self, connection)
         results: list[Enqueued] = []
         with self._mutex:
             now = time.time()

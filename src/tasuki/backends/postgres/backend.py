@@ -32,22 +32,24 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from importlib import resources
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
+from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
 from tasuki.backends.base import Capabilities
-from tasuki.backends.sql.base import Connection, SQLBackend, load_dialect_queries
-from tasuki.errors import BackendError, BackendUnavailable, InvalidURL
+from tasuki.backends.sql.base import Connection, QueryName, SQLBackend, load_dialect_queries
+from tasuki.errors import BackendError, BackendUnavailable, InvalidArgument, InvalidURL
 
 Q = load_dialect_queries("tasuki.backends.postgres")
 MIGRATIONS = "tasuki.backends.postgres.migrations"
 
 DEFAULT_MAX_MESSAGE_SIZE = 16 * 1024 * 1024
+_TABLE = re.compile(r"\b(tasuki_(?:messages|finished|locks))\b")
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 # While the LISTEN session is down, waits poll at this interval.
 FALLBACK_POLL = 0.25
@@ -127,6 +129,9 @@ class PostgresDialect:
         self.capabilities = Capabilities(
             max_message_size=max_message_size, transactional_enqueue=True
         )
+        self.qualified: Mapping[QueryName, str] = {
+            name: _TABLE.sub(f'"{schema}".\\1', sql) for name, sql in Q.items()
+        }
         self._pool_size = pool_size
         self._pool: ConnectionPool[psycopg.Connection[Any]] | None = None
         self._pid = 0
@@ -189,6 +194,16 @@ class PostgresDialect:
             raise BackendUnavailable(f"PostgreSQL at {self.display_url}: {exc}") from exc
         except psycopg.Error as exc:
             raise BackendError(f"PostgreSQL at {self.display_url}: {exc}") from exc
+
+    def joined(self, connection: object) -> tuple[Connection, Mapping[QueryName, str]]:
+        """The caller's psycopg connection; queries name our schema (its search_path is
+        the caller's business) and read rows as tuples whatever its row factory."""
+        if not isinstance(connection, psycopg.Connection):
+            raise InvalidArgument(
+                f"postgresql:// takes a psycopg.Connection as connection=, "
+                f"got {type(connection).__name__}"
+            )
+        return connection.cursor(row_factory=tuple_row), self.qualified
 
     @staticmethod
     def values(items: list[Any]) -> object:

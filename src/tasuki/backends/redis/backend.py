@@ -37,6 +37,7 @@ from tasuki.backends.base import (
     QueueStats,
     Receipt,
     Release,
+    refuse_connection,
 )
 from tasuki.backends.redis import connection
 from tasuki.backends.redis.connection import Connection, RedisOptions
@@ -164,7 +165,10 @@ class RedisBackend(Backend):
             conn.announced[marker] = now
 
     # -- producing -------------------------------------------------------------------
-    def enqueue(self, envelopes: Sequence[Envelope]) -> list[Enqueued]:
+    def enqueue(
+        self, envelopes: Sequence[Envelope], connection: object | None = None
+    ) -> list[Enqueued]:
+        refuse_connection(self, connection)
         if not envelopes:
             return []
         self._check(envelopes)

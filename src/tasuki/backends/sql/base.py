@@ -111,6 +111,9 @@ class Dialect(Protocol):
     def write(self) -> AbstractContextManager[Connection]:
         """A write transaction, committed when the block ends, rolled back on error."""
 
+    def joined(self, connection: object) -> tuple[Connection, Queries]:
+        """The caller's connection, checked, and the queries to run on it."""
+
     def values(self, items: list[Any]) -> object:
         """A list of values as the `.sql` files take it (`:seqs`, `:ids`)."""
 
@@ -143,23 +146,32 @@ class SQLBackend(Backend):
         self._next_cleanup = 0.0
         self._locks = SQLLockStore(self)
 
-    def _maybe_cleanup(self, conn: Connection, now: float) -> None:
+    def _maybe_cleanup(self, conn: Connection, q: Queries, now: float) -> None:
         if now >= self._next_cleanup:
             self._next_cleanup = now + CLEANUP_EVERY
-            conn.execute(self.q["forget_expired"], {"now": now})
-            conn.execute(self.q["locks_forget_expired"], {"now": now})
+            conn.execute(q["forget_expired"], {"now": now})
+            conn.execute(q["locks_forget_expired"], {"now": now})
 
     # -- producing -------------------------------------------------------------------
-    def enqueue(self, envelopes: Sequence[Envelope]) -> list[Enqueued]:
+    def enqueue(
+        self, envelopes: Sequence[Envelope], connection: object | None = None
+    ) -> list[Enqueued]:
+        if connection is not None:
+            # The caller's transaction: written now, visible (and announced) on its commit.
+            conn, queries = self.dialect.joined(connection)
+            return self.enqueue_in(conn, envelopes, queries)
         with self.dialect.write() as conn:
             results = self.enqueue_in(conn, envelopes)
         self.dialect.committed()
         return results
 
-    def enqueue_in(self, conn: Connection, envelopes: Sequence[Envelope]) -> list[Enqueued]:
+    def enqueue_in(
+        self, conn: Connection, envelopes: Sequence[Envelope], queries: Queries | None = None
+    ) -> list[Enqueued]:
         """Enqueue inside a transaction that is already open on `conn`."""
+        q = self.q if queries is None else queries
         now = self.clock()
-        results = [self._enqueue_one(conn, env, now) for env in envelopes]
+        results = [self._enqueue_one(conn, q, env, now) for env in envelopes]
         queues = {
             env.queue
             for env, result in zip(envelopes, results, strict=True)
@@ -167,18 +179,17 @@ class SQLBackend(Backend):
         }
         if queues:
             self.dialect.changed(conn, sorted(queues))
-        self._maybe_cleanup(conn, now)
+        self._maybe_cleanup(conn, q, now)
         return results
 
-    def _enqueue_one(self, conn: Connection, env: Envelope, now: float) -> Enqueued:
-        q = self.q
+    def _enqueue_one(self, conn: Connection, q: Queries, env: Envelope, now: float) -> Enqueued:
         if conn.execute(q["known_id"], {"queue": env.queue, "id": env.id, "now": now}).fetchone():
             return Enqueued(env.id, "duplicate")
         headers = orjson.dumps(dict(env.headers)).decode()
         unique_key = None
         if env.unique is not None:
             unique_key = env.unique.key
-            holder = self._unique_holder(conn, env, now)
+            holder = self._unique_holder(conn, q, env, now)
             if holder is not None:
                 if env.unique.replace:
                     replaced = conn.execute(
@@ -207,21 +218,21 @@ class SQLBackend(Backend):
         # (PostgreSQL: ON CONFLICT DO NOTHING); SQLite's writes are serialized.
         return Enqueued(env.id, "enqueued" if inserted else "duplicate")
 
-    def _unique_holder(self, conn: Connection, env: Envelope, now: float) -> str | None:
+    def _unique_holder(self, conn: Connection, q: Queries, env: Envelope, now: float) -> str | None:
         """Take the unique claim for `env`, or return the id of the live holder."""
         assert env.unique is not None
         key = env.unique.key
-        row = conn.execute(self.q["lock_holder"], {"key": key, "now": now}).fetchone()
+        row = conn.execute(q["lock_holder"], {"key": key, "now": now}).fetchone()
         if row is not None and row[0] != env.id:
             return str(row[0])
         taken = conn.execute(
-            self.q["lock_acquire"],
+            q["lock_acquire"],
             {"key": key, "owner": env.id, "ttl": env.unique.ttl, "now": now},
         ).rowcount
         if taken:
             return None
         # A concurrent enqueue took the claim between the two statements.
-        row = conn.execute(self.q["lock_holder"], {"key": key, "now": now}).fetchone()
+        row = conn.execute(q["lock_holder"], {"key": key, "now": now}).fetchone()
         return None if row is None or row[0] == env.id else str(row[0])
 
     # -- consuming -------------------------------------------------------------------

@@ -21,15 +21,21 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from importlib import resources
 from typing import Any
 
 import orjson
 
 from tasuki.backends.base import Capabilities
-from tasuki.backends.sql.base import Connection, SQLBackend, SQLLockStore, load_dialect_queries
-from tasuki.errors import BackendError, BackendUnavailable, InvalidURL
+from tasuki.backends.sql.base import (
+    Connection,
+    QueryName,
+    SQLBackend,
+    SQLLockStore,
+    load_dialect_queries,
+)
+from tasuki.errors import BackendError, BackendUnavailable, InvalidArgument, InvalidURL
 
 Q = load_dialect_queries("tasuki.backends.sqlite")
 SCHEMA = resources.files("tasuki.backends.sqlite").joinpath("schema.sql").read_text("utf-8")
@@ -60,7 +66,9 @@ class SQLiteDialect:
         poll_interval: float,
     ) -> None:
         self.path = path
-        self.capabilities = Capabilities(max_message_size=max_message_size)
+        self.capabilities = Capabilities(
+            max_message_size=max_message_size, transactional_enqueue=True
+        )
         self._synchronous = synchronous
         self._busy_timeout = busy_timeout
         self._poll_interval = poll_interval
@@ -118,6 +126,22 @@ class SQLiteDialect:
                 with contextlib.suppress(sqlite3.Error):
                     conn.execute("ROLLBACK")
                 raise BackendError(f"SQLite commit failed on {self.path!r}: {exc}") from exc
+
+    def joined(self, connection: object) -> tuple[Connection, Mapping[QueryName, str]]:
+        """A `sqlite3` connection of the caller's, to the same database file."""
+        if not isinstance(connection, sqlite3.Connection):
+            raise InvalidArgument(
+                f"sqlite:// takes a sqlite3.Connection as connection=, "
+                f"got {type(connection).__name__}"
+            )
+        files = [row[2] for row in connection.execute("PRAGMA database_list") if row[1] == "main"]
+        ours = self.conn().execute("PRAGMA database_list").fetchone()[2]
+        if not files or not files[0] or os.path.realpath(files[0]) != os.path.realpath(ours):
+            raise InvalidArgument(
+                f"the connection given opens {files[0] if files else '?'!r}, "
+                f"not the backend's database {self.path!r}"
+            )
+        return connection, Q
 
     @staticmethod
     def values(items: list[Any]) -> object:
