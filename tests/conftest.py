@@ -6,13 +6,21 @@ from pathlib import Path
 import pytest
 
 from tests.support.backends import ALL, CROSS_PROCESS, URL_FACTORIES
-from tests.support.servers import RedisServer
+from tests.support.servers import PostgresServer, RedisServer
 
 
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
     with RedisServer(tmp_path_factory.mktemp("redis")) as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresServer]:
+    server = PostgresServer(tmp_path_factory.mktemp("postgres")).start()
+    yield server
+    server.drop_schemas()
+    server.stop()
 
 
 @pytest.fixture

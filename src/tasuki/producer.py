@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 from tasuki.backends.base import Backend, Enqueued, Envelope
@@ -23,6 +24,10 @@ from tasuki.errors import ConfigurationError, InvalidArgument, MessageTooLarge
 from tasuki.middleware.base import EnqueueNext, MiddlewareChain, build_enqueue
 
 DEFAULT_ID_WINDOW = 3600.0
+
+# The caller's database connection of the enqueue under way (`job.options(connection=)`),
+# carried past the client middleware to the backend.
+_CONNECTION: ContextVar[object | None] = ContextVar("tasuki_connection", default=None)
 
 
 class Producer:
@@ -77,6 +82,12 @@ class Producer:
                     id_given=given is not None,
                 )
             )
+        if bound is not None and bound.connection is not None:
+            token = _CONNECTION.set(bound.connection)
+            try:
+                return [result.id for result in self.enqueue_outgoing(drafts)]
+            finally:
+                _CONNECTION.reset(token)
         return [result.id for result in self.enqueue_outgoing(drafts)]
 
     def send(
@@ -128,6 +139,9 @@ class Producer:
         envelopes = [self._envelope(d) for d in drafts]
         if not envelopes:
             return []
+        connection = _CONNECTION.get()
+        if connection is not None:
+            return self.backend.enqueue(envelopes, connection)
         return self.backend.enqueue(envelopes)
 
     def _envelope(self, d: Outgoing) -> Envelope:

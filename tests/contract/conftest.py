@@ -1,6 +1,8 @@
 """The contract suite runs every test against every backend.
 
-A new backend joins by adding one entry to `tests/support/backends.py`.
+A new backend joins by adding one entry to `tests/support/backends.py`. A test that
+needs a capability some backend lacks says so with `@pytest.mark.requires("name")` (a
+field of `tasuki.backends.base.Capabilities`); it is skipped there, with the reason.
 """
 
 from __future__ import annotations
@@ -36,7 +38,22 @@ def key_prefix() -> str:
     return f"k-{uuid.uuid4().hex[:12]}:"
 
 
+def skip_unless_capable(backend: Backend, capability: str) -> None:
+    if not hasattr(backend.capabilities, capability):
+        raise AssertionError(f"no capability called {capability!r}")
+    if not getattr(backend.capabilities, capability):
+        scheme = backend.url.split("://", 1)[0]
+        pytest.skip(f"{scheme}:// lacks the {capability} capability")
+
+
+@pytest.fixture(autouse=True)
+def _requires(request: pytest.FixtureRequest) -> None:
+    for marker in request.node.iter_markers("requires"):
+        backend: Backend = request.getfixturevalue("backend")
+        for capability in marker.args:
+            skip_unless_capable(backend, capability)
+
+
 @pytest.fixture
 def cross_process(backend: Backend) -> None:
-    if not backend.capabilities.cross_process:
-        pytest.skip(f"{backend.url} lives in one process")
+    skip_unless_capable(backend, "cross_process")

@@ -4,23 +4,23 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    rule,
+    run_state_machine_as_test,
+)
 
 from tasuki.backends.base import Backend, LockHolder, LockStore
-from tasuki.backends.memory import MemoryBackend
-from tasuki.backends.redis.backend import RedisBackend
-from tasuki.backends.redis.connection import parse_url
-from tasuki.backends.sqlite import SQLiteBackend
-from tests.support.servers import RedisServer
+from tasuki.backends.urls import backend_from_url
+from tests.support.backends import ALL, BACKENDS
 
 OWNERS = st.sampled_from(["alice", "bob", "carol", "done"])
 KEYS = st.sampled_from(["{q}k1", "{q}k2"])
@@ -96,56 +96,26 @@ def lock_machine(make_store: Any, make_clock: Any = Clock) -> type[RuleBasedStat
     return LockMachine
 
 
-def _memory_store(clock: Clock) -> LockStore:
-    store = MemoryBackend().locks
-    store.clock = clock
-    return store
-
-
-_tmp: list[Path] = []
-
-
-def _sqlite_store(clock: Clock) -> LockStore:
-    backend = SQLiteBackend(str(_tmp[0] / f"locks-{time.monotonic_ns()}.db"))
-    store = backend.locks
-    store.clock = clock
-    return store
-
-
-TestMemoryLockProperties = lock_machine(_memory_store).TestCase
-TestMemoryLockProperties.settings = settings(
-    max_examples=150, stateful_step_count=30, deadline=None
-)
-
-
-@pytest.fixture(autouse=True)
-def _sqlite_dir(tmp_path: Path) -> None:
-    _tmp[:] = [tmp_path]
-
-
-TestSQLiteLockProperties = lock_machine(_sqlite_store).TestCase
-TestSQLiteLockProperties.settings = settings(max_examples=40, stateful_step_count=25, deadline=None)
-
-
-# Redis keeps TTLs on its own clock, which the model cannot move. So the model's clock
-# drives the server: every TTL is stretched SCALE times (a step of the test takes
-# milliseconds, the stretched TTLs last minutes), and when model time passes, each lock
-# is expired (DEL) or given its remaining model time as PTTL, exactly where the model
-# expires it. Everything else (who may take, renew, release or swap a lock) is decided
-# by the Lua scripts, which is what this checks.
+# Lock stores whose TTLs run on the model's clock (the store's `clock` attribute) are
+# driven directly. A store that keeps TTLs on its server's clock (Redis), which the model
+# cannot move, is driven the other way round: every TTL is stretched SCALE times (a step
+# of the test takes milliseconds, the stretched TTLs last minutes), and when model time
+# passes, each lock is lapsed or given its remaining model time exactly where the model
+# expires it. Everything else (who may take, renew, release or swap a lock) is decided by
+# the server, which is what this checks.
 SCALE = 100.0
-_redis_url: list[str] = []
 
 
-class _ScaledRedisLocks(LockStore):
-    def __init__(self, clock: _RedisClock) -> None:
-        self.backend = RedisBackend(parse_url(f"{_redis_url[0]}?prefix=p-{uuid.uuid4().hex}:"))
-        self.inner = self.backend.locks
-        self.clock = clock
+class _ScaledLocks(LockStore):
+    def __init__(self, backend: Backend, expire: Any) -> None:
+        self.backend = backend
+        self.inner = backend.locks
+        self.expire = expire
         self.expiry: dict[str, float] = {}  # key -> model time it lapses at
+        self.now = 0.0
 
     def _held(self, key: str, ttl: float) -> None:
-        self.expiry[key] = self.clock.now + ttl
+        self.expiry[key] = self.now + ttl
 
     def acquire(self, key: str, owner: str, ttl: float) -> bool:
         ok = self.inner.acquire(key, owner, ttl * SCALE)
@@ -175,16 +145,25 @@ class _ScaledRedisLocks(LockStore):
     def holder(self, key: str) -> LockHolder | None:
         return self.inner.holder(key)
 
+    def time_passes(self, now: float) -> None:
+        self.now = now
+        for key, lapses_at in list(self.expiry.items()):
+            if lapses_at > now:  # the model's own test for a live lock
+                self.expire(self.backend, key, max(5.0, (lapses_at - now) * SCALE))
+            else:
+                self.expire(self.backend, key, None)
+                del self.expiry[key]
+
     def close(self) -> None:
         self.backend.close()
 
 
-class _RedisClock(Clock):
-    """The model's clock; setting `now` expires or shortens the server's lock keys."""
+class _DrivenClock(Clock):
+    """The model's clock; setting `now` also moves a server-clock store (`_ScaledLocks`)."""
 
     def __init__(self) -> None:
         self._now = 1_000_000.0
-        self.locks: _ScaledRedisLocks | None = None
+        self.scaled: _ScaledLocks | None = None
 
     @property  # type: ignore[override]
     def now(self) -> float:
@@ -193,34 +172,64 @@ class _RedisClock(Clock):
     @now.setter
     def now(self, value: float) -> None:
         self._now = value
-        if self.locks is None:
-            return
-        client = redis.Redis.from_url(_redis_url[0])
-        try:
-            for key, lapses_at in list(self.locks.expiry.items()):
-                full = self.locks.backend.keys.lock(key)
-                if lapses_at > value:  # the model's own test for a live lock
-                    left_ms = (lapses_at - value) * SCALE * 1000
-                    client.pexpire(full, max(5000, int(left_ms)))
-                else:
-                    client.delete(full)
-                    del self.locks.expiry[key]
-        finally:
-            client.close()
+        if self.scaled is not None:
+            self.scaled.time_passes(value)
 
 
-def _redis_store(clock: _RedisClock) -> LockStore:
-    clock.locks = _ScaledRedisLocks(clock)
-    return clock.locks
+class _ClosingStore(LockStore):
+    """A store driven by its `clock` attribute, closing its backend at teardown."""
+
+    def __init__(self, backend: Backend, clock: Clock) -> None:
+        self.backend = backend
+        self.inner: Any = backend.locks
+        self.inner.clock = clock
+
+    def acquire(self, key: str, owner: str, ttl: float) -> bool:
+        return bool(self.inner.acquire(key, owner, ttl))
+
+    def renew(self, keys: Sequence[str], owner: str, ttl: float) -> list[bool]:
+        return list(self.inner.renew(keys, owner, ttl))
+
+    def release(self, key: str, owner: str) -> bool:
+        return bool(self.inner.release(key, owner))
+
+    def swap(self, key: str, owner: str, new_owner: str, ttl: float) -> bool:
+        return bool(self.inner.swap(key, owner, new_owner, ttl))
+
+    def holder(self, key: str) -> LockHolder | None:
+        holder: LockHolder | None = self.inner.holder(key)
+        return holder
+
+    def close(self) -> None:
+        self.backend.close()
 
 
-@pytest.fixture(autouse=True)
-def _redis_server_url(redis_server: RedisServer) -> None:
-    _redis_url[:] = [redis_server.url()]
+# More examples where a step costs microseconds.
+EXAMPLES = {"memory": 150}
 
 
-TestRedisLockProperties = lock_machine(_redis_store, _RedisClock).TestCase
-TestRedisLockProperties.settings = settings(max_examples=40, stateful_step_count=25, deadline=None)
+@pytest.mark.parametrize("name", ALL)
+def test_lock_properties(name: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    """Every backend of the list, each example on a fresh store."""
+    entry = BACKENDS[name]
+
+    def make_store(clock: _DrivenClock) -> LockStore:
+        backend = backend_from_url(entry.url(request, tmp_path))
+        if entry.expire_lock is None:
+            return _ClosingStore(backend, clock)
+        clock.scaled = _ScaledLocks(backend, entry.expire_lock)
+        clock.scaled.now = clock.now
+        return clock.scaled
+
+    machine = lock_machine(make_store, _DrivenClock)
+    run_state_machine_as_test(
+        machine,
+        settings=settings(
+            max_examples=EXAMPLES.get(name, 40),
+            stateful_step_count=30 if name in EXAMPLES else 25,
+            deadline=None,
+        ),
+    )
 
 
 def test_threads_never_share_a_lock(backend: Backend, key_prefix: str) -> None:

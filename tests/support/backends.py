@@ -1,16 +1,23 @@
-"""Backend URLs for tests, in one place: a new backend joins the suites by adding an entry.
+"""Backends for tests, in one place: a new backend joins every suite with one entry here.
 
-Each factory returns the URL of a fresh, isolated store. Tests also use unique queue
-names and lock keys, so a shared server (one redis-server per session) is safe.
+Each entry makes the URL of a fresh, isolated store. Tests also use unique queue names
+and lock keys, so a shared server (one redis-server per session) is safe. The suites that
+read this list: the contract suite (`any_url`), the lock tests and lock properties, the
+worker tests (`any_url`, and `shared_url` for real worker processes) and the chaos tests.
+Tests skip by the backend's declared `Capabilities`, never by its URL.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from tasuki.backends.base import Backend
 
 
 def _memory(request: pytest.FixtureRequest, tmp_path: Path) -> str:
@@ -27,12 +34,43 @@ def _redis(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return f"{server.url()}?prefix=t-{uuid.uuid4().hex[:12]}:"
 
 
-URL_FACTORIES: dict[str, Callable[[pytest.FixtureRequest, Path], str]] = {
-    "memory": _memory,
-    "sqlite": _sqlite,
-    "redis": _redis,
+def _postgresql(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A schema of its own on the session's PostgreSQL, dropped when the session ends."""
+    server = request.getfixturevalue("postgres_server")
+    return str(server.url(f"t_{uuid.uuid4().hex[:12]}"))
+
+
+def _redis_expire_lock(backend: Backend, key: str, seconds: float | None) -> None:
+    """Give a lock `seconds` more on the server's clock, or delete it (None)."""
+    redis: Any = backend
+    full = redis.keys.lock(key)
+    if seconds is None:
+        redis._command("DEL", full)
+    else:
+        redis._command("PEXPIRE", full, max(1, int(seconds * 1000)))
+
+
+@dataclass(frozen=True)
+class BackendEntry:
+    url: Callable[[pytest.FixtureRequest, Path], str]
+    # Several processes can share the store: real-process worker tests run on it.
+    cross_process: bool = True
+    # Lock TTLs kept on the server's own clock, which a test cannot move: how the lock
+    # property test lapses or shortens a lock where its model says. None: the lock
+    # store's `clock` attribute is the model's clock.
+    expire_lock: Callable[[Backend, str, float | None], None] | None = None
+
+
+BACKENDS: dict[str, BackendEntry] = {
+    "memory": BackendEntry(_memory, cross_process=False),
+    "postgresql": BackendEntry(_postgresql),
+    "sqlite": BackendEntry(_sqlite),
+    "redis": BackendEntry(_redis, expire_lock=_redis_expire_lock),
 }
 
+URL_FACTORIES: dict[str, Callable[[pytest.FixtureRequest, Path], str]] = {
+    name: entry.url for name, entry in BACKENDS.items()
+}
+ALL = sorted(BACKENDS)
 # Backends whose store is shared by several processes (real-process tests run on these).
-CROSS_PROCESS = ["redis", "sqlite"]
-ALL = sorted(URL_FACTORIES)
+CROSS_PROCESS = sorted(name for name, entry in BACKENDS.items() if entry.cross_process)

@@ -211,3 +211,127 @@ def env_with_src() -> dict[str, str]:
         paths.append(env["PYTHONPATH"])
     env["PYTHONPATH"] = os.pathsep.join(paths)
     return env
+
+
+class PostgresServer:
+    """A PostgreSQL to test against: the one on 127.0.0.1:5432 when it answers, else a
+    cluster of our own on a free port (Debian's postgresql, installed if missing).
+
+    `url(schema)` names a schema of its own for each store; `drop_schemas()` removes
+    every schema handed out, at the end of the session.
+    """
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.process_dir: Path | None = None
+        self.port = 5432
+        self.schemas: list[str] = []
+
+    @staticmethod
+    def _answers(port: int) -> bool:
+        try:
+            import psycopg
+
+            with psycopg.connect(
+                f"postgresql://postgres@127.0.0.1:{port}/postgres", connect_timeout=2
+            ):
+                return True
+        except Exception:
+            return False
+
+    def start(self) -> PostgresServer:
+        if self._answers(5432):
+            return self
+        bindir = _postgres_bindir()
+        data = self.workdir / "data"
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        run_as: list[str] = []
+        if os.geteuid() == 0:  # initdb and postgres refuse to run as root
+            run_as = ["runuser", "-u", "postgres", "--"]
+            shutil.chown(self.workdir, "postgres")
+        subprocess.run(
+            [*run_as, str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust"],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        subprocess.run(
+            [
+                *run_as,
+                str(bindir / "pg_ctl"),
+                "-D",
+                str(data),
+                "-l",
+                str(self.workdir / "postgres.log"),
+                "-o",
+                f"-p {self.port} -k {self.workdir} -c listen_addresses=127.0.0.1 -c fsync=off",
+                "-w",
+                "start",
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        self.process_dir = data
+        self._run_as = run_as
+        self._bindir = bindir
+        subprocess.run(
+            [
+                *run_as,
+                str(bindir / "createdb"),
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
+                "-U",
+                "postgres",
+                "test",
+            ],
+            check=True,
+        )
+        return self
+
+    def url(self, schema: str) -> str:
+        self.schemas.append(schema)
+        return f"postgresql://postgres@127.0.0.1:{self.port}/test?schema={schema}"
+
+    def drop_schemas(self) -> None:
+        import psycopg
+
+        with psycopg.connect(
+            f"postgresql://postgres@127.0.0.1:{self.port}/test", autocommit=True
+        ) as conn:
+            for schema in self.schemas:
+                conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        self.schemas.clear()
+
+    def stop(self) -> None:
+        if self.process_dir is not None:
+            subprocess.run(
+                [
+                    *self._run_as,
+                    str(self._bindir / "pg_ctl"),
+                    "-D",
+                    str(self.process_dir),
+                    "-m",
+                    "immediate",
+                    "stop",
+                ],
+                check=False,
+                stdout=subprocess.DEVNULL,
+            )
+
+
+def _postgres_bindir() -> Path:
+    """Debian's PostgreSQL binaries, installed with apt-get when missing."""
+    for _ in range(2):
+        found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
+        if found:
+            return found[-1].parent
+        subprocess.run(
+            "apt-get update -qq && "
+            "DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql",
+            shell=True,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+    raise RuntimeError("PostgreSQL is not installed and apt-get could not install it")

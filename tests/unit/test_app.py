@@ -263,3 +263,19 @@ def test_pickle_only_by_name(tmp_path: Path) -> None:
     assert "does not enable" in str(dead.error)
     with pytest.raises(errors.ConfigurationError):
         tasuki.App("memory://", serializer="yaml")
+
+
+# Declarations only: they never touch a backend, so they run once, on memory://.
+def test_default_retry_is_safe(app: tasuki.App) -> None:
+    @app.job
+    def plain() -> None: ...
+
+    assert plain.retry.max_attempts == 10
+    assert plain.retry.retries(RuntimeError())
+
+
+def test_wrong_job_timeout_type_is_rejected(app: tasuki.App) -> None:
+    with pytest.raises(tasuki.errors.InvalidArgument):
+
+        @app.job(timeout=-1)
+        def bad() -> None: ...

@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 import tasuki
-from tasuki.backends.base import Backend
 from tasuki.backends.memory import MemoryBackend
 from tasuki.errors import ConfigurationError
 
@@ -92,5 +91,3 @@ def test_message_ids_need_an_id_window() -> None:
         job.options(message_id="x").enqueue()
     with pytest.raises(ConfigurationError, match="id_window"):
         app.periodic(every=60)(lambda: None)
-
-

@@ -162,14 +162,6 @@ def test_on_exhausted_raising_dead_letters(app: tasuki.App) -> None:
     assert dead.error is not None and dead.error.type == "LookupError"
 
 
-def test_default_retry_is_safe(app: tasuki.App) -> None:
-    @app.job
-    def plain() -> None: ...
-
-    assert plain.retry.max_attempts == 10
-    assert plain.retry.retries(RuntimeError())
-
-
 def test_sync_timeout_interrupts_python_code(app: tasuki.App) -> None:
     stopped: list[bool] = []
 
@@ -428,13 +420,6 @@ def test_signed_messages(tmp_path: Path) -> None:
     assert ran == ["alice"]
     [dead] = signer.dead_letters()
     assert dead.reason == "refused: bad signature"
-
-
-def test_wrong_job_timeout_type_is_rejected(app: tasuki.App) -> None:
-    with pytest.raises(tasuki.errors.InvalidArgument):
-
-        @app.job(timeout=-1)
-        def bad() -> None: ...
 
 
 def test_job_timeout_error_is_a_timeout() -> None:

@@ -33,6 +33,7 @@ from tasuki.core.records import (
     Release,
     UniqueClaim,
 )
+from tasuki.errors import InvalidArgument
 
 __all__ = [
     "DEFAULT_VISIBILITY_TIMEOUT",
@@ -53,6 +54,17 @@ __all__ = [
 ]
 
 
+def refuse_connection(backend: Backend, connection: object | None) -> None:
+    """Raise if a caller's connection is given to a backend that cannot join it."""
+    if connection is not None:
+        scheme = backend.url.split("://", 1)[0]
+        raise InvalidArgument(
+            f"{scheme}:// cannot enqueue inside your database transaction "
+            "(it lacks the transactional_enqueue capability); drop connection= "
+            "or use a sqlite:// or postgresql:// backend"
+        )
+
+
 class Backend(ABC):
     """A message store that enforces the tasuki lifecycle. See the module docstring."""
 
@@ -61,8 +73,16 @@ class Backend(ABC):
 
     # -- producing -------------------------------------------------------------------
     @abstractmethod
-    def enqueue(self, envelopes: Sequence[Envelope]) -> list[Enqueued]:
-        """Store messages; ids already known make no change (idempotent enqueue)."""
+    def enqueue(
+        self, envelopes: Sequence[Envelope], connection: object | None = None
+    ) -> list[Enqueued]:
+        """Store messages; ids already known make no change (idempotent enqueue).
+
+        `connection`: the caller's own database connection, inside whose open
+        transaction the messages are written (rolled back: they never existed). Only
+        backends with the `transactional_enqueue` capability take one; the others
+        refuse it with `refuse_connection`.
+        """
 
     # -- consuming -------------------------------------------------------------------
     @abstractmethod

@@ -109,8 +109,10 @@ class FaultyBackend(Backend):
         raise error
 
     # -- the backend, passed through ---------------------------------------------------
-    def enqueue(self, envelopes: Sequence[Envelope]) -> list[Enqueued]:
-        return self._call("enqueue", lambda: self.inner.enqueue(envelopes))
+    def enqueue(
+        self, envelopes: Sequence[Envelope], connection: object | None = None
+    ) -> list[Enqueued]:
+        return self._call("enqueue", lambda: self.inner.enqueue(envelopes, connection))
 
     def lease(
         self,

@@ -29,8 +29,10 @@ from tasuki.backends.base import (
     QueueStats,
     Receipt,
     Release,
+    refuse_connection,
 )
 from tasuki.backends.urls import query_options
+from tasuki.backends.waiting import lease_until
 from tasuki.core.message import DeadLetter, ErrorInfo
 
 WAITING, IN_FLIGHT, DEAD = 0, 1, 2
@@ -158,7 +160,10 @@ class MemoryBackend(Backend):
         return queue
 
     # -- producing -------------------------------------------------------------------
-    def enqueue(self, envelopes: Sequence[Envelope]) -> list[Enqueued]:
+    def enqueue(
+        self, envelopes: Sequence[Envelope], connection: object | None = None
+    ) -> list[Enqueued]:
+        refuse_connection(self, connection)
         results: list[Enqueued] = []
         with self._mutex:
             now = time.time()
@@ -193,17 +198,18 @@ class MemoryBackend(Backend):
         visibility_timeout: float = DEFAULT_VISIBILITY_TIMEOUT,
         wait: float = 0.0,
     ) -> list[Delivery]:
-        deadline = time.monotonic() + wait
-        with self._mutex:
-            while True:
-                now = time.time()
-                leased = self._lease_now(self._queue(queue), max_messages, visibility_timeout, now)
-                remaining = deadline - time.monotonic()
-                if leased or remaining <= 0:
-                    return leased
-                heap = self._queue(queue).heap
-                next_due = heap[0][0] - now if heap else remaining
-                self._changed.wait(max(0.001, min(remaining, next_due)))
+        def try_lease() -> tuple[list[Delivery], float]:
+            now = time.time()
+            queue_state = self._queue(queue)
+            leased = self._lease_now(queue_state, max_messages, visibility_timeout, now)
+            heap = queue_state.heap
+            return leased, (heap[0][0] - now if heap else float("inf"))
+
+        def wait_for_change(remaining: float, next_due: float) -> None:
+            self._changed.wait(max(0.001, min(remaining, next_due)))
+
+        with self._mutex:  # the condition's wait releases it
+            return lease_until(wait, try_lease, wait_for_change)
 
     def _lease_now(
         self, queue: _Queue, max_messages: int, default_vt: float, now: float

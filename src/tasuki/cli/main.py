@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "dead": ("dead", "dead"),
     "enqueue": ("enqueue", "enqueue"),
     "demo": ("demo", "demo"),
+    "migrate": ("migrate", "migrate"),
 }
 
 

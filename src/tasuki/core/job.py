@@ -163,14 +163,21 @@ class Job(Generic[P, R]):
         queue: str | None = None,
         message_id: str | None = None,
         headers: Mapping[str, str] | None = None,
+        connection: object | None = None,
     ) -> Enqueuer[P]:
-        """Per-call settings; `message_id` makes the enqueue idempotent."""
+        """Per-call settings; `message_id` makes the enqueue idempotent.
+
+        `connection`: your own database connection (psycopg for postgresql://, sqlite3
+        for sqlite://); the message is written in its open transaction, so it exists
+        only if that transaction commits.
+        """
         return Enqueuer(
             self,
             delay=check_delay(delay, eta),
             queue=check_queue(queue) if queue is not None else self.queue,
             message_id=check_message_id(message_id) if message_id is not None else None,
             headers=check_headers(headers),
+            connection=connection,
         )
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
@@ -192,12 +199,14 @@ class Enqueuer(Generic[P]):
         queue: str,
         message_id: str | None,
         headers: dict[str, str],
+        connection: object | None = None,
     ) -> None:
         self.job = job
         self.delay = delay
         self.queue = queue
         self.message_id = message_id
         self.headers = headers
+        self.connection = connection
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
         return self.job.producer.enqueue_calls(self.job, [(args, kwargs)], self)[0]

@@ -37,11 +37,13 @@ from tasuki.backends.base import (
     QueueStats,
     Receipt,
     Release,
+    refuse_connection,
 )
 from tasuki.backends.redis import connection
 from tasuki.backends.redis.connection import Connection, RedisOptions
 from tasuki.backends.redis.keys import KeySpace, QueueKeys
 from tasuki.backends.redis.slots import key_slot
+from tasuki.backends.waiting import lease_until
 from tasuki.core.message import DeadLetter, ErrorInfo
 from tasuki.errors import BackendError, InvalidArgument, MessageTooLarge
 
@@ -163,7 +165,10 @@ class RedisBackend(Backend):
             conn.announced[marker] = now
 
     # -- producing -------------------------------------------------------------------
-    def enqueue(self, envelopes: Sequence[Envelope]) -> list[Enqueued]:
+    def enqueue(
+        self, envelopes: Sequence[Envelope], connection: object | None = None
+    ) -> list[Enqueued]:
+        refuse_connection(self, connection)
         if not envelopes:
             return []
         self._check(envelopes)
@@ -256,16 +261,20 @@ class RedisBackend(Backend):
     ) -> list[Delivery]:
         if max_messages <= 0:
             return []
-        deadline = time.monotonic() + wait
         keys, script_keys, args = self._lease_request(queue, max_messages, visibility_timeout)
-        while True:
+
+        def try_lease() -> tuple[list[Delivery], int]:
+            # The script returns the deliveries, or only the microseconds until the next
+            # delayed message falls due (-1: none), which is the wait's hint.
             reply = self._eval("lease", script_keys, args)
             if len(reply) > 1:
-                return _deliveries(queue, reply, visibility_timeout)
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return []
-            self._pause(keys.signal, remaining, reply[0])
+                return _deliveries(queue, reply, visibility_timeout), -1
+            return [], int(reply[0])
+
+        def wait_for_change(remaining: float, hint_us: int) -> None:
+            self._pause(keys.signal, remaining, hint_us)
+
+        return lease_until(wait, try_lease, wait_for_change)
 
     def _lease_request(
         self, queue: str, max_messages: int, visibility_timeout: float

@@ -1,0 +1,340 @@
+"""`postgresql://user:pass@host:port/db?schema=tasuki` — many machines, one database.
+
+The lifecycle is the shared SQL layer's (`tasuki.backends.sql.base`); this module is
+PostgreSQL's dialect: a connection pool, write transactions, LISTEN/NOTIFY wake-ups and
+`queries.sql` (the same query names as SQLite's).
+
+- **Leasing** selects due rows `FOR UPDATE SKIP LOCKED` in batches, so concurrent
+  leasers never wait on each other's rows, then buries the exhausted ones and leases the
+  rest in the same transaction. Expired leases are found by the same index walk (a lease
+  in flight is "visible" again once `visible_at` passes): there is no sweeper to die.
+- **Wake-ups**: every write that makes messages ready sends `pg_notify` in its
+  transaction (delivered on commit). One listener thread per backend holds a LISTEN
+  session and wakes waiting leasers; if that session is lost, waits fall back to polling
+  (logged once) while it reconnects.
+- **Locks** live in a table with an expiry column, not in advisory locks: a lock must
+  outlive the session that took it (a worker's lock is renewed over many connections
+  from the pool, and a unique claim is taken by the producer's enqueue and released by
+  the worker), must have a TTL, and must be taken atomically with the enqueue's insert —
+  session advisory locks have none of the three.
+- **Schema**: versioned migrations (`migrations/NNNN_*.sql`), applied on first use
+  unless `?migrate=false`, or by `tasuki migrate --url ...`; a transaction-level advisory
+  lock keeps two workers starting at once from racing.
+- **Time**: `now` comes from the client's clock, like SQLite's; hosts sharing a database
+  must keep their clocks in sync (NTP), as they must for any delay to mean the same.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from importlib import resources
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import psycopg
+from psycopg.rows import tuple_row
+from psycopg_pool import ConnectionPool
+
+from tasuki.backends.base import Capabilities
+from tasuki.backends.sql.base import Connection, QueryName, SQLBackend, load_dialect_queries
+from tasuki.errors import BackendError, BackendUnavailable, InvalidArgument, InvalidURL
+
+Q = load_dialect_queries("tasuki.backends.postgres")
+MIGRATIONS = "tasuki.backends.postgres.migrations"
+
+DEFAULT_MAX_MESSAGE_SIZE = 16 * 1024 * 1024
+_TABLE = re.compile(r"\b(tasuki_(?:messages|finished|locks))\b")
+_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+# While the LISTEN session is down, waits poll at this interval.
+FALLBACK_POLL = 0.25
+
+log = logging.getLogger("tasuki.postgres")
+# URL options read by tasuki; any other (sslmode, connect_timeout ...) goes to libpq.
+OPTIONS = {"schema", "migrate", "pool_size", "max_message_size"}
+
+
+def redact(url: str) -> str:
+    """The URL with its password replaced, for messages and `Backend.url`."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+
+
+def migrations() -> list[tuple[int, str, str]]:
+    """(version, file name, SQL) of every migration, in order."""
+    found = []
+    for entry in resources.files(MIGRATIONS).iterdir():
+        name = entry.name
+        if name.endswith(".sql") and name[:4].isdigit():
+            found.append((int(name[:4]), name, entry.read_text("utf-8")))
+    return sorted(found)
+
+
+def migrate(conn: psycopg.Connection[Any], schema: str) -> list[str]:
+    """Bring `schema` up to date; returns the names of the migrations applied.
+
+    One transaction, under a transaction-level advisory lock on the schema's name, so
+    two processes migrating at once run each migration exactly once.
+    """
+    applied: list[str] = []
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"tasuki-migrate:{schema}",))
+        conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+        conn.execute(f'SET LOCAL search_path TO "{schema}"')
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS tasuki_migrations ("
+            " version integer PRIMARY KEY, name text NOT NULL,"
+            " applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        done = {row[0] for row in conn.execute("SELECT version FROM tasuki_migrations")}
+        for version, name, sql in migrations():
+            if version in done:
+                continue
+            conn.execute(sql.encode())
+            conn.execute(
+                "INSERT INTO tasuki_migrations (version, name) VALUES (%s, %s)", (version, name)
+            )
+            applied.append(name)
+    return applied
+
+
+class PostgresDialect:
+    """A psycopg pool (remade after a fork), autocommit connections, explicit transactions."""
+
+    queries = Q
+
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        schema: str,
+        pool_size: int,
+        max_message_size: int,
+        display_url: str,
+    ) -> None:
+        self.conninfo = conninfo
+        self.schema = schema
+        self.channel = f"tasuki:{schema}"
+        self.display_url = display_url
+        self.capabilities = Capabilities(
+            max_message_size=max_message_size, transactional_enqueue=True
+        )
+        self.qualified: Mapping[QueryName, str] = {
+            name: _TABLE.sub(f'"{schema}".\\1', sql) for name, sql in Q.items()
+        }
+        self._pool_size = pool_size
+        self._pool: ConnectionPool[psycopg.Connection[Any]] | None = None
+        self._pid = 0
+        self._mutex = threading.Lock()
+        self._closed = False
+        # Wake-ups: a counter bumped by the listener thread on every notification.
+        self._changed = threading.Condition()
+        self._version = 0
+        self._listener: threading.Thread | None = None
+        self._listening = False
+
+    # -- connections -----------------------------------------------------------------
+    def connect(self) -> psycopg.Connection[Any]:
+        """A fresh connection of our own (migrations, the LISTEN session)."""
+        try:
+            return psycopg.connect(self.conninfo, autocommit=True)
+        except psycopg.ProgrammingError as exc:  # libpq refused the URL itself
+            raise InvalidURL(f"invalid PostgreSQL URL {self.display_url}: {exc}") from exc
+        except psycopg.Error as exc:
+            raise BackendUnavailable(f"cannot connect to {self.display_url}: {exc}") from exc
+
+    def pool(self) -> ConnectionPool[psycopg.Connection[Any]]:
+        pool = self._pool
+        if pool is not None and self._pid == os.getpid():
+            return pool
+        with self._mutex:
+            if self._closed:
+                raise BackendError("the PostgreSQL backend is closed")
+            if self._pool is None or self._pid != os.getpid():
+                self._pool = ConnectionPool(
+                    self.conninfo,
+                    min_size=1,
+                    max_size=self._pool_size,
+                    kwargs={
+                        "autocommit": True,
+                        "options": f"-c search_path={self.schema}",
+                    },
+                    open=True,
+                    name=f"tasuki-{self.schema}",
+                )
+                self._pid = os.getpid()
+            return self._pool
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[Connection]:
+        try:
+            with self.pool().connection() as conn:
+                yield conn
+        except psycopg.OperationalError as exc:
+            raise BackendUnavailable(f"PostgreSQL at {self.display_url}: {exc}") from exc
+        except psycopg.Error as exc:
+            raise BackendError(f"PostgreSQL at {self.display_url}: {exc}") from exc
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[Connection]:
+        try:
+            with self.pool().connection() as conn, conn.transaction():
+                yield conn
+        except psycopg.OperationalError as exc:
+            raise BackendUnavailable(f"PostgreSQL at {self.display_url}: {exc}") from exc
+        except psycopg.Error as exc:
+            raise BackendError(f"PostgreSQL at {self.display_url}: {exc}") from exc
+
+    def joined(self, connection: object) -> tuple[Connection, Mapping[QueryName, str]]:
+        """The caller's psycopg connection; queries name our schema (its search_path is
+        the caller's business) and read rows as tuples whatever its row factory."""
+        if not isinstance(connection, psycopg.Connection):
+            raise InvalidArgument(
+                f"postgresql:// takes a psycopg.Connection as connection=, "
+                f"got {type(connection).__name__}"
+            )
+        return connection.cursor(row_factory=tuple_row), self.qualified
+
+    @staticmethod
+    def values(items: list[Any]) -> object:
+        return items  # an array parameter (`= ANY(%(seqs)s)`)
+
+    # -- wake-ups --------------------------------------------------------------------
+    def changed(self, conn: Connection, queues: Sequence[str]) -> None:
+        for queue in queues:
+            conn.execute("SELECT pg_notify(%s, %s)", (self.channel, queue))
+
+    def committed(self) -> None:
+        """Waiters, here and elsewhere, hear the NOTIFY sent with the commit."""
+
+    def wait_hint(self) -> int:
+        self._ensure_listener()
+        return self._version
+
+    def wait(self, queue: str, timeout: float, hint: object) -> None:
+        until = time.monotonic() + timeout
+        with self._changed:
+            while self._version == hint:
+                remaining = until - time.monotonic()
+                if remaining <= 0:
+                    return
+                if not self._listening:
+                    remaining = min(remaining, FALLBACK_POLL)
+                    self._changed.wait(remaining)
+                    return
+                self._changed.wait(remaining)
+
+    def _ensure_listener(self) -> None:
+        if self._listener is not None or self._closed:
+            return
+        with self._mutex:
+            if self._listener is None:
+                self._listener = threading.Thread(
+                    target=self._listen, name="tasuki-postgres-listen", daemon=True
+                )
+                self._listener.start()
+
+    def _bump(self) -> None:
+        with self._changed:
+            self._version += 1
+            self._changed.notify_all()
+
+    def _listen(self) -> None:
+        """Hold a LISTEN session; on loss, poll (logged) while reconnecting every second."""
+        lost_logged = False
+        while not self._closed:
+            try:
+                with psycopg.connect(self.conninfo, autocommit=True) as conn:
+                    conn.execute(f'LISTEN "{self.channel}"')
+                    self._listening = True
+                    if lost_logged:
+                        log.warning("PostgreSQL notifications are back; polling stops")
+                        lost_logged = False
+                    self._bump()  # anything committed while we were away
+                    while not self._closed:
+                        for _ in conn.notifies(timeout=1.0):
+                            self._bump()
+            except psycopg.Error as exc:
+                if self._closed:
+                    return
+                self._listening = False
+                self._bump()
+                if not lost_logged:
+                    log.warning(
+                        "PostgreSQL notification session lost (%s); polling every %.2fs "
+                        "until it reconnects",
+                        exc,
+                        FALLBACK_POLL,
+                    )
+                    lost_logged = True
+                time.sleep(1.0)
+        self._listening = False
+
+    # -- operating -------------------------------------------------------------------
+    def ping(self) -> None:
+        with self.read() as conn:
+            conn.execute("SELECT 1").fetchone()
+
+    def close(self) -> None:
+        with self._mutex:
+            self._closed = True
+            pool, self._pool = self._pool, None
+        if pool is not None and self._pid == os.getpid():
+            pool.close()
+        self._bump()
+
+
+class PostgresBackend(SQLBackend):
+    def __init__(
+        self,
+        url: str,
+        *,
+        schema: str = "tasuki",
+        migrate: bool = True,
+        pool_size: int = 8,
+        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+    ) -> None:
+        if not _SCHEMA_NAME.match(schema):
+            raise InvalidURL(f"bad schema name {schema!r}: lower-case letters, digits and _")
+        conninfo, _ = split_options(url, OPTIONS)
+        conninfo = urlunsplit(urlsplit(conninfo)._replace(scheme="postgresql"))
+        self.schema = schema
+        self.postgres = PostgresDialect(
+            conninfo,
+            schema=schema,
+            pool_size=pool_size,
+            max_message_size=max_message_size,
+            display_url=redact(url),
+        )
+        super().__init__(redact(url), self.postgres)
+        if migrate:
+            self.migrate()
+
+    def migrate(self) -> list[str]:
+        """Apply the migrations this schema lacks; returns their names."""
+        with self.postgres.connect() as conn:
+            try:
+                return migrate(conn, self.schema)
+            except psycopg.Error as exc:
+                raise BackendError(f"migrating {self.url} failed: {exc}") from exc
+
+
+def split_options(url: str, names: set[str]) -> tuple[str, str]:
+    """(URL without tasuki's options, tasuki's options as a query string)."""
+    parts = urlsplit(url)
+    ours: list[tuple[str, str]] = []
+    theirs: list[tuple[str, str]] = []
+    for name, value in parse_qsl(parts.query, keep_blank_values=True):
+        (ours if name in names else theirs).append((name, value))
+    rest: str = urlunsplit(parts._replace(query=urlencode(theirs)))
+    return rest, urlencode(ours)

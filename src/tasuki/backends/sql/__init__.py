@@ -1,0 +1,1 @@
+"""The shared layer of the SQL backends (SQLite, PostgreSQL): see `base`."""

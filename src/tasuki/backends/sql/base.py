@@ -1,0 +1,520 @@
+"""What the SQL backends share: the lifecycle in Python, once, over a small dialect.
+
+SQLite and PostgreSQL store messages the same way (one row per message in every state,
+`visible_at` meaning "ready at" while waiting and "lease expires at" while in flight, a
+finished-ids table for the id window, a locks table), so everything above the SQL —
+transactions around each operation, the lease loop that buries exhausted messages and
+leases the rest, stats, dead letters, redrive, purge, the lock store — lives here. A
+backend brings a `Dialect`: how to open connections and begin a write transaction, how
+to pass a list of values to a query, how a waiting leaser is woken, and its `.sql` file
+defining every name of `QueryName` (checked when the backend's module is imported).
+
+Times passed to the queries (`:now`) come from `clock`, one instant per transaction.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Literal, Protocol, get_args
+
+import orjson
+
+from tasuki.backends.base import (
+    DEFAULT_VISIBILITY_TIMEOUT,
+    Backend,
+    Bury,
+    Capabilities,
+    Delivery,
+    Enqueued,
+    Envelope,
+    LockHolder,
+    LockStore,
+    QueueStats,
+    Receipt,
+    Release,
+)
+from tasuki.backends.sqlfiles import load_queries
+from tasuki.backends.waiting import lease_until
+from tasuki.core.message import DeadLetter, ErrorInfo
+
+QueryName = Literal[
+    "known_id",
+    "insert_message",
+    "replace_waiting_payload",
+    "due_candidates",
+    "lease_rows",
+    "bury_exhausted",
+    "next_visible_at",
+    "ack",
+    "remember_finished",
+    "extend",
+    "release",
+    "bury",
+    "stats",
+    "queues",
+    "dead_letters",
+    "dead_letter",
+    "redrive_all",
+    "redrive_ids",
+    "purge_dead",
+    "purge_waiting_locks",
+    "purge",
+    "forget_expired",
+    "lock_acquire",
+    "lock_renew",
+    "lock_release",
+    "lock_swap",
+    "lock_holder",
+    "lock_drop_owned",
+    "locks_forget_expired",
+]
+# Every SQL backend's query file defines exactly these names.
+REQUIRED: frozenset[QueryName] = frozenset(get_args(QueryName))
+
+Queries = Mapping[QueryName, str]
+CLEANUP_EVERY = 30.0
+
+
+def load_dialect_queries(package: str, filename: str = "queries.sql") -> Queries:
+    """A backend's named queries, checked against `REQUIRED` (raises at import on a typo)."""
+    return load_queries(package, filename, REQUIRED)  # type: ignore[return-value]
+
+
+class Cursor(Protocol):
+    @property
+    def rowcount(self) -> int: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+
+class Connection(Protocol):
+    """The little of a DB-API connection the shared layer uses (sqlite3 and psycopg agree)."""
+
+    def execute(self, sql: Any, params: Any = ..., /) -> Cursor: ...
+
+
+class Dialect(Protocol):
+    """What differs between SQL engines, below the shared lifecycle."""
+
+    queries: Queries
+    # What `SQLBackend` reports as its capabilities.
+    capabilities: Capabilities
+
+    def read(self) -> AbstractContextManager[Connection]:
+        """A connection for a read outside any transaction of ours."""
+
+    def write(self) -> AbstractContextManager[Connection]:
+        """A write transaction, committed when the block ends, rolled back on error."""
+
+    def joined(self, connection: object) -> tuple[Connection, Queries]:
+        """The caller's connection, checked, and the queries to run on it."""
+
+    def values(self, items: list[Any]) -> object:
+        """A list of values as the `.sql` files take it (`:seqs`, `:ids`)."""
+
+    def changed(self, conn: Connection, queues: Sequence[str]) -> None:
+        """Inside a write: messages of `queues` may have become ready (wake waiters)."""
+
+    def committed(self) -> None:
+        """After a write that called `changed` committed (in-process wake-ups)."""
+
+    def wait_hint(self) -> object:
+        """Read before a lease attempt; handed to `wait` so a change in between counts."""
+
+    def wait(self, queue: str, timeout: float, hint: object) -> None:
+        """Block up to `timeout` s, returning early when `queue` may have changed."""
+
+    def ping(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class SQLBackend(Backend):
+    """The message lifecycle over a `Dialect`. See the module docstring."""
+
+    def __init__(self, url: str, dialect: Dialect, clock: Callable[[], float] = time.time):
+        self.url = url
+        self.dialect = dialect
+        self.capabilities = dialect.capabilities
+        self.q = dialect.queries
+        self.clock = clock
+        self._next_cleanup = 0.0
+        self._locks = SQLLockStore(self)
+
+    def _maybe_cleanup(self, conn: Connection, q: Queries, now: float) -> None:
+        if now >= self._next_cleanup:
+            self._next_cleanup = now + CLEANUP_EVERY
+            conn.execute(q["forget_expired"], {"now": now})
+            conn.execute(q["locks_forget_expired"], {"now": now})
+
+    # -- producing -------------------------------------------------------------------
+    def enqueue(
+        self, envelopes: Sequence[Envelope], connection: object | None = None
+    ) -> list[Enqueued]:
+        if connection is not None:
+            # The caller's transaction: written now, visible (and announced) on its commit.
+            conn, queries = self.dialect.joined(connection)
+            return self.enqueue_in(conn, envelopes, queries)
+        with self.dialect.write() as conn:
+            results = self.enqueue_in(conn, envelopes)
+        self.dialect.committed()
+        return results
+
+    def enqueue_in(
+        self, conn: Connection, envelopes: Sequence[Envelope], queries: Queries | None = None
+    ) -> list[Enqueued]:
+        """Enqueue inside a transaction that is already open on `conn`."""
+        q = self.q if queries is None else queries
+        now = self.clock()
+        results = [self._enqueue_one(conn, q, env, now) for env in envelopes]
+        queues = {
+            env.queue
+            for env, result in zip(envelopes, results, strict=True)
+            if result.status != "duplicate"
+        }
+        if queues:
+            self.dialect.changed(conn, sorted(queues))
+        self._maybe_cleanup(conn, q, now)
+        return results
+
+    def _enqueue_one(self, conn: Connection, q: Queries, env: Envelope, now: float) -> Enqueued:
+        if conn.execute(q["known_id"], {"queue": env.queue, "id": env.id, "now": now}).fetchone():
+            return Enqueued(env.id, "duplicate")
+        headers = orjson.dumps(dict(env.headers)).decode()
+        unique_key = None
+        if env.unique is not None:
+            unique_key = env.unique.key
+            holder = self._unique_holder(conn, q, env, now)
+            if holder is not None:
+                if env.unique.replace:
+                    replaced = conn.execute(
+                        q["replace_waiting_payload"],
+                        {"queue": env.queue, "id": holder, "body": env.body, "headers": headers},
+                    ).rowcount
+                    if replaced:
+                        return Enqueued(holder, "replaced")
+                return Enqueued(holder, "conflict")
+        inserted = conn.execute(
+            q["insert_message"],
+            {
+                "queue": env.queue,
+                "id": env.id,
+                "body": env.body,
+                "headers": headers,
+                "now": now,
+                "delay": env.delay,
+                "max_attempts": env.max_attempts,
+                "visibility_timeout": env.visibility_timeout,
+                "keep_id": env.keep_id,
+                "unique_key": unique_key,
+            },
+        ).rowcount
+        # 0 only where the engine lets a concurrent enqueue of the same id win the race
+        # (PostgreSQL: ON CONFLICT DO NOTHING); SQLite's writes are serialized.
+        return Enqueued(env.id, "enqueued" if inserted else "duplicate")
+
+    def _unique_holder(self, conn: Connection, q: Queries, env: Envelope, now: float) -> str | None:
+        """Take the unique claim for `env`, or return the id of the live holder."""
+        assert env.unique is not None
+        key = env.unique.key
+        row = conn.execute(q["lock_holder"], {"key": key, "now": now}).fetchone()
+        if row is not None and row[0] != env.id:
+            return str(row[0])
+        taken = conn.execute(
+            q["lock_acquire"],
+            {"key": key, "owner": env.id, "ttl": env.unique.ttl, "now": now},
+        ).rowcount
+        if taken:
+            return None
+        # A concurrent enqueue took the claim between the two statements.
+        row = conn.execute(q["lock_holder"], {"key": key, "now": now}).fetchone()
+        return None if row is None or row[0] == env.id else str(row[0])
+
+    # -- consuming -------------------------------------------------------------------
+    def lease(
+        self,
+        queue: str,
+        max_messages: int,
+        visibility_timeout: float = DEFAULT_VISIBILITY_TIMEOUT,
+        wait: float = 0.0,
+    ) -> list[Delivery]:
+        if max_messages <= 0:
+            return []
+        if wait <= 0:
+            return self._lease_now(queue, max_messages, visibility_timeout)
+
+        def try_lease() -> tuple[list[Delivery], object]:
+            hint = self.dialect.wait_hint()
+            return self._lease_now(queue, max_messages, visibility_timeout), hint
+
+        def wait_for_change(remaining: float, hint: object) -> None:
+            with self.dialect.read() as conn:
+                row = conn.execute(self.q["next_visible_at"], {"queue": queue}).fetchone()
+            due_in = (row[0] - self.clock()) if row and row[0] is not None else float("inf")
+            self.dialect.wait(queue, min(remaining, max(0.0, due_in)), hint)
+
+        return lease_until(wait, try_lease, wait_for_change)
+
+    def _lease_now(self, queue: str, max_messages: int, vt: float) -> list[Delivery]:
+        q, values = self.q, self.dialect.values
+        leased: list[Delivery] = []
+        with self.dialect.write() as conn:
+            now = self.clock()
+            while len(leased) < max_messages:
+                rows = conn.execute(
+                    q["due_candidates"],
+                    {"queue": queue, "now": now, "limit": max_messages - len(leased)},
+                ).fetchall()
+                if not rows:
+                    break
+                exhausted = [seq for seq, done in rows if done]
+                fresh = [seq for seq, done in rows if not done]
+                if exhausted:
+                    buried = conn.execute(
+                        q["bury_exhausted"], {"seqs": values(exhausted), "now": now}
+                    ).fetchall()
+                    self._drop_unique_locks(conn, buried)
+                if fresh:
+                    params = {
+                        "seqs": values(fresh),
+                        "now": now,
+                        "nonce": os.urandom(6).hex(),
+                        "visibility_timeout": vt,
+                    }
+                    for row in conn.execute(q["lease_rows"], params).fetchall():
+                        leased.append(
+                            Delivery(
+                                queue=queue,
+                                id=row[0],
+                                body=bytes(row[1]),
+                                headers=orjson.loads(row[2]),
+                                attempt=row[3],
+                                max_attempts=row[4],
+                                enqueued_at=float(row[5]),
+                                token=row[6],
+                                fencing_token=row[7],
+                                visibility_timeout=float(row[8]),
+                            )
+                        )
+                if not exhausted:
+                    break
+        return leased
+
+    def _settle(self, query: str, params: list[dict[str, Any]]) -> list[bool]:
+        with self.dialect.write() as conn:
+            now = self.clock()
+            results = []
+            for p in params:
+                p["now"] = now
+                results.append(conn.execute(query, p).rowcount == 1)
+        return results
+
+    def ack(self, receipts: Sequence[Receipt]) -> list[bool]:
+        q = self.q
+        results = []
+        with self.dialect.write() as conn:
+            now = self.clock()
+            for r in receipts:
+                row = conn.execute(
+                    q["ack"], {"queue": r.queue, "id": r.id, "token": r.token}
+                ).fetchone()
+                if row is not None and row[0] > 0:
+                    conn.execute(
+                        q["remember_finished"],
+                        {"queue": r.queue, "id": r.id, "now": now, "keep_id": row[0]},
+                    )
+                results.append(row is not None)
+        return results
+
+    def extend(self, receipts: Sequence[Receipt], visibility_timeout: float) -> list[bool]:
+        return self._settle(
+            self.q["extend"],
+            [
+                {
+                    "queue": r.queue,
+                    "id": r.id,
+                    "token": r.token,
+                    "visibility_timeout": visibility_timeout,
+                }
+                for r in receipts
+            ],
+        )
+
+    def release(self, releases: Sequence[Release]) -> list[bool]:
+        with self.dialect.write() as conn:
+            now = self.clock()
+            results = [
+                conn.execute(
+                    self.q["release"],
+                    {
+                        "queue": item.receipt.queue,
+                        "id": item.receipt.id,
+                        "token": item.receipt.token,
+                        "delay": item.delay,
+                        "refund": 0 if item.penalty else 1,
+                        "now": now,
+                    },
+                ).rowcount
+                == 1
+                for item in releases
+            ]
+            queues = {item.receipt.queue for item, ok in zip(releases, results, strict=True) if ok}
+            if queues:
+                self.dialect.changed(conn, sorted(queues))
+        self.dialect.committed()
+        return results
+
+    def bury(self, burials: Sequence[Bury]) -> list[bool]:
+        results = []
+        with self.dialect.write() as conn:
+            now = self.clock()
+            for item in burials:
+                r, err = item.receipt, item.error
+                rows = conn.execute(
+                    self.q["bury"],
+                    {
+                        "queue": r.queue,
+                        "id": r.id,
+                        "token": r.token,
+                        "now": now,
+                        "reason": item.reason,
+                        "error_type": err.type if err else None,
+                        "error_message": err.message if err else None,
+                        "error_traceback": err.traceback if err else None,
+                    },
+                ).fetchall()
+                self._drop_unique_locks(conn, rows)
+                results.append(bool(rows))
+        return results
+
+    def _drop_unique_locks(self, conn: Connection, rows: Sequence[Sequence[Any]]) -> None:
+        """A dead message gives up its uniqueness lock, so the job can be enqueued again."""
+        for msg_id, unique_key in rows:
+            if unique_key is not None:
+                conn.execute(self.q["lock_drop_owned"], {"key": unique_key, "owner": msg_id})
+
+    # -- operating -------------------------------------------------------------------
+    def stats(self, queue: str) -> QueueStats:
+        now = self.clock()
+        with self.dialect.read() as conn:
+            row = conn.execute(self.q["stats"], {"queue": queue, "now": now}).fetchone()
+        ready, in_flight, delayed, dead, oldest = row
+        age = max(0.0, now - oldest) if oldest is not None else 0.0
+        return QueueStats(ready, in_flight, delayed, dead, age)
+
+    def queues(self) -> list[str]:
+        with self.dialect.read() as conn:
+            return [row[0] for row in conn.execute(self.q["queues"]).fetchall()]
+
+    def dead_letters(self, queue: str, limit: int = 100, offset: int = 0) -> list[DeadLetter]:
+        params = {"queue": queue, "limit": limit, "offset": offset}
+        with self.dialect.read() as conn:
+            rows = conn.execute(self.q["dead_letters"], params).fetchall()
+        return [_dead_letter(queue, row) for row in rows]
+
+    def dead_letter(self, queue: str, id: str) -> DeadLetter | None:
+        with self.dialect.read() as conn:
+            row = conn.execute(self.q["dead_letter"], {"queue": queue, "id": id}).fetchone()
+        return None if row is None else _dead_letter(queue, row)
+
+    def redrive(self, queue: str, ids: Sequence[str] | None = None) -> int:
+        with self.dialect.write() as conn:
+            now = self.clock()
+            if ids is None:
+                count = conn.execute(self.q["redrive_all"], {"queue": queue, "now": now}).rowcount
+            else:
+                params = {"queue": queue, "now": now, "ids": self.dialect.values(list(ids))}
+                count = conn.execute(self.q["redrive_ids"], params).rowcount
+            if count:
+                self.dialect.changed(conn, [queue])
+        self.dialect.committed()
+        return count
+
+    def purge_dead(self, queue: str) -> int:
+        with self.dialect.write() as conn:
+            return conn.execute(self.q["purge_dead"], {"queue": queue}).rowcount
+
+    def purge(self, queue: str) -> int:
+        with self.dialect.write() as conn:
+            conn.execute(self.q["purge_waiting_locks"], {"queue": queue})
+            return conn.execute(self.q["purge"], {"queue": queue}).rowcount
+
+    @property
+    def locks(self) -> SQLLockStore:
+        return self._locks
+
+    def ping(self) -> None:
+        self.dialect.ping()
+
+    def close(self) -> None:
+        self.dialect.close()
+
+
+class SQLLockStore(LockStore):
+    """Locks in the same database as the messages, so enqueue can take one in its transaction."""
+
+    def __init__(self, backend: SQLBackend) -> None:
+        self._backend = backend
+        self.clock: Callable[[], float] = time.time  # tests drive time by hand
+
+    def _one(self, query: QueryName, params: dict[str, Any]) -> int:
+        with self._backend.dialect.write() as conn:
+            params["now"] = self.clock()
+            return int(conn.execute(self._backend.q[query], params).rowcount)
+
+    def acquire(self, key: str, owner: str, ttl: float) -> bool:
+        return self._one("lock_acquire", {"key": key, "owner": owner, "ttl": ttl}) == 1
+
+    def renew(self, keys: Sequence[str], owner: str, ttl: float) -> list[bool]:
+        query = self._backend.q["lock_renew"]
+        with self._backend.dialect.write() as conn:
+            now = self.clock()
+            return [
+                conn.execute(query, {"key": k, "owner": owner, "ttl": ttl, "now": now}).rowcount
+                == 1
+                for k in keys
+            ]
+
+    def release(self, key: str, owner: str) -> bool:
+        return self._one("lock_release", {"key": key, "owner": owner}) == 1
+
+    def swap(self, key: str, owner: str, new_owner: str, ttl: float) -> bool:
+        params = {"key": key, "owner": owner, "new_owner": new_owner, "ttl": ttl}
+        return self._one("lock_swap", params) == 1
+
+    def holder(self, key: str) -> LockHolder | None:
+        now = self.clock()
+        with self._backend.dialect.read() as conn:
+            row = conn.execute(self._backend.q["lock_holder"], {"key": key, "now": now}).fetchone()
+        return None if row is None else LockHolder(row[0], row[1] - now)
+
+
+def _dead_letter(queue: str, row: Sequence[Any]) -> DeadLetter:
+    (msg_id, body, headers, attempt, reason, etype, emessage, etb, died_at, enqueued_at) = row
+    error = ErrorInfo(etype, emessage or "", etb or "") if etype else None
+    return DeadLetter(
+        id=msg_id,
+        queue=queue,
+        body=bytes(body),
+        headers=orjson.loads(headers),
+        attempt=attempt,
+        reason=reason or "",
+        error=error,
+        died_at=died_at,
+        enqueued_at=enqueued_at,
+    )
+
+
+__all__ = [
+    "REQUIRED",
+    "Connection",
+    "Dialect",
+    "QueryName",
+    "SQLBackend",
+    "SQLLockStore",
+]

@@ -1,0 +1,123 @@
+"""What only the PostgreSQL backend has: migrations, its URL, LISTEN/NOTIFY wake-ups."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import psycopg
+import pytest
+from click.testing import CliRunner
+
+from tasuki import errors
+from tasuki.backends.base import Delivery, Envelope
+from tasuki.backends.postgres import PostgresBackend, from_url
+from tasuki.backends.postgres.backend import migrations
+from tasuki.cli.main import cli
+from tests.support.servers import PostgresServer
+
+
+@pytest.fixture
+def url(postgres_server: PostgresServer) -> str:
+    return postgres_server.url(f"t_{uuid.uuid4().hex[:12]}")
+
+
+def _applied(url: str) -> list[int]:
+    schema = url.rsplit("schema=", 1)[1]
+    base = url.split("?", 1)[0]
+    with psycopg.connect(base) as conn:
+        rows = conn.execute(f'SELECT version FROM "{schema}".tasuki_migrations').fetchall()
+    return sorted(row[0] for row in rows)
+
+
+def test_concurrent_first_use_migrates_once(url: str) -> None:
+    backends: list[PostgresBackend] = []
+    failures: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            backends.append(from_url(url))
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=start) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not failures
+    assert _applied(url) == [version for version, _, _ in migrations()]
+    for b in backends:
+        b.close()
+
+
+def test_migrate_false_and_the_cli_command(url: str) -> None:
+    backend = from_url(f"{url}&migrate=false")
+    with pytest.raises(errors.BackendError, match="tasuki_messages"):
+        backend.enqueue([Envelope("q", "a", b"x")])
+    runner = CliRunner()
+    first = runner.invoke(cli, ["migrate", "--url", url])
+    assert first.exit_code == 0, first.output
+    assert "applied 1 migration" in first.output
+    again = runner.invoke(cli, ["migrate", "--url", url])
+    assert again.exit_code == 0 and "up to date" in again.output
+    assert backend.enqueue([Envelope("q", "a", b"x")])[0].status == "enqueued"
+    backend.close()
+
+
+def test_the_password_is_never_shown(postgres_server: PostgresServer) -> None:
+    url = postgres_server.url(f"t_{uuid.uuid4().hex[:12]}").replace(
+        "postgres@", "postgres:hunter2@"
+    )
+    backend = from_url(url)
+    assert "hunter2" not in backend.url and ":***@" in backend.url
+    backend.close()
+    with pytest.raises(errors.InvalidURL, match="bogus"):
+        from_url(f"{url}&bogus=1")
+
+
+def test_an_idle_leaser_wakes_on_notify(url: str) -> None:
+    consumer, producer = from_url(url), from_url(url)
+    consumer.lease("q", 1, wait=0.01)  # the listener is up before the clock starts
+    got: list[Delivery] = []
+    waited: list[float] = []
+
+    def lease() -> None:
+        start = time.monotonic()
+        got.extend(consumer.lease("q", 1, 30.0, wait=10.0))
+        waited.append(time.monotonic() - start)
+
+    t = threading.Thread(target=lease)
+    t.start()
+    time.sleep(0.3)
+    sent = time.monotonic()
+    producer.enqueue([Envelope("q", "a", b"x")])
+    t.join(15)
+    assert [d.id for d in got] == ["a"]
+    assert waited[0] < 5.0
+    woke_after = time.monotonic() - sent
+    assert woke_after < 0.2, f"woken {woke_after * 1000:.0f} ms after the commit"
+    consumer.close()
+    producer.close()
+
+
+def test_lost_notification_session_falls_back_to_polling(
+    url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    consumer, producer = from_url(url), from_url(url)
+    consumer.lease("q", 1, wait=0.01)
+    base = url.split("?", 1)[0]
+    with psycopg.connect(base, autocommit=True) as admin:
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE query LIKE 'LISTEN%%' AND pid <> pg_backend_pid()"
+        )
+    deadline = time.monotonic() + 5
+    while not any("polling" in r.getMessage() for r in caplog.records):
+        assert time.monotonic() < deadline, "no log line for the lost session"
+        time.sleep(0.02)
+    producer.enqueue([Envelope("q", "a", b"x")])
+    assert [d.id for d in consumer.lease("q", 1, 30.0, wait=5.0)] == ["a"]
+    consumer.close()
+    producer.close()
