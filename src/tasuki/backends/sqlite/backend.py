@@ -64,6 +64,7 @@ class SQLiteBackend(Backend):
         busy_timeout: float = 30.0,
         max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
         poll_interval: float = 0.02,
+        create: bool = True,
     ) -> None:
         if path in ("", ":memory:") or path.startswith("file::memory:"):
             raise InvalidURL(
@@ -73,6 +74,11 @@ class SQLiteBackend(Backend):
         if synchronous not in SYNCHRONOUS:
             raise InvalidURL(
                 f"sqlite synchronous must be one of {SYNCHRONOUS}, got {synchronous!r}"
+            )
+        if not create and not os.path.isfile(path):
+            raise BackendUnavailable(
+                f"no SQLite database at {path!r} (from {os.getcwd()!r}): "
+                "check the URL, $TASUKI_URL or the working directory"
             )
         self.path = path
         self.url = f"sqlite:///{path}"
