@@ -173,3 +173,51 @@ def test_django_worker_until_idle(shop_url: str) -> None:
     assert result.returncode == 0, result.stderr
     for order in (1, 2):
         assert f"confirmation mail for order {order} (attempt 1)" in result.stdout
+
+
+def test_getting_started_app_with_a_worker_process(tmp_path: Path) -> None:
+    env = _env(f"sqlite:///{tmp_path / 'myapp.db'}")
+    produced = subprocess.run(
+        [sys.executable, "myapp.py", "42"],
+        cwd=EXAMPLES,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert produced.returncode == 0, produced.stderr
+    assert produced.stdout.splitlines()[1] == "welcome-42"
+    cli = [sys.executable, "-m", "tasuki"]
+    enq = subprocess.run(
+        [*cli, "enqueue", "resize", "7", "--kwargs", '{"width": 100}', "--app", "myapp:app"],
+        cwd=EXAMPLES,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert enq.returncode == 0, enq.stderr
+    log = tmp_path / "worker.out"
+    with log.open("w") as out:
+        worker = subprocess.Popen(
+            [*cli, "worker", "myapp:app", "-c", "4"],
+            cwd=EXAMPLES,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        try:
+            _wait_for(lambda: log.read_text().count("finished") >= 3)
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            assert worker.wait(30) == 0, log.read_text()
+    output = log.read_text()
+    for line in (
+        "resized image 42 to 400px",
+        "resized image 7 to 100px",
+        "welcome mail to user 42 (attempt 1)",
+    ):
+        assert line in output, output
