@@ -393,3 +393,15 @@ def test_dead_show_prints_the_traceback_as_a_traceback(mem: str) -> None:
 def test_every_listing_has_json(command: list[str]) -> None:
     result = CliRunner().invoke(cli, [*command, "--help"])
     assert result.exit_code == 0 and "--json" in result.output
+
+
+def test_sqlite_create_false_refuses_a_missing_file(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.db"
+    with pytest.raises(tasuki.errors.BackendUnavailable, match="no SQLite database"):
+        tasuki.App(f"sqlite:///{missing}?create=false")
+    assert not missing.exists()
+    tasuki.App(f"sqlite:///{missing}").close()  # the default creates it
+    with tasuki.App(f"sqlite:///{missing}?create=false") as app:  # and now it exists
+        assert app.stats()["ready"] == 0
+    with pytest.raises(tasuki.errors.InvalidURL, match="create"):
+        tasuki.App(f"sqlite:///{missing}?create=maybe")
