@@ -76,7 +76,9 @@ def test_operating_commands(tmp_path: Path) -> None:
         "testing",
         "RuntimeError: boom",
     )
-    shown = orjson.loads(tasuki_cli("dead", "show", "default", "img-42", "--url", url).stdout)
+    shown = orjson.loads(
+        tasuki_cli("dead", "show", "default", "img-42", "--json", "--url", url).stdout
+    )
     assert shown["traceback"] == "tb" and shown["job"] == "resize"
     assert tasuki_cli("dead", "show", "default", "nope", "--url", url).returncode != 0
     assert "re-drove 1" in tasuki_cli("dead", "redrive", "default", "--all", "--url", url).stdout

@@ -2,11 +2,17 @@
 
 Backends other than memory and SQLite are imported only when their scheme is used, so
 the core install doesn't need redis-py, psycopg or boto3.
+
+A scheme whose module is not (yet) part of the package is *planned*: asking for it says
+so, instead of suggesting an install that cannot help. Nothing is listed by hand: the
+day `tasuki/backends/postgres/` lands, `postgresql://` is known, and a missing driver
+makes the error name the extra to install (`pip install 'tasuki[postgres]'`).
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from collections.abc import Callable
 from urllib.parse import parse_qsl, urlsplit
 
@@ -15,7 +21,7 @@ from tasuki.errors import InvalidURL
 
 DEFAULT_URL = "sqlite:///tasuki.db"
 
-# scheme -> (module, factory function name, pip extra)
+# scheme -> (module, factory function name, pip extra that brings the module's dependencies)
 _SCHEMES: dict[str, tuple[str, str, str | None]] = {
     "memory": ("tasuki.backends.memory", "from_url", None),
     "sqlite": ("tasuki.backends.sqlite", "from_url", None),
@@ -37,20 +43,66 @@ def scheme_of(url: str) -> str:
     return url.split("://", 1)[0].lower()
 
 
-def backend_from_url(url: str) -> Backend:
+def _built(module_name: str) -> bool:
+    """Whether the package holds this backend module (its dependencies may still be missing)."""
+    try:
+        return importlib.util.find_spec(module_name) is not None
+    except ImportError:  # a parent package that is itself missing
+        return False
+
+
+def planned_schemes() -> list[str]:
+    """Schemes with a place in the design whose backend is not in this package yet."""
+    return sorted(s for s, (module, _, _) in _SCHEMES.items() if not _built(module))
+
+
+def _known() -> list[str]:
+    planned = planned_schemes()
+    return sorted(s for s in _SCHEMES if s not in planned)
+
+
+def _module(url: str) -> tuple[object, str]:
     scheme = scheme_of(url)
     entry = _SCHEMES.get(scheme)
     if entry is None:
-        known = ", ".join(sorted(_SCHEMES))
-        raise InvalidURL(f"unsupported backend URL scheme {scheme!r} in {url!r}; known: {known}")
+        planned = planned_schemes()
+        later = f"; planned: {', '.join(planned)}" if planned else ""
+        raise InvalidURL(
+            f"unsupported backend URL scheme {scheme!r} in {url!r}; "
+            f"known: {', '.join(_known())}{later}"
+        )
     module_name, factory_name, extra = entry
+    if not _built(module_name):
+        raise InvalidURL(
+            f"the {scheme}:// backend is planned, not part of tasuki yet; "
+            f"the backends of today: {', '.join(f'{s}://' for s in _known())}"
+        )
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         hint = f"pip install 'tasuki[{extra}]'" if extra else "reinstall tasuki"
         raise InvalidURL(f"the {scheme}:// backend is not available ({exc}); {hint}") from exc
+    return module, factory_name
+
+
+def backend_from_url(url: str) -> Backend:
+    module, factory_name = _module(url)
     factory: Callable[[str], Backend] = getattr(module, factory_name)
     return factory(url)
+
+
+def open_existing(url: str) -> Backend:
+    """The backend of `url` for reading or cleaning up what it already stores.
+
+    A backend whose store can be created by opening it (an SQLite file) defines
+    `open_existing(url)`, which refuses a store that does not exist; for a server the
+    store is the server, and opening it creates nothing.
+    """
+    module, factory_name = _module(url)
+    opener: Callable[[str], Backend] = getattr(
+        module, "open_existing", getattr(module, factory_name)
+    )
+    return opener(url)
 
 
 def query_options(url: str, allowed: dict[str, Callable[[str], object]]) -> dict[str, object]:

@@ -12,10 +12,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from tasuki.app import App
+from tasuki.backends.urls import DEFAULT_URL, open_existing
+from tasuki.core.job import check_message_id, check_queue
 from tasuki.errors import TasukiError
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.text import Text
 
 
 class _LazyConsole:
@@ -39,9 +42,47 @@ class _LazyConsole:
 
 
 console = _LazyConsole()
-err_console = _LazyConsole(stderr=True)
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+def text(value: object) -> Text:
+    """`value` as rich shows it when it is data: as written, never read as markup.
+
+    Rich reads `[...]` in a plain string as a style tag, so `tasuki[redis]`, a queue
+    named `images[hd]` or a repr of a list would lose their brackets in a table.
+    """
+    from rich.text import Text
+
+    return Text(str(value))
+
+
+class QueueName(click.ParamType):  # type: ignore[type-arg]
+    """A queue name, checked by the same rule as the library's (`check_queue`)."""
+
+    name = "queue"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        try:
+            return check_queue(value)
+        except TasukiError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+QUEUE = QueueName()
+
+
+class MessageId(click.ParamType):  # type: ignore[type-arg]
+    name = "id"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        try:
+            return check_message_id(value)
+        except TasukiError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+MESSAGE_ID = MessageId()
 
 
 def load_app(spec: str) -> App:
@@ -69,13 +110,24 @@ def load_app(spec: str) -> App:
     return target
 
 
-def app_from_options(app_spec: str | None, url: str | None) -> App:
+def app_from_options(app_spec: str | None, url: str | None, *, existing: bool = False) -> App:
+    """The app of --app, or one on the backend of --url ($TASUKI_URL, else the default).
+
+    `existing=True` is for commands that only look at or clean up what is stored: the
+    backend must already hold a store (`open_existing`), so a mistyped path or a wrong
+    working directory is an error instead of a new, empty database reporting zeros.
+    """
+    if url is not None and not url.strip():
+        raise click.BadParameter("the backend URL is empty", param_hint="'--url'")
     if app_spec:
         app = load_app(app_spec)
         if url and url != app.url:
             raise click.BadParameter("give --app or --url, not both")
         return app
-    return App(url)
+    if not existing:
+        return App(url)
+    resolved = url or os.environ.get("TASUKI_URL") or DEFAULT_URL
+    return App(resolved, backend=open_existing(resolved))
 
 
 def app_options(fn: F) -> F:
@@ -90,14 +142,20 @@ def app_options(fn: F) -> F:
 
 
 def friendly_errors(fn: F) -> F:
-    """A TasukiError becomes one red line and exit status 1, not a traceback."""
+    """A failure at run time becomes one line, `Error: ...`, and exit status 1.
+
+    TasukiError is what the library raises for everything it can name (a bad URL, an
+    unreachable server, an unknown job); OSError is what the system says (a directory
+    that does not exist, a port in use). Anything else is a bug and keeps its traceback.
+    Printed by click, not rich: a message is data, and its brackets stay as written.
+    """
 
     @wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except TasukiError as exc:
-            err_console.print(f"[red]error:[/red] {exc}", highlight=False)
-            sys.exit(1)
+        except (TasukiError, OSError) as exc:
+            message = " ".join(str(exc).splitlines()) or type(exc).__name__
+            raise click.ClickException(message) from exc
 
     return wrapper  # type: ignore[return-value]

@@ -6,9 +6,14 @@ import datetime as dt
 
 import click
 import orjson
-from rich.table import Table
 
-from tasuki.cli.common import app_from_options, app_options, console, friendly_errors
+from tasuki.cli.common import (
+    MESSAGE_ID,
+    QUEUE,
+    app_from_options,
+    app_options,
+    friendly_errors,
+)
 from tasuki.core.message import DeadLetter
 
 
@@ -34,54 +39,82 @@ def _as_dict(d: DeadLetter, *, full: bool) -> dict[str, object]:
     return doc
 
 
+def _describe(d: DeadLetter) -> str:
+    """A dead letter for a person: one field a line, then the body and the traceback as
+    they are (a traceback reads as one only with its line breaks)."""
+    lines = [
+        f"dead letter {d.id}",
+        f"  queue:     {d.queue}",
+        f"  job:       {d.job or '-'}",
+        f"  attempts:  {d.attempt}",
+        f"  reason:    {d.reason}",
+        f"  error:     {d.error or '-'}",
+        f"  enqueued:  {_when(d.enqueued_at)} UTC",
+        f"  died:      {_when(d.died_at)} UTC",
+    ]
+    if d.headers:
+        lines.append("  headers:")
+        lines.extend(f"    {k}: {v}" for k, v in sorted(d.headers.items()))
+    lines += ["", "body:", d.body.decode("utf-8", "backslashreplace")]
+    if d.error and d.error.traceback:
+        lines += ["", "traceback:", d.error.traceback.rstrip("\n")]
+    return "\n".join(lines)
+
+
 @click.group()
 def dead() -> None:
     """Dead letters: messages that will not be retried, with their reason."""
 
 
 @dead.command("list")
-@click.argument("queue", default="default")
+@click.argument("queue", default="default", type=QUEUE)
 @app_options
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
 @click.option("--offset", type=click.IntRange(min=0), default=0)
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @friendly_errors
 def list_(
     queue: str, app_spec: str | None, url: str | None, limit: int, offset: int, as_json: bool
 ) -> None:
     """Most recent dead letters of QUEUE first."""
-    app = app_from_options(app_spec, url)
+    app = app_from_options(app_spec, url, existing=True)
     letters = app.dead_letters(queue, limit=limit, offset=offset)
     if as_json:
         click.echo(orjson.dumps([_as_dict(d, full=False) for d in letters]).decode())
         return
-    table = Table(title=f"dead letters · {queue} · {app.stats(queue)['dead']} in all")
-    for col in ("id", "job", "attempts", "died (UTC)", "reason", "last error"):
-        table.add_column(col, overflow="fold")
+    # A block per letter, not a table: an id is for copying into `dead show` or
+    # `dead redrive`, and a table squeezed into a terminal wraps or cuts it.
+    click.echo(f"dead letters of {queue!r}: {app.stats(queue)['dead']} in all, newest first")
     for d in letters:
-        table.add_row(
-            d.id, d.job or "-", str(d.attempt), _when(d.died_at), d.reason, str(d.error or "")
+        click.echo(
+            f"\n{d.id}  job {d.job or '-'}  attempts {d.attempt}  died {_when(d.died_at)} UTC"
         )
-    console.print(table)
+        click.echo(f"  reason: {d.reason}")
+        if d.error:
+            click.echo(f"  error:  {d.error}")
 
 
 @dead.command()
-@click.argument("queue")
-@click.argument("message_id")
+@click.argument("queue", type=QUEUE)
+@click.argument("message_id", type=MESSAGE_ID)
 @app_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @friendly_errors
-def show(queue: str, message_id: str, app_spec: str | None, url: str | None) -> None:
+def show(queue: str, message_id: str, app_spec: str | None, url: str | None, as_json: bool) -> None:
     """Everything about one dead letter, traceback included."""
-    app = app_from_options(app_spec, url)
+    app = app_from_options(app_spec, url, existing=True)
     letter = app.dead_letter(queue, message_id)
     if letter is None:
         raise click.ClickException(f"no dead letter {message_id!r} in queue {queue!r}")
-    click.echo(orjson.dumps(_as_dict(letter, full=True), option=orjson.OPT_INDENT_2).decode())
+    if as_json:
+        click.echo(orjson.dumps(_as_dict(letter, full=True), option=orjson.OPT_INDENT_2).decode())
+    else:
+        click.echo(_describe(letter))
 
 
 @dead.command()
-@click.argument("queue")
-@click.argument("ids", nargs=-1)
+@click.argument("queue", type=QUEUE)
+@click.argument("ids", nargs=-1, type=MESSAGE_ID)
 @click.option("--all", "all_", is_flag=True, help="Re-drive every dead letter of QUEUE.")
 @app_options
 @friendly_errors
@@ -91,19 +124,19 @@ def redrive(
     """Send dead letters back to QUEUE, attempts reset: the given IDS, or --all."""
     if bool(ids) == all_:
         raise click.UsageError("give message ids, or --all")
-    app = app_from_options(app_spec, url)
+    app = app_from_options(app_spec, url, existing=True)
     count = app.redrive(queue, None if all_ else list(ids))
     click.echo(f"re-drove {count} message(s) to {queue!r}")
 
 
 @dead.command("purge")
-@click.argument("queue")
+@click.argument("queue", type=QUEUE)
 @app_options
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @friendly_errors
 def purge_dead(queue: str, app_spec: str | None, url: str | None, yes: bool) -> None:
     """Delete the dead letters of QUEUE (only them)."""
-    app = app_from_options(app_spec, url)
+    app = app_from_options(app_spec, url, existing=True)
     if not yes:
         click.confirm(f"Delete every dead letter of {queue!r} on {app.url}?", abort=True)
     click.echo(f"deleted {app.purge_dead(queue)} dead letter(s) from {queue!r}")

@@ -16,11 +16,12 @@ from pathlib import Path
 import click
 from rich.console import Group
 from rich.live import Live
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 import tasuki
-from tasuki.cli.common import console, friendly_errors
+from tasuki.cli.common import console, friendly_errors, text
 from tasuki.core.message import JOB_HEADER
 from tasuki.middleware.base import ExecuteHook, Middleware
 
@@ -91,7 +92,7 @@ def demo(db: Path, concurrency: int) -> None:
     app, tally = build_app(url)
     app.purge("demo")
     jobs = app.jobs
-    console.print(f"[bold]tasuki demo[/bold] on [cyan]{url}[/cyan]\n")
+    console.print(f"[bold]tasuki demo[/bold] on [cyan]{escape(url)}[/cyan]\n")
 
     jobs["resize"].enqueue_many([(i,) for i in range(FAST)])
     jobs["flaky_upload"].enqueue_many([(i,) for i in range(FLAKY)])
@@ -105,7 +106,7 @@ def demo(db: Path, concurrency: int) -> None:
     app.send("demo", b'{"args": [1], "kwar', headers={JOB_HEADER: "resize"})
     app.send("demo", b'{"args": [], "kwargs": {}}', headers={JOB_HEADER: "no_such_job"})
     expected_messages = FAST + FLAKY + DOOMED + 1 + len(ids) + 2
-    console.print(
+    console.out(
         f"enqueued {expected_messages} messages: {FAST} fast jobs, {FLAKY} that fail twice "
         f"then succeed, {DOOMED} that always fail, 1 slow job (3 s, 1 s lease),\n"
         f"{DUPLICATES} enqueues that share {len(ids)} message ids (idempotent: "
@@ -130,7 +131,7 @@ def demo(db: Path, concurrency: int) -> None:
         live.update(_view(app, tally, progress, bar))
     elapsed = time.monotonic() - started
 
-    console.print(f"\nworker went idle after {elapsed:.1f}s; where every message ended up:\n")
+    console.out(f"\nworker went idle after {elapsed:.1f}s; where every message ended up:\n")
     s = app.stats("demo")
     table = Table(title="queue 'demo'")
     for col in ("ready", "in flight", "delayed", "dead"):
@@ -140,12 +141,15 @@ def demo(db: Path, concurrency: int) -> None:
 
     dead = app.dead_letters("demo", limit=20)
     dl = Table(title=f"dead letters ({len(dead)})")
-    for col in ("id", "job", "attempts", "reason", "last error"):
+    dl.add_column("id", no_wrap=True, min_width=max((len(d.id) for d in dead), default=2))
+    for col in ("job", "attempts", "reason", "last error"):
         dl.add_column(col, overflow="fold")
     for d in dead:
-        dl.add_row(d.id[:12], d.job or "-", str(d.attempt), d.reason, str(d.error or ""))
+        dl.add_row(
+            text(d.id), text(d.job or "-"), str(d.attempt), text(d.reason), text(d.error or "")
+        )
     console.print(dl)
-    console.print(
+    console.out(
         "\nlook closer:  tasuki dead list demo --url "
         + url
         + "\nre-drive:     tasuki dead redrive demo --all --url "

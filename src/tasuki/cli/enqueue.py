@@ -7,7 +7,13 @@ from typing import Any
 import click
 import orjson
 
-from tasuki.cli.common import app_from_options, app_options, friendly_errors
+from tasuki.cli.common import (
+    MESSAGE_ID,
+    QUEUE,
+    app_from_options,
+    app_options,
+    friendly_errors,
+)
 from tasuki.core.job import check_delay, check_message_id
 from tasuki.core.message import JOB_HEADER, new_id
 from tasuki.core.policies import UNSTATED_MAX_ATTEMPTS
@@ -22,19 +28,55 @@ def _parse(value: str) -> Any:
         return value
 
 
+def _job_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    if not value.strip():
+        raise click.BadParameter("a job name cannot be empty", ctx, param)
+    return value
+
+
+def _kwargs(ctx: click.Context, param: click.Parameter, value: str | None) -> dict[str, Any]:
+    if value is None:
+        return {}
+    try:
+        kwargs = orjson.loads(value)
+    except orjson.JSONDecodeError as exc:
+        raise click.BadParameter(f"not JSON ({exc}): {value!r}", ctx, param) from None
+    if not isinstance(kwargs, dict):
+        raise click.BadParameter(f"must be a JSON object, got {value!r}", ctx, param)
+    return kwargs
+
+
 @click.command()
-@click.argument("job")
+@click.argument("job", callback=_job_name)
 @click.argument("args", nargs=-1)
-@click.option("--kwargs", "kwargs_json", help="Keyword arguments as a JSON object.")
-@click.option("-q", "--queue", help="Queue (default: the job's queue with --app, else 'default').")
-@click.option("--delay", type=float, help="Seconds before it becomes ready.")
-@click.option("--id", "message_id", help="Message id (makes the enqueue idempotent).")
+@click.option(
+    "--kwargs",
+    "kwargs",
+    callback=_kwargs,
+    metavar="JSON",
+    help="Keyword arguments as a JSON object.",
+)
+@click.option(
+    "-q",
+    "--queue",
+    type=QUEUE,
+    help="Queue (default: the job's queue with --app, else 'default').",
+)
+@click.option(
+    "--delay",
+    type=click.FloatRange(min=0),
+    metavar="SECONDS",
+    help="Seconds before it becomes ready.",
+)
+@click.option(
+    "--id", "message_id", type=MESSAGE_ID, help="Message id (makes the enqueue idempotent)."
+)
 @app_options
 @friendly_errors
 def enqueue(
     job: str,
     args: tuple[str, ...],
-    kwargs_json: str | None,
+    kwargs: dict[str, Any],
     queue: str | None,
     delay: float | None,
     message_id: str | None,
@@ -43,9 +85,6 @@ def enqueue(
 ) -> None:
     """Enqueue JOB with ARGS (each parsed as JSON, else taken as a string)."""
     app = app_from_options(app_spec, url)
-    kwargs = orjson.loads(kwargs_json) if kwargs_json else {}
-    if not isinstance(kwargs, dict):
-        raise click.BadParameter("--kwargs must be a JSON object")
     values = tuple(_parse(a) for a in args)
     if app_spec:
         registered = app.get_job(job)

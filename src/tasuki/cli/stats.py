@@ -8,14 +8,19 @@ import click
 import orjson
 from rich.table import Table
 
-from tasuki.cli.common import app_from_options, app_options, console, friendly_errors
+from tasuki.cli.common import QUEUE, app_from_options, app_options, console, friendly_errors, text
 
 
 @click.command()
-@click.argument("queues", nargs=-1)
+@click.argument("queues", nargs=-1, type=QUEUE)
 @app_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.option("--watch", type=float, metavar="SECONDS", help="Refresh every SECONDS.")
+@click.option(
+    "--watch",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="SECONDS",
+    help="Refresh every SECONDS.",
+)
 @friendly_errors
 def stats(
     queues: tuple[str, ...],
@@ -25,19 +30,19 @@ def stats(
     watch: float | None,
 ) -> None:
     """Ready, in-flight, delayed and dead messages per queue, and the oldest ready age."""
-    app = app_from_options(app_spec, url)
+    app = app_from_options(app_spec, url, existing=True)
     while True:
         names = list(queues) or app.queues() or [app.default_queue]
         rows = {q: app.stats(q) for q in names}
         if as_json:
             click.echo(orjson.dumps(rows).decode())
         else:
-            table = Table(title=f"tasuki · {app.url}")
+            table = Table(title=text(f"tasuki · {app.url}"))
             for col in ("queue", "ready", "in flight", "delayed", "dead", "oldest ready"):
                 table.add_column(col, justify="left" if col == "queue" else "right")
             for q, s in rows.items():
                 table.add_row(
-                    q,
+                    text(q),
                     str(s["ready"]),
                     str(s["in_flight"]),
                     str(s["delayed"]),
@@ -51,13 +56,13 @@ def stats(
 
 
 @click.command()
-@click.argument("queue")
+@click.argument("queue", type=QUEUE)
 @app_options
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @friendly_errors
 def purge(queue: str, app_spec: str | None, url: str | None, yes: bool) -> None:
     """Remove EVERY message of QUEUE: ready, delayed, in flight and dead."""
-    app = app_from_options(app_spec, url)
+    app = app_from_options(app_spec, url, existing=True)
     if not yes:
         click.confirm(f"Remove every message of queue {queue!r} on {app.url}?", abort=True)
     click.echo(f"purged {app.purge(queue)} message(s) from {queue!r}")

@@ -8,10 +8,11 @@ from tasuki.backends.sqlite.backend import SQLiteBackend
 from tasuki.backends.urls import query_options
 from tasuki.errors import InvalidURL
 
-__all__ = ["SQLiteBackend", "from_url"]
+__all__ = ["SQLiteBackend", "from_url", "open_existing"]
 
 
-def from_url(url: str) -> SQLiteBackend:
+def from_url(url: str, *, create: bool = True) -> SQLiteBackend:
+    """`create=False` (or `?create=false` in the URL) refuses a file that does not exist."""
     parts = urlsplit(url)
     if parts.netloc:
         raise InvalidURL(
@@ -28,6 +29,23 @@ def from_url(url: str) -> SQLiteBackend:
             "busy_timeout": float,
             "max_message_size": int,
             "poll_interval": float,
+            "create": _flag,
         },
     )
+    if not create:  # the caller's word wins over the URL's
+        options["create"] = False
     return SQLiteBackend(path, **options)  # type: ignore[arg-type]
+
+
+def open_existing(url: str) -> SQLiteBackend:
+    """The database at `url` if the file exists (`tasuki stats` and the like never make one)."""
+    return from_url(url, create=False)
+
+
+def _flag(raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ValueError("expected true or false")

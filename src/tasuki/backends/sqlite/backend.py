@@ -202,6 +202,7 @@ class SQLiteBackend(SQLBackend):
         busy_timeout: float = 30.0,
         max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
         poll_interval: float = 0.02,
+        create: bool = True,
     ) -> None:
         if path in ("", ":memory:") or path.startswith("file::memory:"):
             raise InvalidURL(
@@ -211,6 +212,11 @@ class SQLiteBackend(SQLBackend):
         if synchronous not in SYNCHRONOUS:
             raise InvalidURL(
                 f"sqlite synchronous must be one of {SYNCHRONOUS}, got {synchronous!r}"
+            )
+        if not create and not os.path.isfile(path):
+            raise BackendUnavailable(
+                f"no SQLite database at {path!r} (from {os.getcwd()!r}): "
+                "check the URL, $TASUKI_URL or the working directory"
             )
         self.path = path
         self.sqlite = SQLiteDialect(
