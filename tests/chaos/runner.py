@@ -1,7 +1,7 @@
 """`./dev chaos [BACKEND...] [--jobs N] [--workers M] [--duration S] [--faults ...] [--seed N]`
 
 For each backend: start its store, M worker processes (through a misbehaving proxy
-where network faults apply), and a producer enqueueing N jobs during the first half of
+where network faults apply), and a producer enqueueing N jobs during the first 80% of
 the run; do random faults, drawn from a seeded generator, for S seconds; then let the
 workers drain the queue and check the records. One summary line per backend; exit
 status 1 on any loss, unexplained duplicate or fencing token that went back.
@@ -91,7 +91,7 @@ def run_backend(backend: ChaosBackend, opts: Options, workdir: Path) -> Report:
             opts.workers, url, log, opts.vt, workdir / "workers.log", "-c", str(opts.concurrency)
         )
         producer_app = jobs.producer(service.url, opts.vt)
-        producer = Producer(producer_app, opts.jobs, opts.duration / 2, rng)
+        producer = Producer(producer_app, opts.jobs, opts.duration * 0.8, rng)
         producer.start()
         injector = Injector(backend, service, pool, proxy, opts.vt, rng, opts.faults)
         ends = time.monotonic() + opts.duration
