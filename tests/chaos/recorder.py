@@ -27,6 +27,7 @@ def record(event: str, n: int, **fields: object) -> None:
         "id": ctx.message.id,
         "attempt": ctx.attempt,
         "fence": ctx.fencing_token,
+        "token": ctx.message.lease.token if ctx.message.lease else "",
         "pid": os.getpid(),
         "worker": os.environ.get("TASUKI_CHAOS_WORKER", "?"),
         "t": time.time(),
