@@ -58,7 +58,7 @@ class Enqueuer(threading.Thread):
 
 
 def test_server_outage_workers_back_off_and_resume(tmp_path: Path) -> None:
-    log, stderr = tmp_path / "runs.jsonl", tmp_path / "workers.log"
+    log = tmp_path / "runs.jsonl"
     with RedisServer(tmp_path / "redis", appendonly=True) as server:
         url = server.url()
         app = producer(url, VT)
