@@ -85,6 +85,10 @@ class Proxy:
             await asyncio.sleep(0.02)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(asyncio.CancelledError):  # cancelled by stop()
+            await self._connect(reader, writer)
+
+    async def _connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         blackholed = time.monotonic() < self._blackhole_until
         await self._hold()
         if blackholed:  # a connection made into the hole dies with it

@@ -124,3 +124,30 @@ def test_server_outage_workers_back_off_and_resume(tmp_path: Path) -> None:
         f"\noutage {up_at - down_at:.1f}s: {len(enqueuer.failed)} enqueues refused, "
         f"{len(enqueuer.stored)} stored and run"
     )
+
+
+def test_enqueue_into_a_blackhole_fails_within_the_socket_timeout(tmp_path: Path) -> None:
+    """A server that swallows requests (a partition, not a refused connection): enqueue
+    raises `BackendUnavailable` after `socket_timeout`, and what it reported failed was
+    not stored; a retry with the same message id after the heal stores it once."""
+    from tests.chaos.proxy import Proxy
+
+    with RedisServer(tmp_path / "redis") as server:
+        proxy = Proxy(server.port).start()
+        app = producer(f"redis://127.0.0.1:{proxy.port}/0?socket_timeout=1", VT)
+        direct = producer(server.url(), VT)
+        try:
+            app.jobs["chaos"].options(message_id="before").enqueue(0, 0.0)  # connected
+            proxy.blackhole(3.0)
+            began = time.monotonic()
+            with pytest.raises(BackendUnavailable, match="unreachable"):
+                app.jobs["chaos"].options(message_id="during").enqueue(1, 0.0)
+            assert time.monotonic() - began < 1.0 + ENQUEUE_BOUND
+            assert direct.stats("default")["ready"] == 1  # swallowed, never stored
+            time.sleep(3.2)
+            assert app.jobs["chaos"].options(message_id="during").enqueue(1, 0.0) == "during"
+            assert direct.stats("default")["ready"] == 2
+        finally:
+            app.close()
+            direct.close()
+            proxy.stop()
