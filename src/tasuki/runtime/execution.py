@@ -172,7 +172,7 @@ class Runner:
         codec = self.app.codec
         if codec.signs:
             try:
-                codec.verify(headers, d.body)
+                codec.verify(d.queue, headers, d.body)
             except SignatureError as exc:
                 self._poison(d, "refused: bad signature", exc)
                 return None
