@@ -43,6 +43,10 @@ def backend_from_url(url: str) -> Backend:
     if entry is None:
         known = ", ".join(sorted(_SCHEMES))
         raise InvalidURL(f"unsupported backend URL scheme {scheme!r} in {url!r}; known: {known}")
+    try:
+        urlsplit(url)  # every factory splits it again: make that safe once, here
+    except ValueError as exc:
+        raise InvalidURL(f"invalid backend URL {url!r}: {exc}") from exc
     module_name, factory_name, extra = entry
     try:
         module = importlib.import_module(module_name)

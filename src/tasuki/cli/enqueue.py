@@ -42,7 +42,10 @@ def enqueue(
 ) -> None:
     """Enqueue JOB with ARGS (each parsed as JSON, else taken as a string)."""
     app = app_from_options(app_spec, url)
-    kwargs = orjson.loads(kwargs_json) if kwargs_json else {}
+    try:
+        kwargs = orjson.loads(kwargs_json) if kwargs_json else {}
+    except orjson.JSONDecodeError as exc:
+        raise click.BadParameter(f"--kwargs is not JSON: {exc}") from exc
     if not isinstance(kwargs, dict):
         raise click.BadParameter("--kwargs must be a JSON object")
     values = tuple(_parse(a) for a in args)
