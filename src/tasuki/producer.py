@@ -160,7 +160,7 @@ class Producer:
             body = d.body
         if codec.signs:
             headers = dict(headers)
-            codec.sign(headers, body)
+            codec.sign(d.queue, headers, body)
         size = len(body) + sum(len(k) + len(v) for k, v in headers.items())
         if size > self.max_message_size:
             what = f"job {d.job.name!r}" if d.job else f"queue {d.queue!r}"

@@ -54,6 +54,7 @@ class RedisServer:
         workdir: Path,
         *,
         appendonly: bool = False,
+        appendfsync: str = "always",
         extra: list[str] | None = None,
         port: int | None = None,
     ):
@@ -64,6 +65,7 @@ class RedisServer:
         self.workdir = workdir
         self.port = port or free_port()
         self.appendonly = appendonly
+        self.appendfsync = appendfsync
         self.extra = extra or []
         self.process: subprocess.Popen[bytes] | None = None
         workdir.mkdir(parents=True, exist_ok=True)
@@ -82,7 +84,7 @@ class RedisServer:
             "--appendonly",
             "yes" if self.appendonly else "no",
             "--appendfsync",
-            "always",
+            self.appendfsync,
             "--daemonize",
             "no",
             "--logfile",

@@ -71,6 +71,10 @@ def _module(url: str) -> tuple[object, str]:
             f"unsupported backend URL scheme {scheme!r} in {url!r}; "
             f"known: {', '.join(_known())}{later}"
         )
+    try:
+        urlsplit(url)  # every factory splits it again: make that safe once, here
+    except ValueError as exc:
+        raise InvalidURL(f"invalid backend URL {url!r}: {exc}") from exc
     module_name, factory_name, extra = entry
     if not _built(module_name):
         raise InvalidURL(

@@ -3,8 +3,10 @@
 JSON (via orjson) is the default because it is fast, readable in a dashboard and safe to
 decode from anyone. Pickle can run code on decode, so it is only ever used when the app
 names it, and a worker whose app did not enable it refuses pickled messages.
-Signing is optional: with a key, every message carries an HMAC of its job name and body,
-and a worker with the same key refuses any message without a valid one.
+Signing is optional: with a key, every message carries an HMAC of its queue, job name,
+content type and body, and a worker with the same key refuses any message without a
+valid one: a tampered body, an unsigned message, or a signed message replayed onto
+another queue (where another job of the same name might do something else with it).
 """
 
 from __future__ import annotations
@@ -119,35 +121,43 @@ class Codec:
     def signs(self) -> bool:
         return self._key is not None
 
-    def _digest(self, headers: Mapping[str, str], body: bytes) -> str:
+    def _digest(self, queue: str, headers: Mapping[str, str], body: bytes) -> str:
         import hashlib
         import hmac
 
         assert self._key is not None
         mac = hmac.new(self._key, digestmod=hashlib.sha256)
-        mac.update(headers.get(JOB_HEADER, "").encode())
-        mac.update(b"\0")
+        for part in (queue, headers.get(JOB_HEADER, ""), headers.get(CONTENT_TYPE_HEADER, "")):
+            # lengths first: no two (queue, job, content type) run together the same way
+            data = part.encode("utf-8", "surrogatepass")
+            mac.update(b"%d:" % len(data))
+            mac.update(data)
         mac.update(body)
         return mac.hexdigest()
 
-    def sign(self, headers: dict[str, str], body: bytes) -> None:
+    def sign(self, queue: str, headers: dict[str, str], body: bytes) -> None:
         if self._key is not None:
-            headers[SIGNATURE_HEADER] = self._digest(headers, body)
+            headers[SIGNATURE_HEADER] = self._digest(queue, headers, body)
 
-    def verify(self, headers: Mapping[str, str], body: bytes) -> None:
+    def verify(self, queue: str, headers: Mapping[str, str], body: bytes) -> None:
         if self._key is None:
             return
         given = headers.get(SIGNATURE_HEADER)
         if not given:
             raise SignatureError("message is not signed and this app requires signatures")
-        if not _same(given, self._digest(headers, body)):
-            raise SignatureError("message signature does not match: refusing it")
+        if not _same(given, self._digest(queue, headers, body)):
+            raise SignatureError(
+                "message signature does not match (tampered, or signed for another queue "
+                "or with another key): refusing it"
+            )
 
 
-def _same(a: str, b: str) -> bool:
+def _same(given: str, expected: str) -> bool:
+    """Constant-time comparison; a header may hold any text (compare_digest refuses
+    non-ASCII str), so both sides are compared as bytes."""
     import hmac
 
-    return hmac.compare_digest(a, b)
+    return hmac.compare_digest(given.encode("utf-8", "surrogatepass"), expected.encode())
 
 
 def _first_unserializable(

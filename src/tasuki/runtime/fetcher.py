@@ -15,6 +15,7 @@ from collections.abc import Callable
 from tasuki import logs
 from tasuki.backends.base import Backend, Delivery, Release
 from tasuki.errors import TasukiError
+from tasuki.runtime.outage import Outage
 
 # How long a busy fetcher waits for a quarter of the slots to free up before leasing.
 LINGER = 0.002
@@ -116,6 +117,7 @@ class Fetcher:
         self.wait = wait
         self.empty = False
         self.gather = max(1, min(batch_size, slots.size // 4))
+        self.outage = Outage(f"leasing from queue {queue!r}")
         self._thread = threading.Thread(target=self._run, name=f"tasuki-fetch-{queue}", daemon=True)
 
     def start(self) -> None:
@@ -152,13 +154,12 @@ class Fetcher:
                     )
             except TasukiError as exc:
                 self.slots.give_back(reserved)
-                logs.logger.warning(
-                    "leasing from queue %r failed, retrying in %.1fs: %s", self.queue, backoff, exc
-                )
+                self.outage.failed(exc, backoff)
                 self.stopping.wait(backoff)
                 backoff = min(backoff * 2, 5.0)
                 continue
             backoff = 0.1
+            self.outage.worked()
             self.slots.give_back(reserved - len(leased))
             if not leased:
                 continue

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from tasuki import logs
 from tasuki.backends.base import Backend
 from tasuki.errors import TasukiError
+from tasuki.runtime.outage import Outage
 
 if TYPE_CHECKING:
     from tasuki.core.context import Context
@@ -59,6 +60,7 @@ class LeaseKeeper:
         self._stopped = threading.Event()
         self.lost = 0
         self._next_wake = 0.0
+        self._outage = Outage("extending leases")
         self._thread = threading.Thread(target=self._run, name="tasuki-lease-keeper", daemon=True)
         self._thread.start()
 
@@ -141,8 +143,9 @@ class LeaseKeeper:
             try:
                 results = self._backend.extend([h.ctx.receipt for h in group], vt)
             except TasukiError as exc:
-                logs.logger.warning("extending %d leases failed, will retry: %s", len(group), exc)
+                self._outage.failed(exc)
                 continue
+            self._outage.worked()
             lost = []
             for h, ok in zip(group, results, strict=True):
                 if ok:

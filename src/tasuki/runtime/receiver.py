@@ -68,7 +68,7 @@ class Receiver:
         codec = self.codec
         if codec.signs:
             try:
-                codec.verify(headers, d.body)
+                codec.verify(d.queue, headers, d.body)
             except SignatureError as exc:
                 self._bury(d, "refused: bad signature", exc)
                 return None

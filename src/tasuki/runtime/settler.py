@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from tasuki import logs
 from tasuki.backends.base import Backend, Bury, Receipt, Release
 from tasuki.errors import TasukiError
+from tasuki.runtime.outage import Outage
 
 MAX_BATCH = 1000
 # After a small batch, wait this long for more: under load, fewer and larger round trips.
@@ -56,6 +57,7 @@ class Settler:
         self._pending = 0
         self._count = threading.Lock()  # a plain lock: put() runs once per message
         self._giving_up_at: float | None = None
+        self._outage = Outage("settling messages")
         self._thread = threading.Thread(target=self._run, name="tasuki-settler", daemon=True)
         self._thread.start()
 
@@ -128,6 +130,7 @@ class Settler:
         while True:
             try:
                 results = send()
+                self._outage.worked()
                 break
             except TasukiError as exc:
                 if self._giving_up_at is not None and time.monotonic() > self._giving_up_at:
@@ -135,7 +138,7 @@ class Settler:
                         "giving up on %d settlements after backend errors: %s", len(items), exc
                     )
                     return
-                logs.logger.warning("settling %d messages failed, retrying: %s", len(items), exc)
+                self._outage.failed(exc, backoff)
                 time.sleep(backoff)
                 backoff = min(backoff * 2, 2.0)
         for item, ok in zip(items, results, strict=True):

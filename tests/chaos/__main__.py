@@ -1,0 +1,5 @@
+"""`python -m tests.chaos ...`: see `tests.chaos.runner`."""
+
+from tests.chaos.runner import main
+
+raise SystemExit(main())

@@ -1,0 +1,269 @@
+"""Real worker processes, and the faults the runner does to them and to their server.
+
+Each worker is `tasuki worker tests.chaos.jobs:app` in a session of its own, so its
+process group holds it and the children of its process pool. Every fault is written
+down (`Fault`) with when it began and ended and which workers it reached; the checker
+explains duplicates with these records and nothing else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.chaos.backends import ChaosBackend, Service
+from tests.chaos.proxy import Proxy
+from tests.support.servers import env_with_src
+
+ROOT = Path(__file__).resolve().parents[2]
+NET_KINDS = ("latency", "drop", "blackhole")
+
+
+@dataclass
+class Fault:
+    kind: str  # kill, killpg, stop, restart, writer-kill, latency, drop, blackhole
+    family: str  # the --faults name it belongs to: kill, stop, restart, net
+    start: float
+    end: float
+    workers: frozenset[str] | None  # None: every worker (server or network faults)
+    detail: str = ""
+
+    def reaches(self, worker: str) -> bool:
+        return self.workers is None or worker in self.workers
+
+
+class Worker:
+    def __init__(self, wid: str, url: str, log: Path, vt: float, stderr: Path, *args: str):
+        env = env_with_src()
+        env.update(
+            TASUKI_URL=url,
+            TASUKI_CHAOS_LOG=str(log),
+            TASUKI_CHAOS_VT=str(vt),
+            TASUKI_CHAOS_WORKER=wid,
+        )
+        self.wid = wid
+        with open(stderr, "ab") as out:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "tasuki",
+                    "worker",
+                    "tests.chaos.jobs:app",
+                    "--processes",
+                    "1",
+                    *args,
+                ],
+                env=env,
+                cwd=ROOT,
+                stdout=subprocess.DEVNULL,
+                stderr=out,
+                start_new_session=True,  # its own process group: it and its children
+            )
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def signal_group(self, sig: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, sig)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        if not self.alive():
+            self.signal_group(signal.SIGKILL)  # children a killed worker left behind
+            return
+        self.signal_group(signal.SIGCONT)
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.signal_group(signal.SIGKILL)
+            self.proc.wait(10)
+        self.signal_group(signal.SIGKILL)
+
+
+class Pool:
+    """M workers, kept at M: a killed worker is replaced at once, like a supervisor would."""
+
+    def __init__(self, size: int, url: str, log: Path, vt: float, stderr: Path, *args: str):
+        self.url, self.log, self.vt, self.stderr, self.args = url, log, vt, stderr, args
+        self.count = 0
+        self.workers: list[Worker] = []
+        for _ in range(size):
+            self.spawn()
+
+    def spawn(self) -> Worker:
+        self.count += 1
+        w = Worker(f"w{self.count}", self.url, self.log, self.vt, self.stderr, *self.args)
+        self.workers.append(w)
+        return w
+
+    def replace(self, dead: Worker) -> None:
+        dead.proc.wait(10)
+        self.workers.remove(dead)
+        dead.signal_group(signal.SIGKILL)
+        self.spawn()
+
+    def stop(self) -> None:
+        for w in self.workers:
+            w.signal_group(signal.SIGCONT)
+        for w in self.workers:
+            if w.alive():
+                w.proc.send_signal(signal.SIGTERM)
+        for w in self.workers:
+            w.stop()
+
+
+class Injector:
+    """Does one random fault of the allowed kinds, and says what it did."""
+
+    def __init__(
+        self,
+        backend: ChaosBackend,
+        service: Service,
+        pool: Pool,
+        proxy: Proxy | None,
+        vt: float,
+        rng: random.Random,
+        families: list[str],
+    ) -> None:
+        self.backend, self.service, self.pool, self.proxy = backend, service, pool, proxy
+        self.vt, self.rng = vt, rng
+        self.families = [f for f in families if f in backend.faults]
+        if "net" in self.families and proxy is None:
+            self.families.remove("net")
+        # Kinds take turns (in a seeded order), so even a short run does every one of them;
+        # which worker, when, and for how long stay random.
+        rng.shuffle(self.families)
+        self._families = itertools.cycle(self.families)
+        self._kills = itertools.cycle(rng.sample([False, True], 2))
+        self._nets = itertools.cycle(rng.sample(["latency", "drop", "blackhole"], 3))
+
+    def kinds(self) -> set[str]:
+        """Every fault kind this injector will do, once all have had their turn."""
+        names = {"kill": {"kill", "killpg"}, "stop": {"stop"}, "net": set(NET_KINDS)}
+        names["restart"] = {"writer-kill" if self.backend.crash == "writer" else "restart"}
+        return set().union(*(names[f] for f in self.families))
+
+    def one(self) -> Fault:
+        family = next(self._families)
+        if family == "kill":
+            return self.kill()
+        if family == "stop":
+            return self.stop()
+        if family == "restart":
+            return self.crash_writer() if self.backend.crash == "writer" else self.restart()
+        return self.network()
+
+    def _victim(self) -> Worker:
+        return self.rng.choice(self.pool.workers)
+
+    def kill(self) -> Fault:
+        w = self._victim()
+        group = next(self._kills)
+        t = time.time()
+        if group:
+            w.signal_group(signal.SIGKILL)
+        else:
+            w.proc.send_signal(signal.SIGKILL)
+        self.pool.replace(w)
+        kind = "killpg" if group else "kill"
+        return Fault(kind, "kill", t, t, frozenset({w.wid}))
+
+    def stop(self) -> Fault:
+        w = self._victim()
+        pause = self.vt + self.rng.uniform(0.5, 1.5)
+        t = time.time()
+        w.signal_group(signal.SIGSTOP)
+        time.sleep(pause)
+        w.signal_group(signal.SIGCONT)
+        return Fault("stop", "stop", t, time.time(), frozenset({w.wid}), f"{pause:.1f}s")
+
+    def restart(self) -> Fault:
+        t = time.time()
+        self.service.restart()
+        return Fault("restart", "restart", t, time.time(), None)
+
+    def crash_writer(self) -> Fault:
+        """SIGKILL a worker caught holding the SQLite write lock (seen in /proc/locks)."""
+        assert self.service.path is not None
+        shm = self.service.path.with_name(self.service.path.name + "-shm")
+        by_pid = {w.pid: w for w in self.pool.workers}
+        deadline = time.monotonic() + 2.0
+        caught: Worker | None = None
+        while caught is None and time.monotonic() < deadline:
+            for pid in _write_lock_holders(shm):
+                caught = by_pid.get(pid)
+                if caught is not None:
+                    break
+            else:
+                time.sleep(0.001)
+        w = caught or self._victim()
+        t = time.time()
+        w.proc.send_signal(signal.SIGKILL)
+        self.pool.replace(w)
+        detail = "in a write transaction" if caught else "no writer caught within 2s"
+        return Fault("writer-kill", "restart", t, t, frozenset({w.wid}), detail)
+
+    def network(self) -> Fault:
+        assert self.proxy is not None
+        kind = next(self._nets)
+        t = time.time()
+        if kind == "latency":
+            delay = self.rng.uniform(0.02, 0.2)
+            self.proxy.set_latency(delay)
+            time.sleep(self.rng.uniform(1.0, 2.0))
+            self.proxy.set_latency(0.0)
+            detail = f"{delay * 1000:.0f}ms"
+        elif kind == "drop":
+            self.proxy.drop()
+            detail = ""
+        else:
+            length = self.vt + self.rng.uniform(0.5, 1.5)
+            self.proxy.blackhole(length)
+            time.sleep(length + 0.05)
+            detail = f"{length:.1f}s"
+        return Fault(kind, "net", t, time.time(), None, detail)
+
+
+# The unix VFS keeps WAL locks as POSIX byte locks on the -shm file; byte 120 is the
+# write lock, held from a write transaction's first write until its commit.
+WAL_WRITE_LOCK_BYTE = 120
+
+
+def _write_lock_holders(shm: Path) -> list[int]:
+    try:
+        st = os.stat(shm)
+        text = Path("/proc/locks").read_text()
+    except OSError:
+        return []
+    inode = f":{st.st_ino} "
+    pids = []
+    for line in text.splitlines():
+        if "->" in line or "POSIX" not in line or inode not in line + " ":
+            continue
+        fields = line.split()
+        # N: POSIX ADVISORY WRITE pid maj:min:inode start end
+        try:
+            pid, start, end = int(fields[4]), fields[6], fields[7]
+        except (IndexError, ValueError):
+            continue
+        if fields[3] == "WRITE" and int(start) <= WAL_WRITE_LOCK_BYTE <= _end(end):
+            pids.append(pid)
+    return pids
+
+
+def _end(text: str) -> int:
+    return 1 << 62 if text == "EOF" else int(text)

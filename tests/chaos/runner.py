@@ -1,0 +1,187 @@
+"""`./dev chaos [BACKEND...] [--jobs N] [--workers M] [--duration S] [--faults ...] [--seed N]`
+
+For each backend: start its store, M worker processes (through a misbehaving proxy
+where network faults apply), and a producer enqueueing N jobs during the first 80% of
+the run; do random faults, drawn from a seeded generator, for S seconds; then let the
+workers drain the queue and check the records. One summary line per backend; exit
+status 1 on any loss, unexplained duplicate or fencing token that went back.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import tasuki
+from tests.chaos import jobs
+from tests.chaos.backends import BACKENDS, BY_NAME, KINDS, ChaosBackend
+from tests.chaos.checker import Report, check
+from tests.chaos.faults import Fault, Injector, Pool
+from tests.chaos.proxy import Proxy
+from tests.chaos.recorder import executions
+
+
+@dataclass
+class Options:
+    jobs: int = 300
+    workers: int = 3
+    duration: float = 20.0
+    faults: list[str] = field(default_factory=lambda: list(KINDS))
+    seed: int = 1
+    vt: float = 2.0
+    concurrency: int = 4
+    settle: float = 60.0  # how long the drain after the faults may take
+    pause: tuple[float, float] = (0.2, 1.0)  # between two faults
+    verbose: bool = True
+    cover: bool = False  # go on past `duration` until every fault kind was done once
+
+
+class Producer(threading.Thread):
+    """Enqueues jobs 0..N-1 with ids of their own, retrying each until it is stored."""
+
+    def __init__(self, app: tasuki.App, total: int, spread: float, rng: random.Random):
+        super().__init__(name="chaos-producer", daemon=True)
+        self.app, self.total, self.spread = app, total, spread
+        self.plan = [_job_for(n, rng) for n in range(total)]
+        self.enqueued: list[int] = []
+        self.errors = 0
+
+    def run(self) -> None:
+        began = time.monotonic()
+        for n, (job, sleep) in enumerate(self.plan):
+            while True:
+                try:
+                    self.app.jobs[job].options(message_id=f"m-{n}").enqueue(n, sleep)
+                    break
+                except tasuki.TasukiError:
+                    self.errors += 1
+                    time.sleep(0.1)
+            self.enqueued.append(n)
+            ahead = began + self.spread * (n + 1) / self.total - time.monotonic()
+            if ahead > 0:
+                time.sleep(ahead)
+
+
+def _job_for(n: int, rng: random.Random) -> tuple[str, float]:
+    job = "chaos_process" if n % 10 == 0 else "chaos"
+    if rng.random() < 0.1:
+        return job, rng.uniform(2.0, 4.0)  # outlives a lease: needs its heartbeats
+    return job, rng.uniform(0.02, 0.3)
+
+
+def run_backend(backend: ChaosBackend, opts: Options, workdir: Path) -> Report:
+    rng = random.Random(f"{opts.seed}-{backend.name}")
+    log = workdir / "executions.jsonl"
+    service = backend.start(workdir)
+    proxy = None
+    pool = None
+    producer_app = None
+    faults: list[Fault] = []
+    try:
+        if "net" in opts.faults and "net" in backend.faults and service.port is not None:
+            proxy = Proxy(service.port).start()
+        url = service.worker_url(proxy.port if proxy else None)
+        pool = Pool(
+            opts.workers, url, log, opts.vt, workdir / "workers.log", "-c", str(opts.concurrency)
+        )
+        producer_app = jobs.producer(service.url, opts.vt)
+        producer = Producer(producer_app, opts.jobs, opts.duration * 0.8, rng)
+        producer.start()
+        injector = Injector(backend, service, pool, proxy, opts.vt, rng, opts.faults)
+        ends = time.monotonic() + opts.duration
+        missing = injector.kinds() if opts.cover else set()
+        while injector.families and (time.monotonic() < ends or missing):
+            time.sleep(rng.uniform(*opts.pause))
+            fault = injector.one()
+            faults.append(fault)
+            missing.discard(fault.kind)
+            if opts.verbose:
+                print(f"  {backend.name}: {fault.kind} {fault.detail}".rstrip(), flush=True)
+        producer.join()
+        if proxy is not None:
+            proxy.heal()
+        _drain(producer_app, log, producer.enqueued, opts.settle)
+        dead = len(producer_app.dead_letters("default"))
+        return check(backend.name, producer.enqueued, executions(log), faults, opts.vt, dead)
+    finally:
+        if pool is not None:
+            pool.stop()
+        if producer_app is not None:
+            producer_app.close()
+        if proxy is not None:
+            proxy.stop()
+        service.stop()
+
+
+def _drain(app: tasuki.App, log: Path, enqueued: list[int], timeout: float) -> None:
+    """Until every message ran to its end and the queue holds nothing, or `timeout`."""
+    deadline = time.monotonic() + timeout
+    want = set(enqueued)
+    while time.monotonic() < deadline:
+        done = {n for n, runs in executions(log).items() if any(e.ended for e in runs)}
+        if want <= done:
+            try:
+                s = app.stats("default")
+            except tasuki.TasukiError:
+                s = None
+            if s is not None and s["ready"] + s["in_flight"] + s["delayed"] == 0:
+                return
+        time.sleep(0.2)
+
+
+def run(names: list[str], opts: Options) -> list[Report]:
+    reports = []
+    for name in names:
+        with tempfile.TemporaryDirectory(prefix=f"chaos-{name}-") as tmp:
+            report = run_backend(BY_NAME[name], opts, Path(tmp))
+        print(report.line(), flush=True)
+        for line in report.details():
+            print(line, flush=True)
+        reports.append(report)
+    return reports
+
+
+def parse(argv: list[str]) -> tuple[list[str], Options]:
+    p = argparse.ArgumentParser(prog="./dev chaos", description=__doc__.split("\n\n")[1])
+    p.add_argument("backends", nargs="*", metavar="BACKEND", help=", ".join(BY_NAME))
+    p.add_argument("--jobs", type=int, default=300)
+    p.add_argument("--workers", type=int, default=3)
+    p.add_argument("--duration", type=float, default=20.0)
+    p.add_argument("--faults", default=",".join(KINDS), help="comma-separated: " + ",".join(KINDS))
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--visibility-timeout", type=float, default=2.0)
+    p.add_argument("--quiet", action="store_true", help="only the summary lines")
+    a = p.parse_args(argv)
+    names = a.backends or [b.name for b in BACKENDS]
+    unknown = [n for n in names if n not in BY_NAME]
+    families = [f for f in a.faults.split(",") if f]
+    bad = [f for f in families if f not in KINDS]
+    if unknown or bad:
+        p.error(f"unknown backend(s) {unknown} or fault kind(s) {bad}")
+    opts = Options(
+        jobs=a.jobs,
+        workers=a.workers,
+        duration=a.duration,
+        faults=families,
+        seed=a.seed,
+        vt=a.visibility_timeout,
+        verbose=not a.quiet,
+    )
+    return names, opts
+
+
+def main(argv: list[str] | None = None) -> int:
+    names, opts = parse(sys.argv[1:] if argv is None else argv)
+    print(
+        f"chaos: seed={opts.seed} jobs={opts.jobs} workers={opts.workers} "
+        f"duration={opts.duration}s faults={','.join(opts.faults)} vt={opts.vt}s",
+        flush=True,
+    )
+    reports = run(names, opts)
+    return 0 if all(r.ok for r in reports) else 1
