@@ -76,14 +76,14 @@ def _module(url: str) -> tuple[object, str]:
     except ValueError as exc:
         raise InvalidURL(f"invalid backend URL {url!r}: {exc}") from exc
     module_name, factory_name, extra = entry
-    if not _built(module_name):
-        raise InvalidURL(
-            f"the {scheme}:// backend is planned, not part of tasuki yet; "
-            f"the backends of today: {', '.join(f'{s}://' for s in _known())}"
-        )
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
+        if not _built(module_name):
+            raise InvalidURL(
+                f"the {scheme}:// backend is planned, not part of tasuki yet; "
+                f"the backends of today: {', '.join(f'{s}://' for s in _known())}"
+            ) from None
         hint = f"pip install 'tasuki[{extra}]'" if extra else "reinstall tasuki"
         raise InvalidURL(f"the {scheme}:// backend is not available ({exc}); {hint}") from exc
     return module, factory_name
