@@ -3,6 +3,10 @@
 It is a real backend, not a mock: it passes the same contract suite as the others
 (except the cross-process tests), so code tested against it behaves the same on SQLite
 or Redis. `memory://name` shares one store between apps of the same process.
+
+Longer than most modules on purpose: the whole lifecycle (enqueue, lease, settle, dead
+letters, locks) of one backend, with no server to hand any of it to, reads best in one
+place, as each other backend's does in its script or query files.
 """
 
 from __future__ import annotations

@@ -11,6 +11,9 @@ never holds Redis for long).
 An idle `lease(wait=...)` blocks in BLPOP on the queue's signal list, which enqueue,
 release and redrive push to; the lease script tells it when the next delayed message
 or lease falls due, so it wakes for that too. See docs/redis.md for the whole design.
+
+Its length is one short method per backend operation (each a flatten-call-unflatten of
+one script); the logic of each is in its `.lua` file.
 """
 
 from __future__ import annotations

@@ -15,6 +15,9 @@ restart, say) is sent again on a fresh one, twice at most; a timeout is never re
 the script may have run, or may still be running. Every script is safe to run twice
 anyway: enqueue is idempotent, a repeated lease only leases more, and a repeated settle
 answers "stale" for what was already settled.
+
+Over 400 lines because URL parsing, TLS and unix-socket options, the shared pool, and
+the retry-on-a-fresh-socket rule belong together: each depends on how the others work.
 """
 
 from __future__ import annotations
