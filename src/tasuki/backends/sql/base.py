@@ -10,6 +10,9 @@ to pass a list of values to a query, how a waiting leaser is woken, and its `.sq
 defining every name of `QueryName` (checked when the backend's module is imported).
 
 Times passed to the queries (`:now`) come from `clock`, one instant per transaction.
+
+Over 400 lines on purpose: it is the whole lifecycle of two backends plus their lock
+store, one operation per method; splitting it would scatter what each dialect relies on.
 """
 
 from __future__ import annotations
