@@ -12,6 +12,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -221,11 +222,15 @@ class PostgresServer:
     every schema handed out, at the end of the session.
     """
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, *, own: bool = False) -> None:
         self.workdir = workdir
+        self.own = own  # always a cluster of our own (tests that restart the server)
         self.process_dir: Path | None = None
         self.port = 5432
         self.schemas: list[str] = []
+        self._run_as: list[str] = []
+        self._bindir = Path()
+        self._scratch: Path | None = None
 
     @staticmethod
     def _answers(port: int) -> bool:
@@ -240,16 +245,18 @@ class PostgresServer:
             return False
 
     def start(self) -> PostgresServer:
-        if self._answers(5432):
+        if not self.own and self._answers(5432):
             return self
         bindir = _postgres_bindir()
-        data = self.workdir / "data"
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         run_as: list[str] = []
         if os.geteuid() == 0:  # initdb and postgres refuse to run as root
             run_as = ["runuser", "-u", "postgres", "--"]
+            # pytest's temporary directories are root's alone: postgres needs its own.
+            self._scratch = self.workdir = Path(tempfile.mkdtemp(prefix="tasuki-pg-"))
             shutil.chown(self.workdir, "postgres")
+        data = self.workdir / "data"
         subprocess.run(
             [*run_as, str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust"],
             check=True,
@@ -304,21 +311,25 @@ class PostgresServer:
                 conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
         self.schemas.clear()
 
+    def _pg_ctl(self, *args: str, check: bool = True) -> None:
+        assert self.process_dir is not None, "not a cluster of our own"
+        subprocess.run(
+            [*self._run_as, str(self._bindir / "pg_ctl"), "-D", str(self.process_dir), *args],
+            check=check,
+            stdout=subprocess.DEVNULL,
+        )
+
+    def restart(self) -> None:
+        """Stop at once (as a crash would) and start again on the same port and data."""
+        self._pg_ctl("-m", "immediate", "-w", "restart")
+
     def stop(self) -> None:
         if self.process_dir is not None:
-            subprocess.run(
-                [
-                    *self._run_as,
-                    str(self._bindir / "pg_ctl"),
-                    "-D",
-                    str(self.process_dir),
-                    "-m",
-                    "immediate",
-                    "stop",
-                ],
-                check=False,
-                stdout=subprocess.DEVNULL,
-            )
+            self._pg_ctl("-m", "immediate", "stop", check=False)
+            self.process_dir = None
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
 
 
 def _postgres_bindir() -> Path:

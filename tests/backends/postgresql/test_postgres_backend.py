@@ -111,7 +111,8 @@ def test_lost_notification_session_falls_back_to_polling(
     with psycopg.connect(base, autocommit=True) as admin:
         admin.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-            "WHERE query LIKE 'LISTEN%%' AND pid <> pg_backend_pid()"
+            "WHERE application_name = %s AND query LIKE 'LISTEN%%'",
+            (consumer.postgres.application_name,),
         )
     deadline = time.monotonic() + 5
     while not any("polling" in r.getMessage() for r in caplog.records):

@@ -125,6 +125,8 @@ class PostgresDialect:
         self.conninfo = conninfo
         self.schema = schema
         self.channel = f"tasuki:{schema}"
+        # What pg_stat_activity shows for our sessions (unless the URL names its own).
+        self.application_name = f"tasuki {schema}"
         self.display_url = display_url
         self.capabilities = Capabilities(
             max_message_size=max_message_size, transactional_enqueue=True
@@ -141,13 +143,16 @@ class PostgresDialect:
         self._changed = threading.Condition()
         self._version = 0
         self._listener: threading.Thread | None = None
+        self._listener_pid = 0
         self._listening = False
 
     # -- connections -----------------------------------------------------------------
     def connect(self) -> psycopg.Connection[Any]:
         """A fresh connection of our own (migrations, the LISTEN session)."""
         try:
-            return psycopg.connect(self.conninfo, autocommit=True)
+            return psycopg.connect(
+                self.conninfo, autocommit=True, fallback_application_name=self.application_name
+            )
         except psycopg.ProgrammingError as exc:  # libpq refused the URL itself
             raise InvalidURL(f"invalid PostgreSQL URL {self.display_url}: {exc}") from exc
         except psycopg.Error as exc:
@@ -168,6 +173,7 @@ class PostgresDialect:
                     kwargs={
                         "autocommit": True,
                         "options": f"-c search_path={self.schema}",
+                        "fallback_application_name": self.application_name,
                     },
                     open=True,
                     name=f"tasuki-{self.schema}",
@@ -235,10 +241,14 @@ class PostgresDialect:
                 self._changed.wait(remaining)
 
     def _ensure_listener(self) -> None:
-        if self._listener is not None or self._closed:
+        """Start the listener thread once per process (a forked child starts its own)."""
+        if (self._listener is not None and self._listener_pid == os.getpid()) or self._closed:
             return
         with self._mutex:
-            if self._listener is None:
+            if self._listener is None or self._listener_pid != os.getpid():
+                self._listener_pid = os.getpid()
+                self._listening = False
+                self._changed = threading.Condition()
                 self._listener = threading.Thread(
                     target=self._listen, name="tasuki-postgres-listen", daemon=True
                 )
@@ -254,7 +264,11 @@ class PostgresDialect:
         lost_logged = False
         while not self._closed:
             try:
-                with psycopg.connect(self.conninfo, autocommit=True) as conn:
+                with psycopg.connect(
+                    self.conninfo,
+                    autocommit=True,
+                    fallback_application_name=self.application_name,
+                ) as conn:
                     conn.execute(f'LISTEN "{self.channel}"')
                     self._listening = True
                     if lost_logged:
