@@ -70,6 +70,10 @@ def redact(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
 
 
+def _returns(cursor: Any) -> bool:
+    return cursor.description is not None
+
+
 def migrations() -> list[tuple[int, str, str]]:
     """(version, file name, SQL) of every migration, in order."""
     found = []
@@ -210,6 +214,27 @@ class PostgresDialect:
                 f"got {type(connection).__name__}"
             )
         return connection.cursor(row_factory=tuple_row), self.qualified
+
+    @staticmethod
+    def many(
+        conn: Connection, sql: str, params: list[dict[str, Any]]
+    ) -> list[tuple[int, list[Any]]]:
+        """One pipelined `executemany`: a batch costs one round trip, not one per row."""
+        if len(params) <= 1:
+            out = []
+            for p in params:
+                cursor = conn.execute(sql, p)
+                rows = cursor.fetchall() if _returns(cursor) else []
+                out.append((cursor.rowcount, rows))
+            return out
+        pg: Any = conn
+        cursor = pg.cursor() if isinstance(pg, psycopg.Connection) else pg
+        cursor.executemany(sql, params, returning=True)
+        out = []
+        while True:
+            out.append((cursor.rowcount, cursor.fetchall() if cursor.description else []))
+            if not cursor.nextset():
+                return out
 
     @staticmethod
     def values(items: list[Any]) -> object:
