@@ -37,7 +37,9 @@ def test_concurrent_first_use_migrates_once(url: str) -> None:
 
     def start() -> None:
         try:
-            backends.append(from_url(url))
+            backend = from_url(url)
+            backends.append(backend)
+            backend.stats("q")  # the first use migrates
         except BaseException as exc:
             failures.append(exc)
 
@@ -74,7 +76,9 @@ def test_the_password_is_never_shown(postgres_server: PostgresServer) -> None:
     assert "hunter2" not in backend.url and ":***@" in backend.url
     backend.close()
     with pytest.raises(errors.InvalidURL, match="bogus"):
-        from_url(f"{url}&bogus=1")
+        from_url(f"{url}&bogus=1").ping()  # libpq's verdict, at the first connection
+    with pytest.raises(errors.InvalidURL, match="pool_size"):
+        from_url(f"{url}&pool_size=many")
 
 
 def test_an_idle_leaser_wakes_on_notify(url: str) -> None:

@@ -18,8 +18,10 @@ PostgreSQL's dialect: a connection pool, write transactions, LISTEN/NOTIFY wake-
   the worker), must have a TTL, and must be taken atomically with the enqueue's insert —
   session advisory locks have none of the three.
 - **Schema**: versioned migrations (`migrations/NNNN_*.sql`), applied on first use
-  unless `?migrate=false`, or by `tasuki migrate --url ...`; a transaction-level advisory
-  lock keeps two workers starting at once from racing.
+  unless `?migrate=false`, or by `tasuki migrate --url ...`; a transaction-level
+  advisory lock keeps two workers starting at once from racing. Like Redis's, the
+  backend connects when first used, not when created: a worker can start while the
+  server is down.
 - **Time**: `now` comes from the client's clock, like SQLite's; hosts sharing a database
   must keep their clocks in sync (NTP), as they must for any delay to mean the same.
 """
@@ -32,7 +34,8 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+import weakref
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from importlib import resources
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -53,6 +56,8 @@ _TABLE = re.compile(r"\b(tasuki_(?:messages|finished|locks))\b")
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 # While the LISTEN session is down, waits poll at this interval.
 FALLBACK_POLL = 0.25
+# A pooled connection idle longer than this is checked before it is handed out.
+IDLE_CHECK = 1.0
 
 log = logging.getLogger("tasuki.postgres")
 # URL options read by tasuki; any other (sslmode, connect_timeout ...) goes to libpq.
@@ -139,6 +144,12 @@ class PostgresDialect:
             name: _TABLE.sub(f'"{schema}".\\1', sql) for name, sql in Q.items()
         }
         self._pool_size = pool_size
+        self._idle_since: weakref.WeakKeyDictionary[psycopg.Connection[Any], float] = (
+            weakref.WeakKeyDictionary()
+        )
+        # Run before the first connection is used (set by the backend: its migrations).
+        self.first_use: Callable[[], object] | None = None
+        self._first_use_mutex = threading.Lock()
         self._pool: ConnectionPool[psycopg.Connection[Any]] | None = None
         self._pid = 0
         self._mutex = threading.Lock()
@@ -162,10 +173,21 @@ class PostgresDialect:
         except psycopg.Error as exc:
             raise BackendUnavailable(f"cannot connect to {self.display_url}: {exc}") from exc
 
+    def ready(self) -> None:
+        """Run the first-use hook (the migrations) once; a failure is retried next time."""
+        if self.first_use is None:
+            return
+        with self._first_use_mutex:
+            hook = self.first_use
+            if hook is not None:
+                hook()
+                self.first_use = None
+
     def pool(self) -> ConnectionPool[psycopg.Connection[Any]]:
         pool = self._pool
         if pool is not None and self._pid == os.getpid():
             return pool
+        self.ready()
         with self._mutex:
             if self._closed:
                 raise BackendError("the PostgreSQL backend is closed")
@@ -181,9 +203,20 @@ class PostgresDialect:
                     },
                     open=True,
                     name=f"tasuki-{self.schema}",
+                    check=self._check,
+                    reset=self._returned,
                 )
                 self._pid = os.getpid()
             return self._pool
+
+    def _check(self, conn: psycopg.Connection[Any]) -> None:
+        """A connection idle for a while is tried before use (one empty query), so a
+        server restart costs a reconnect, not a failed operation; a busy one is not."""
+        if time.monotonic() - self._idle_since.get(conn, 0.0) > IDLE_CHECK:
+            ConnectionPool.check_connection(conn)
+
+    def _returned(self, conn: psycopg.Connection[Any]) -> None:
+        self._idle_since[conn] = time.monotonic()
 
     @contextlib.contextmanager
     def read(self) -> Iterator[Connection]:
@@ -213,6 +246,7 @@ class PostgresDialect:
                 f"postgresql:// takes a psycopg.Connection as connection=, "
                 f"got {type(connection).__name__}"
             )
+        self.ready()
         return connection.cursor(row_factory=tuple_row), self.qualified
 
     @staticmethod
@@ -356,8 +390,8 @@ class PostgresBackend(SQLBackend):
             display_url=redact(url),
         )
         super().__init__(redact(url), self.postgres)
-        if migrate:
-            self.migrate()
+        if migrate:  # on first use, so a worker can start while the server is down
+            self.postgres.first_use = self.migrate
 
     def migrate(self) -> list[str]:
         """Apply the migrations this schema lacks; returns their names."""
