@@ -22,6 +22,8 @@ PostgreSQL's dialect: a connection pool, write transactions, LISTEN/NOTIFY wake-
   advisory lock keeps two workers starting at once from racing. Like Redis's, the
   backend connects when first used, not when created: a worker can start while the
   server is down.
+- **Size**: a little over 400 lines because the dialect, its migrations and its
+  listener thread are one engine's concerns, read together.
 - **Time**: `now` comes from the client's clock, like SQLite's; hosts sharing a database
   must keep their clocks in sync (NTP), as they must for any delay to mean the same.
 """
