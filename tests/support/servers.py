@@ -12,6 +12,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -223,11 +224,15 @@ class PostgresServer:
     every schema handed out, at the end of the session.
     """
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, *, own: bool = False) -> None:
         self.workdir = workdir
+        self.own = own  # always a cluster of our own (tests that restart the server)
         self.process_dir: Path | None = None
         self.port = 5432
         self.schemas: list[str] = []
+        self._run_as: list[str] = []
+        self._bindir = Path()
+        self._scratch: Path | None = None
 
     @staticmethod
     def _answers(port: int) -> bool:
@@ -242,44 +247,33 @@ class PostgresServer:
             return False
 
     def start(self) -> PostgresServer:
-        if self._answers(5432):
+        """Find or make the server; after `kill()`, start ours again on its data."""
+        if self.process_dir is not None:
+            self._launch()
             return self
-        bindir = _postgres_bindir()
-        data = self.workdir / "data"
+        if not self.own and self._answers(5432):
+            return self
+        self._bindir = _postgres_bindir()
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
-        run_as: list[str] = []
         if os.geteuid() == 0:  # initdb and postgres refuse to run as root
-            run_as = ["runuser", "-u", "postgres", "--"]
+            self._run_as = ["runuser", "-u", "postgres", "--"]
+            # pytest's temporary directories are root's alone: postgres needs its own.
+            self._scratch = self.workdir = Path(tempfile.mkdtemp(prefix="tasuki-pg-"))
             shutil.chown(self.workdir, "postgres")
+        self.process_dir = self.workdir / "data"
+        initdb = str(self._bindir / "initdb")
         subprocess.run(
-            [*run_as, str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust"],
+            [*self._run_as, initdb, "-D", str(self.process_dir), "-U", "postgres", "-A", "trust"],
             check=True,
             stdout=subprocess.DEVNULL,
         )
+        self._launch()
+        createdb = str(self._bindir / "createdb")
         subprocess.run(
             [
-                *run_as,
-                str(bindir / "pg_ctl"),
-                "-D",
-                str(data),
-                "-l",
-                str(self.workdir / "postgres.log"),
-                "-o",
-                f"-p {self.port} -k {self.workdir} -c listen_addresses=127.0.0.1 -c fsync=off",
-                "-w",
-                "start",
-            ],
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
-        self.process_dir = data
-        self._run_as = run_as
-        self._bindir = bindir
-        subprocess.run(
-            [
-                *run_as,
-                str(bindir / "createdb"),
+                *self._run_as,
+                createdb,
                 "-h",
                 "127.0.0.1",
                 "-p",
@@ -291,6 +285,15 @@ class PostgresServer:
             check=True,
         )
         return self
+
+    def _launch(self) -> None:
+        options = f"-p {self.port} -k {self.workdir} -c listen_addresses=127.0.0.1 -c fsync=off"
+        log = str(self.workdir / "postgres.log")
+        self._pg_ctl("-l", log, "-o", options, "-w", "start")
+
+    def kill(self) -> None:
+        """Stop our server at once, as a crash would (committed data survives)."""
+        self._pg_ctl("-m", "immediate", "-w", "stop")
 
     def url(self, schema: str) -> str:
         self.schemas.append(schema)
@@ -306,21 +309,26 @@ class PostgresServer:
                 conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
         self.schemas.clear()
 
+    def _pg_ctl(self, *args: str, check: bool = True) -> None:
+        assert self.process_dir is not None, "not a cluster of our own"
+        subprocess.run(
+            [*self._run_as, str(self._bindir / "pg_ctl"), "-D", str(self.process_dir), *args],
+            check=check,
+            stdout=subprocess.DEVNULL,
+        )
+
+    def restart(self) -> None:
+        """Stop at once (as a crash would) and start again on the same port and data."""
+        self.kill()
+        self.start()
+
     def stop(self) -> None:
         if self.process_dir is not None:
-            subprocess.run(
-                [
-                    *self._run_as,
-                    str(self._bindir / "pg_ctl"),
-                    "-D",
-                    str(self.process_dir),
-                    "-m",
-                    "immediate",
-                    "stop",
-                ],
-                check=False,
-                stdout=subprocess.DEVNULL,
-            )
+            self._pg_ctl("-m", "immediate", "-w", "stop", check=False)
+            self.process_dir = None
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
 
 
 def _postgres_bindir() -> Path:

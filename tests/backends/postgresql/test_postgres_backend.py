@@ -37,7 +37,9 @@ def test_concurrent_first_use_migrates_once(url: str) -> None:
 
     def start() -> None:
         try:
-            backends.append(from_url(url))
+            backend = from_url(url)
+            backends.append(backend)
+            backend.stats("q")  # the first use migrates
         except BaseException as exc:
             failures.append(exc)
 
@@ -74,7 +76,9 @@ def test_the_password_is_never_shown(postgres_server: PostgresServer) -> None:
     assert "hunter2" not in backend.url and ":***@" in backend.url
     backend.close()
     with pytest.raises(errors.InvalidURL, match="bogus"):
-        from_url(f"{url}&bogus=1")
+        from_url(f"{url}&bogus=1").ping()  # libpq's verdict, at the first connection
+    with pytest.raises(errors.InvalidURL, match="pool_size"):
+        from_url(f"{url}&pool_size=many")
 
 
 def test_an_idle_leaser_wakes_on_notify(url: str) -> None:
@@ -111,7 +115,8 @@ def test_lost_notification_session_falls_back_to_polling(
     with psycopg.connect(base, autocommit=True) as admin:
         admin.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-            "WHERE query LIKE 'LISTEN%%' AND pid <> pg_backend_pid()"
+            "WHERE application_name = %s AND query LIKE 'LISTEN%%'",
+            (consumer.postgres.application_name,),
         )
     deadline = time.monotonic() + 5
     while not any("polling" in r.getMessage() for r in caplog.records):

@@ -18,8 +18,12 @@ PostgreSQL's dialect: a connection pool, write transactions, LISTEN/NOTIFY wake-
   the worker), must have a TTL, and must be taken atomically with the enqueue's insert —
   session advisory locks have none of the three.
 - **Schema**: versioned migrations (`migrations/NNNN_*.sql`), applied on first use
-  unless `?migrate=false`, or by `tasuki migrate --url ...`; a transaction-level advisory
-  lock keeps two workers starting at once from racing.
+  unless `?migrate=false`, or by `tasuki migrate --url ...`; a transaction-level
+  advisory lock keeps two workers starting at once from racing. Like Redis's, the
+  backend connects when first used, not when created: a worker can start while the
+  server is down.
+- **Size**: a little over 400 lines because the dialect, its migrations and its
+  listener thread are one engine's concerns, read together.
 - **Time**: `now` comes from the client's clock, like SQLite's; hosts sharing a database
   must keep their clocks in sync (NTP), as they must for any delay to mean the same.
 """
@@ -32,7 +36,8 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+import weakref
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from importlib import resources
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -53,6 +58,8 @@ _TABLE = re.compile(r"\b(tasuki_(?:messages|finished|locks))\b")
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 # While the LISTEN session is down, waits poll at this interval.
 FALLBACK_POLL = 0.25
+# A pooled connection idle longer than this is checked before it is handed out.
+IDLE_CHECK = 1.0
 
 log = logging.getLogger("tasuki.postgres")
 # URL options read by tasuki; any other (sslmode, connect_timeout ...) goes to libpq.
@@ -68,6 +75,10 @@ def redact(url: str) -> str:
     if parts.port:
         host = f"{host}:{parts.port}"
     return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+
+
+def _returns(cursor: Any) -> bool:
+    return cursor.description is not None
 
 
 def migrations() -> list[tuple[int, str, str]]:
@@ -125,6 +136,8 @@ class PostgresDialect:
         self.conninfo = conninfo
         self.schema = schema
         self.channel = f"tasuki:{schema}"
+        # What pg_stat_activity shows for our sessions (unless the URL names its own).
+        self.application_name = f"tasuki {schema}"
         self.display_url = display_url
         self.capabilities = Capabilities(
             max_message_size=max_message_size, transactional_enqueue=True
@@ -133,6 +146,12 @@ class PostgresDialect:
             name: _TABLE.sub(f'"{schema}".\\1', sql) for name, sql in Q.items()
         }
         self._pool_size = pool_size
+        self._idle_since: weakref.WeakKeyDictionary[psycopg.Connection[Any], float] = (
+            weakref.WeakKeyDictionary()
+        )
+        # Run before the first connection is used (set by the backend: its migrations).
+        self.first_use: Callable[[], object] | None = None
+        self._first_use_mutex = threading.Lock()
         self._pool: ConnectionPool[psycopg.Connection[Any]] | None = None
         self._pid = 0
         self._mutex = threading.Lock()
@@ -141,22 +160,36 @@ class PostgresDialect:
         self._changed = threading.Condition()
         self._version = 0
         self._listener: threading.Thread | None = None
+        self._listener_pid = 0
         self._listening = False
 
     # -- connections -----------------------------------------------------------------
     def connect(self) -> psycopg.Connection[Any]:
         """A fresh connection of our own (migrations, the LISTEN session)."""
         try:
-            return psycopg.connect(self.conninfo, autocommit=True)
+            return psycopg.connect(
+                self.conninfo, autocommit=True, fallback_application_name=self.application_name
+            )
         except psycopg.ProgrammingError as exc:  # libpq refused the URL itself
             raise InvalidURL(f"invalid PostgreSQL URL {self.display_url}: {exc}") from exc
         except psycopg.Error as exc:
             raise BackendUnavailable(f"cannot connect to {self.display_url}: {exc}") from exc
 
+    def ready(self) -> None:
+        """Run the first-use hook (the migrations) once; a failure is retried next time."""
+        if self.first_use is None:
+            return
+        with self._first_use_mutex:
+            hook = self.first_use
+            if hook is not None:
+                hook()
+                self.first_use = None
+
     def pool(self) -> ConnectionPool[psycopg.Connection[Any]]:
         pool = self._pool
         if pool is not None and self._pid == os.getpid():
             return pool
+        self.ready()
         with self._mutex:
             if self._closed:
                 raise BackendError("the PostgreSQL backend is closed")
@@ -168,12 +201,24 @@ class PostgresDialect:
                     kwargs={
                         "autocommit": True,
                         "options": f"-c search_path={self.schema}",
+                        "fallback_application_name": self.application_name,
                     },
                     open=True,
                     name=f"tasuki-{self.schema}",
+                    check=self._check,
+                    reset=self._returned,
                 )
                 self._pid = os.getpid()
             return self._pool
+
+    def _check(self, conn: psycopg.Connection[Any]) -> None:
+        """A connection idle for a while is tried before use (one empty query), so a
+        server restart costs a reconnect, not a failed operation; a busy one is not."""
+        if time.monotonic() - self._idle_since.get(conn, 0.0) > IDLE_CHECK:
+            ConnectionPool.check_connection(conn)
+
+    def _returned(self, conn: psycopg.Connection[Any]) -> None:
+        self._idle_since[conn] = time.monotonic()
 
     @contextlib.contextmanager
     def read(self) -> Iterator[Connection]:
@@ -203,7 +248,29 @@ class PostgresDialect:
                 f"postgresql:// takes a psycopg.Connection as connection=, "
                 f"got {type(connection).__name__}"
             )
+        self.ready()
         return connection.cursor(row_factory=tuple_row), self.qualified
+
+    @staticmethod
+    def many(
+        conn: Connection, sql: str, params: list[dict[str, Any]]
+    ) -> list[tuple[int, list[Any]]]:
+        """One pipelined `executemany`: a batch costs one round trip, not one per row."""
+        if len(params) <= 1:
+            out = []
+            for p in params:
+                cursor = conn.execute(sql, p)
+                rows = cursor.fetchall() if _returns(cursor) else []
+                out.append((cursor.rowcount, rows))
+            return out
+        pg: Any = conn
+        cursor = pg.cursor() if isinstance(pg, psycopg.Connection) else pg
+        cursor.executemany(sql, params, returning=True)
+        out = []
+        while True:
+            out.append((cursor.rowcount, cursor.fetchall() if cursor.description else []))
+            if not cursor.nextset():
+                return out
 
     @staticmethod
     def values(items: list[Any]) -> object:
@@ -235,10 +302,14 @@ class PostgresDialect:
                 self._changed.wait(remaining)
 
     def _ensure_listener(self) -> None:
-        if self._listener is not None or self._closed:
+        """Start the listener thread once per process (a forked child starts its own)."""
+        if (self._listener is not None and self._listener_pid == os.getpid()) or self._closed:
             return
         with self._mutex:
-            if self._listener is None:
+            if self._listener is None or self._listener_pid != os.getpid():
+                self._listener_pid = os.getpid()
+                self._listening = False
+                self._changed = threading.Condition()
                 self._listener = threading.Thread(
                     target=self._listen, name="tasuki-postgres-listen", daemon=True
                 )
@@ -254,7 +325,11 @@ class PostgresDialect:
         lost_logged = False
         while not self._closed:
             try:
-                with psycopg.connect(self.conninfo, autocommit=True) as conn:
+                with psycopg.connect(
+                    self.conninfo,
+                    autocommit=True,
+                    fallback_application_name=self.application_name,
+                ) as conn:
                     conn.execute(f'LISTEN "{self.channel}"')
                     self._listening = True
                     if lost_logged:
@@ -317,8 +392,8 @@ class PostgresBackend(SQLBackend):
             display_url=redact(url),
         )
         super().__init__(redact(url), self.postgres)
-        if migrate:
-            self.migrate()
+        if migrate:  # on first use, so a worker can start while the server is down
+            self.postgres.first_use = self.migrate
 
     def migrate(self) -> list[str]:
         """Apply the migrations this schema lacks; returns their names."""

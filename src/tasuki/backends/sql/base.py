@@ -10,6 +10,9 @@ to pass a list of values to a query, how a waiting leaser is woken, and its `.sq
 defining every name of `QueryName` (checked when the backend's module is imported).
 
 Times passed to the queries (`:now`) come from `clock`, one instant per transaction.
+
+Over 400 lines on purpose: it is the whole lifecycle of two backends plus their lock
+store, one operation per method; splitting it would scatter what each dialect relies on.
 """
 
 from __future__ import annotations
@@ -114,6 +117,12 @@ class Dialect(Protocol):
     def joined(self, connection: object) -> tuple[Connection, Queries]:
         """The caller's connection, checked, and the queries to run on it."""
 
+    def many(
+        self, conn: Connection, sql: str, params: list[dict[str, Any]]
+    ) -> list[tuple[int, list[Any]]]:
+        """Run `sql` once per parameter set, in order, in the open transaction: each
+        run's row count and rows (pipelined into one round trip where the engine can)."""
+
     def values(self, items: list[Any]) -> object:
         """A list of values as the `.sql` files take it (`:seqs`, `:ids`)."""
 
@@ -171,7 +180,10 @@ class SQLBackend(Backend):
         """Enqueue inside a transaction that is already open on `conn`."""
         q = self.q if queries is None else queries
         now = self.clock()
-        results = [self._enqueue_one(conn, q, env, now) for env in envelopes]
+        if len(envelopes) > 1 and self._plain(envelopes):
+            results = self._enqueue_plain(conn, q, envelopes, now)
+        else:
+            results = [self._enqueue_one(conn, q, env, now) for env in envelopes]
         queues = {
             env.queue
             for env, result in zip(envelopes, results, strict=True)
@@ -181,6 +193,29 @@ class SQLBackend(Backend):
             self.dialect.changed(conn, sorted(queues))
         self._maybe_cleanup(conn, q, now)
         return results
+
+    @staticmethod
+    def _plain(envelopes: Sequence[Envelope]) -> bool:
+        """No unique claims and no id twice: each message's fate is its own."""
+        if any(env.unique is not None for env in envelopes):
+            return False
+        return len({(env.queue, env.id) for env in envelopes}) == len(envelopes)
+
+    def _enqueue_plain(
+        self, conn: Connection, q: Queries, envelopes: Sequence[Envelope], now: float
+    ) -> list[Enqueued]:
+        """A batch in two statements' worth of round trips: which ids are known, then the
+        inserts of the others (`Dialect.many` pipelines them where the engine can)."""
+        many = self.dialect.many
+        known = many(
+            conn, q["known_id"], [{"queue": e.queue, "id": e.id, "now": now} for e in envelopes]
+        )
+        fresh = [env for env, (_, rows) in zip(envelopes, known, strict=True) if not rows]
+        inserted = many(conn, q["insert_message"], [_insert_params(env, now) for env in fresh])
+        stored = {env.id for env, (count, _) in zip(fresh, inserted, strict=True) if count}
+        return [
+            Enqueued(env.id, "enqueued" if env.id in stored else "duplicate") for env in envelopes
+        ]
 
     def _enqueue_one(self, conn: Connection, q: Queries, env: Envelope, now: float) -> Enqueued:
         if conn.execute(q["known_id"], {"queue": env.queue, "id": env.id, "now": now}).fetchone():
@@ -200,19 +235,7 @@ class SQLBackend(Backend):
                         return Enqueued(holder, "replaced")
                 return Enqueued(holder, "conflict")
         inserted = conn.execute(
-            q["insert_message"],
-            {
-                "queue": env.queue,
-                "id": env.id,
-                "body": env.body,
-                "headers": headers,
-                "now": now,
-                "delay": env.delay,
-                "max_attempts": env.max_attempts,
-                "visibility_timeout": env.visibility_timeout,
-                "keep_id": env.keep_id,
-                "unique_key": unique_key,
-            },
+            q["insert_message"], _insert_params(env, now, headers, unique_key)
         ).rowcount
         # 0 only where the engine lets a concurrent enqueue of the same id win the race
         # (PostgreSQL: ON CONFLICT DO NOTHING); SQLite's writes are serialized.
@@ -308,28 +331,25 @@ class SQLBackend(Backend):
     def _settle(self, query: str, params: list[dict[str, Any]]) -> list[bool]:
         with self.dialect.write() as conn:
             now = self.clock()
-            results = []
             for p in params:
                 p["now"] = now
-                results.append(conn.execute(query, p).rowcount == 1)
-        return results
+            return [count == 1 for count, _ in self.dialect.many(conn, query, params)]
 
     def ack(self, receipts: Sequence[Receipt]) -> list[bool]:
-        q = self.q
-        results = []
+        q, many = self.q, self.dialect.many
         with self.dialect.write() as conn:
             now = self.clock()
-            for r in receipts:
-                row = conn.execute(
-                    q["ack"], {"queue": r.queue, "id": r.id, "token": r.token}
-                ).fetchone()
-                if row is not None and row[0] > 0:
-                    conn.execute(
-                        q["remember_finished"],
-                        {"queue": r.queue, "id": r.id, "now": now, "keep_id": row[0]},
-                    )
-                results.append(row is not None)
-        return results
+            acked = many(
+                conn, q["ack"], [{"queue": r.queue, "id": r.id, "token": r.token} for r in receipts]
+            )
+            remember = [
+                {"queue": r.queue, "id": r.id, "now": now, "keep_id": rows[0][0]}
+                for r, (_, rows) in zip(receipts, acked, strict=True)
+                if rows and rows[0][0] > 0
+            ]
+            if remember:
+                many(conn, q["remember_finished"], remember)
+        return [bool(rows) for _, rows in acked]
 
     def extend(self, receipts: Sequence[Receipt], visibility_timeout: float) -> list[bool]:
         return self._settle(
@@ -348,20 +368,19 @@ class SQLBackend(Backend):
     def release(self, releases: Sequence[Release]) -> list[bool]:
         with self.dialect.write() as conn:
             now = self.clock()
-            results = [
-                conn.execute(
-                    self.q["release"],
-                    {
-                        "queue": item.receipt.queue,
-                        "id": item.receipt.id,
-                        "token": item.receipt.token,
-                        "delay": item.delay,
-                        "refund": 0 if item.penalty else 1,
-                        "now": now,
-                    },
-                ).rowcount
-                == 1
+            params = [
+                {
+                    "queue": item.receipt.queue,
+                    "id": item.receipt.id,
+                    "token": item.receipt.token,
+                    "delay": item.delay,
+                    "refund": 0 if item.penalty else 1,
+                    "now": now,
+                }
                 for item in releases
+            ]
+            results = [
+                count == 1 for count, _ in self.dialect.many(conn, self.q["release"], params)
             ]
             queues = {item.receipt.queue for item, ok in zip(releases, results, strict=True) if ok}
             if queues:
@@ -474,11 +493,8 @@ class SQLLockStore(LockStore):
         query = self._backend.q["lock_renew"]
         with self._backend.dialect.write() as conn:
             now = self.clock()
-            return [
-                conn.execute(query, {"key": k, "owner": owner, "ttl": ttl, "now": now}).rowcount
-                == 1
-                for k in keys
-            ]
+            params = [{"key": k, "owner": owner, "ttl": ttl, "now": now} for k in keys]
+            return [count == 1 for count, _ in self._backend.dialect.many(conn, query, params)]
 
     def release(self, key: str, owner: str) -> bool:
         return self._one("lock_release", {"key": key, "owner": owner}) == 1
@@ -492,6 +508,23 @@ class SQLLockStore(LockStore):
         with self._backend.dialect.read() as conn:
             row = conn.execute(self._backend.q["lock_holder"], {"key": key, "now": now}).fetchone()
         return None if row is None else LockHolder(row[0], row[1] - now)
+
+
+def _insert_params(
+    env: Envelope, now: float, headers: str | None = None, unique_key: str | None = None
+) -> dict[str, Any]:
+    return {
+        "queue": env.queue,
+        "id": env.id,
+        "body": env.body,
+        "headers": orjson.dumps(dict(env.headers)).decode() if headers is None else headers,
+        "now": now,
+        "delay": env.delay,
+        "max_attempts": env.max_attempts,
+        "visibility_timeout": env.visibility_timeout,
+        "keep_id": env.keep_id,
+        "unique_key": unique_key,
+    }
 
 
 def _dead_letter(queue: str, row: Sequence[Any]) -> DeadLetter:

@@ -144,6 +144,16 @@ class SQLiteDialect:
         return connection, Q
 
     @staticmethod
+    def many(
+        conn: Connection, sql: str, params: list[dict[str, Any]]
+    ) -> list[tuple[int, list[Any]]]:
+        out = []
+        for p in params:
+            cursor = conn.execute(sql, p)
+            out.append((cursor.rowcount, cursor.fetchall()))
+        return out
+
+    @staticmethod
     def values(items: list[Any]) -> object:
         return orjson.dumps(items)  # read back with json_each(:seqs)
 

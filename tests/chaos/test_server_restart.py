@@ -1,10 +1,12 @@
-"""Kill -9 Redis and the workers mid-run: every message still runs to its end.
+"""Kill the server and the workers mid-run: every message still runs to its end.
 
+On every backend of the list with a server of its own to kill (Redis, PostgreSQL).
 Redis runs with `appendonly yes` + `appendfsync always`, so every write it acknowledged
-is on disk before the reply (docs/redis.md says what weaker settings lose). Real worker
-processes (`tasuki worker`) run the jobs. Twice during the run Redis is killed with
-SIGKILL and restarted from its data directory, and a worker is SIGKILLed; one
-replacement worker is even started while Redis is down. At the end every message has
+is on disk before the reply (docs/redis.md says what weaker settings lose); PostgreSQL
+is stopped with `-m immediate`, a crash as far as it can tell. Real worker processes
+(`tasuki worker`) run the jobs. Twice during the run the server is killed and restarted
+from its data directory, and a worker is SIGKILLed; one replacement worker is even
+started while the server is down. At the end every message has
 run to its `end` record, the queue is empty, nothing is dead, and a message ran twice
 only if a kill happened between its two starts, with a fencing token that grew.
 """
@@ -13,12 +15,16 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import tasuki
-from tests.support.servers import RedisServer
+from tests.support.backends import CROSS_PROCESS
+from tests.support.servers import PostgresServer, RedisServer
 from tests.worker.helpers import WorkerProcess, by_n, kill_all, read_log, wait_until
 
 pytestmark = pytest.mark.slow
@@ -31,7 +37,27 @@ def ends(log: Path) -> int:
     return len(by_n(read_log(log), "end"))
 
 
-def test_redis_and_workers_killed_mid_run_lose_nothing(tmp_path: Path) -> None:
+@contextmanager
+def _redis(workdir: Path) -> Iterator[tuple[Any, str]]:
+    with RedisServer(workdir, appendonly=True) as server:
+        yield server, server.url()
+
+
+@contextmanager
+def _postgresql(workdir: Path) -> Iterator[tuple[Any, str]]:
+    server = PostgresServer(workdir, own=True).start()
+    try:
+        yield server, server.url("t_chaos")
+    finally:
+        server.stop()
+
+
+# Servers these tests can kill and start again (each has `kill()` and `start()`).
+SERVERS: dict[str, Callable[[Path], Any]] = {"redis": _redis, "postgresql": _postgresql}
+
+
+@pytest.mark.parametrize("engine", [name for name in CROSS_PROCESS if name in SERVERS])
+def test_server_and_workers_killed_mid_run_lose_nothing(tmp_path: Path, engine: str) -> None:
     log = tmp_path / "runs.jsonl"
     stderr = tmp_path / "workers.log"
     workers: list[WorkerProcess] = []
@@ -40,8 +66,7 @@ def test_redis_and_workers_killed_mid_run_lose_nothing(tmp_path: Path) -> None:
     def worker() -> None:
         workers.append(WorkerProcess(url, log, "-c", "4", vt=VT, stderr=stderr))
 
-    with RedisServer(tmp_path / "redis", appendonly=True) as server:
-        url = server.url()
+    with SERVERS[engine](tmp_path / engine) as (server, url):
         producer = tasuki.App(url)
 
         @producer.job(visibility_timeout=VT)
@@ -52,7 +77,7 @@ def test_redis_and_workers_killed_mid_run_lose_nothing(tmp_path: Path) -> None:
             for _ in range(3):
                 worker()
 
-            # First blow: Redis dies, then a worker; both come back.
+            # First blow: the server dies, then a worker; both come back.
             wait_until(lambda: ends(log) >= 60, 20)
             kills.append(time.time())
             server.kill()
@@ -62,7 +87,7 @@ def test_redis_and_workers_killed_mid_run_lose_nothing(tmp_path: Path) -> None:
             server.start()
             worker()
 
-            # Second blow: Redis dies; a worker starts while it is down; another is killed.
+            # Second blow: the server dies; a worker starts while it is down; another is killed.
             wait_until(lambda: ends(log) >= 160, 20)
             kills.append(time.time())
             server.kill()
