@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from tasuki.backends.base import DEFAULT_VISIBILITY_TIMEOUT, Backend, Envelope, LockStore
-from tasuki.backends.urls import DEFAULT_URL, backend_from_url
+from tasuki.backends.urls import DEFAULT_URL, backend_from_url, redact
 from tasuki.errors import ConfigurationError, InvalidArgument, MessageTooLarge, UnknownJob
 from tasuki.job import (
     EXECUTORS,
@@ -92,7 +92,7 @@ class App:
         self._locks = locks
 
     def __repr__(self) -> str:
-        return f"<tasuki.App {self.url}>"
+        return f"<tasuki.App {redact(self.url)}>"
 
     # -- declaring -------------------------------------------------------------------
     @overload

@@ -8,6 +8,7 @@ import click
 import orjson
 from rich.table import Table
 
+from tasuki.backends.urls import redact
 from tasuki.cli.common import app_from_options, app_options, console, friendly_errors
 from tasuki.message import DeadLetter
 
@@ -105,5 +106,5 @@ def purge_dead(queue: str, app_spec: str | None, url: str | None, yes: bool) -> 
     """Delete the dead letters of QUEUE (only them)."""
     app = app_from_options(app_spec, url)
     if not yes:
-        click.confirm(f"Delete every dead letter of {queue!r} on {app.url}?", abort=True)
+        click.confirm(f"Delete every dead letter of {queue!r} on {redact(app.url)}?", abort=True)
     click.echo(f"deleted {app.purge_dead(queue)} dead letter(s) from {queue!r}")
