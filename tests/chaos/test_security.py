@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 import tasuki
+from tasuki.backends.base import Release
 from tasuki.backends.urls import backend_from_url, redact
 from tasuki.cli.main import cli
 from tasuki.errors import ConfigurationError, InvalidURL, TasukiError
@@ -25,10 +26,10 @@ class _Touch:
     def __init__(self, path: Path) -> None:
         self.path = path
 
-    def __reduce__(self) -> tuple[object, tuple[str, str]]:
+    def __reduce__(self) -> tuple[object, tuple[str]]:
         import os
 
-        return (os.mkdir, (str(self.path), "unused"))  # type: ignore[return-value]
+        return (os.mkdir, (str(self.path),))
 
 
 # -- pickle --------------------------------------------------------------------------------
@@ -47,6 +48,9 @@ def test_pickle_is_never_the_default_and_only_enabled_by_name(tmp_path: Path) ->
 
     proof = tmp_path / "unpickled"
     evil = pickle.dumps({"args": [_Touch(proof)], "kwargs": {}})
+    pickle.loads(evil)  # the proof works: loading it makes the directory
+    assert proof.is_dir()
+    proof.rmdir()
     app.send("default", evil, headers={"tasuki-job": "work", "tasuki-content-type": "pickle"})
     app.worker(concurrency=1).run(until_idle=True, timeout=30)
     assert not proof.exists(), "a JSON app loaded a pickle"
@@ -86,7 +90,7 @@ def test_tampered_unsigned_and_replayed_messages_are_refused(tmp_path: Path) -> 
     # Capture the genuine message as a worker would see it, then put it back untouched.
     [d] = app.backend.lease("payments", 1, 30.0)
     headers, body = dict(d.headers), d.body
-    app.backend.release([tasuki.backends.base.Release(d.receipt, 0.0, penalty=False)])
+    app.backend.release([Release(d.receipt, 0.0, penalty=False)])
     assert "tasuki-signature" in headers
 
     tampered = body.replace(b"100", b"999")
