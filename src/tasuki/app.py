@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from tasuki.backends.base import DEFAULT_VISIBILITY_TIMEOUT, Backend, LockStore
-from tasuki.backends.urls import DEFAULT_URL, backend_from_url
+from tasuki.backends.urls import DEFAULT_URL, backend_from_url, redact
 from tasuki.core.codec import Codec, Serializer
 from tasuki.core.job import EXECUTORS, Executor, Job, check_delay, check_queue
 from tasuki.core.message import DeadLetter, Message
@@ -107,7 +107,7 @@ class App:
         return self.producer.max_message_size
 
     def __repr__(self) -> str:
-        return f"<tasuki.App {self.url}>"
+        return f"<tasuki.App {redact(self.url)}>"
 
     # -- declaring -------------------------------------------------------------------
     @overload

@@ -101,6 +101,9 @@ class ChaosBackend:
     start: Callable[[Path], Service]
     faults: frozenset[str]
     crash: str  # "server" | "writer"
+    # False: a demonstration of settings that are known to lose data, run only by name
+    # (`./dev chaos redis-everysec-kill9`), never by default nor by the test suite.
+    default: bool = True
 
 
 BACKENDS: list[ChaosBackend] = [
@@ -118,5 +121,12 @@ BACKENDS: list[ChaosBackend] = [
         "server",
     ),
     ChaosBackend("redis-cluster", ClusterService, frozenset({"kill", "stop"}), "server"),
+    ChaosBackend(
+        "redis-everysec-kill9",
+        lambda d: RedisService(d, "everysec", signal.SIGKILL),
+        frozenset(KINDS),
+        "server",
+        default=False,
+    ),
 ]
 BY_NAME = {b.name: b for b in BACKENDS}

@@ -158,7 +158,7 @@ def parse(argv: list[str]) -> tuple[list[str], Options]:
     p.add_argument("--visibility-timeout", type=float, default=2.0)
     p.add_argument("--quiet", action="store_true", help="only the summary lines")
     a = p.parse_args(argv)
-    names = a.backends or [b.name for b in BACKENDS]
+    names = a.backends or [b.name for b in BACKENDS if b.default]
     unknown = [n for n in names if n not in BY_NAME]
     families = [f for f in a.faults.split(",") if f]
     bad = [f for f in families if f not in KINDS]

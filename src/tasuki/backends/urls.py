@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import re
 from collections.abc import Callable
 from urllib.parse import parse_qsl, urlsplit
 
@@ -34,10 +35,27 @@ _SCHEMES: dict[str, tuple[str, str, str | None]] = {
 }
 
 
+# scheme://user:PASSWORD@host: up to the netloc's last "@", as urlsplit reads it
+_USERINFO_PASSWORD = re.compile(r"^([^:/?#]*://[^/?#@:]*:)[^/?#]*@")
+_SECRET_OPTION = re.compile(
+    r"([?&](?:password|passwd|pass|secret|token|[a-z_]*secret[a-z_]*|[a-z_]*token[a-z_]*)=)[^&#]*",
+    re.IGNORECASE,
+)
+
+
+def redact(url: str) -> str:
+    """The URL with its password (and any secret-looking option) replaced by `***`:
+    what logs, errors, the CLI and `repr` show. Works on URLs too broken to parse."""
+    if not isinstance(url, str):
+        return repr(url)
+    url = _USERINFO_PASSWORD.sub(r"\1***@", url, count=1)
+    return _SECRET_OPTION.sub(r"\1***", url)
+
+
 def scheme_of(url: str) -> str:
     if not isinstance(url, str) or "://" not in url:
         raise InvalidURL(
-            f"invalid backend URL {url!r}: expected scheme://..., e.g. {DEFAULT_URL!r}, "
+            f"invalid backend URL {redact(url)!r}: expected scheme://..., e.g. {DEFAULT_URL!r}, "
             "'memory://' or 'redis://localhost:6379/0'"
         )
     return url.split("://", 1)[0].lower()
@@ -68,13 +86,13 @@ def _module(url: str) -> tuple[object, str]:
         planned = planned_schemes()
         later = f"; planned: {', '.join(planned)}" if planned else ""
         raise InvalidURL(
-            f"unsupported backend URL scheme {scheme!r} in {url!r}; "
+            f"unsupported backend URL scheme {scheme!r} in {redact(url)!r}; "
             f"known: {', '.join(_known())}{later}"
         )
     try:
         urlsplit(url)  # every factory splits it again: make that safe once, here
     except ValueError as exc:
-        raise InvalidURL(f"invalid backend URL {url!r}: {exc}") from exc
+        raise InvalidURL(f"invalid backend URL {redact(url)!r}: {exc}") from exc
     module_name, factory_name, extra = entry
     try:
         module = importlib.import_module(module_name)
@@ -117,9 +135,12 @@ def query_options(url: str, allowed: dict[str, Callable[[str], object]]) -> dict
         convert = allowed.get(name)
         if convert is None:
             known = ", ".join(sorted(allowed)) or "none"
-            raise InvalidURL(f"unknown option {name!r} in {url!r}; known options: {known}")
+            raise InvalidURL(f"unknown option {name!r} in {redact(url)!r}; known options: {known}")
         try:
             options[name] = convert(raw)
         except (TypeError, ValueError) as exc:
-            raise InvalidURL(f"bad value {raw!r} for option {name!r} in {url!r}: {exc}") from exc
+            shown = "***" if redact(f"?{name}=x") != f"?{name}=x" else repr(raw)
+            raise InvalidURL(
+                f"bad value {shown} for option {name!r} in {redact(url)!r}: {exc}"
+            ) from exc
     return options

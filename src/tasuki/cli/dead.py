@@ -7,6 +7,7 @@ import datetime as dt
 import click
 import orjson
 
+from tasuki.backends.urls import redact
 from tasuki.cli.common import (
     MESSAGE_ID,
     QUEUE,
@@ -138,5 +139,5 @@ def purge_dead(queue: str, app_spec: str | None, url: str | None, yes: bool) -> 
     """Delete the dead letters of QUEUE (only them)."""
     app = app_from_options(app_spec, url, existing=True)
     if not yes:
-        click.confirm(f"Delete every dead letter of {queue!r} on {app.url}?", abort=True)
+        click.confirm(f"Delete every dead letter of {queue!r} on {redact(app.url)}?", abort=True)
     click.echo(f"deleted {app.purge_dead(queue)} dead letter(s) from {queue!r}")

@@ -8,6 +8,7 @@ import click
 import orjson
 from rich.table import Table
 
+from tasuki.backends.urls import redact
 from tasuki.cli.common import QUEUE, app_from_options, app_options, console, friendly_errors, text
 
 
@@ -37,7 +38,7 @@ def stats(
         if as_json:
             click.echo(orjson.dumps(rows).decode())
         else:
-            table = Table(title=text(f"tasuki · {app.url}"))
+            table = Table(title=text(f"tasuki · {redact(app.url)}"))
             for col in ("queue", "ready", "in flight", "delayed", "dead", "oldest ready"):
                 table.add_column(col, justify="left" if col == "queue" else "right")
             for q, s in rows.items():
@@ -64,5 +65,5 @@ def purge(queue: str, app_spec: str | None, url: str | None, yes: bool) -> None:
     """Remove EVERY message of QUEUE: ready, delayed, in flight and dead."""
     app = app_from_options(app_spec, url, existing=True)
     if not yes:
-        click.confirm(f"Remove every message of queue {queue!r} on {app.url}?", abort=True)
+        click.confirm(f"Remove every message of queue {queue!r} on {redact(app.url)}?", abort=True)
     click.echo(f"purged {app.purge(queue)} message(s) from {queue!r}")

@@ -35,7 +35,7 @@ from tasuki.backends.redis import resp
 from tasuki.backends.redis.keys import DEFAULT_PREFIX
 from tasuki.backends.redis.resp import pack_command
 from tasuki.backends.redis.scripts import SCRIPTS, Scripts
-from tasuki.backends.urls import query_options
+from tasuki.backends.urls import query_options, redact
 from tasuki.errors import BackendError, BackendUnavailable, InvalidURL
 
 if TYPE_CHECKING:
@@ -118,12 +118,12 @@ def parse_url(url: str) -> RedisOptions:
         password = unquote(parts.password) if parts.password else None
         port = parts.port
     except ValueError as exc:
-        raise InvalidURL(f"invalid redis URL {url!r}: {exc}") from exc
+        raise InvalidURL(f"invalid redis URL {redact(url)!r}: {exc}") from exc
     conn: dict[str, Any] = {"username": username, "password": password}
     if scheme == "unix":
         if not parts.path:
             raise InvalidURL(
-                f"unix:// URL {url!r} needs a socket path, e.g. unix:///run/redis.sock"
+                f"unix:// URL {redact(url)!r} needs a socket path, e.g. unix:///run/redis.sock"
             )
         conn["unix_socket_path"] = parts.path
         conn["db"] = options.get("db", 0)
@@ -133,7 +133,9 @@ def parse_url(url: str) -> RedisOptions:
         port = port or 6379
         db_text = parts.path.strip("/") or "0"
         if not db_text.isdigit():
-            raise InvalidURL(f"invalid redis database {db_text!r} in {url!r}: expected /0, /1...")
+            raise InvalidURL(
+                f"invalid redis database {db_text!r} in {redact(url)!r}: expected /0, /1..."
+            )
         conn.update(host=host, port=port, db=int(db_text))
         where = f"{host}:{port}"
         if scheme == "rediss":
@@ -143,13 +145,11 @@ def parse_url(url: str) -> RedisOptions:
                 conn["ssl_ca_certs"] = options["ssl_ca_certs"]
     cluster = str(options.get("cluster", "auto"))
     if cluster == "yes" and scheme == "unix":
-        raise InvalidURL(f"Redis Cluster is reached over TCP, not a unix socket: {url!r}")
+        raise InvalidURL(f"Redis Cluster is reached over TCP, not a unix socket: {redact(url)!r}")
     if cluster == "yes" and conn["db"] != 0:
-        raise InvalidURL(f"Redis Cluster has only database 0: {url!r}")
+        raise InvalidURL(f"Redis Cluster has only database 0: {redact(url)!r}")
     prefix = str(options.get("prefix", DEFAULT_PREFIX))
-    display = url
-    if parts.password:
-        display = url.replace(f":{parts.password}@", ":***@", 1)
+    display = redact(url)
     return RedisOptions(
         url=display,
         where=where,
