@@ -68,7 +68,9 @@ BATCH_BYTES = 262_144
 # Visibility of a dead letter while the DLQ is browsed (it is made visible again after).
 BROWSE_VISIBILITY = 30
 # A hop whose visible-at is this close is delivered rather than re-sent.
-HOP_SLACK = 1.0
+HOP_SLACK = 0.01
+# Errors of a whole batch call that settle none of its entries (the others are raised).
+_REFUSED_BATCH = {"InvalidParameterValue", "ReceiptHandleIsInvalid", "MessageNotInflight"}
 
 
 def _seconds(value: float) -> int:
@@ -239,7 +241,14 @@ class SqsBackend(Backend):
         results: list[bool] = []
         for chunk in _chunks(handles):
             entries = [{"Id": str(n), "ReceiptHandle": h} for n, h in enumerate(chunk)]
-            reply = self._call("delete_message_batch", QueueUrl=url, Entries=entries)
+            try:
+                reply = self._call("delete_message_batch", QueueUrl=url, Entries=entries)
+            except Exception as exc:
+                if _code(exc) not in _REFUSED_BATCH:
+                    raise
+                log.warning("sqs: delete refused: %s", exc)
+                results.extend([False] * len(chunk))
+                continue
             failed = {f["Id"] for f in reply.get("Failed") or []}
             results.extend(str(n) not in failed for n in range(len(chunk)))
         return results
@@ -252,7 +261,14 @@ class SqsBackend(Backend):
                 {"Id": str(n), "ReceiptHandle": h, "VisibilityTimeout": value}
                 for n, h in enumerate(chunk)
             ]
-            reply = self._call("change_message_visibility_batch", QueueUrl=url, Entries=entries)
+            try:
+                reply = self._call("change_message_visibility_batch", QueueUrl=url, Entries=entries)
+            except Exception as exc:
+                if _code(exc) not in _REFUSED_BATCH:
+                    raise
+                log.warning("sqs: visibility change refused: %s", exc)
+                results.extend([False] * len(chunk))
+                continue
             failed = {f["Id"] for f in reply.get("Failed") or []}
             results.extend(str(n) not in failed for n in range(len(chunk)))
         return results
