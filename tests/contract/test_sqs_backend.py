@@ -238,7 +238,7 @@ def test_without_locks_the_missing_promises_are_declared(
     caps = backend.capabilities
     assert not caps.fencing and not caps.id_window and not caps.native_locks
     with pytest.raises(tasuki.errors.ConfigurationError, match="locks="):
-        _ = backend.locks
+        backend.locks.acquire("k", "me", 10.0)
     backend.enqueue([env(queue, "a")])
     [d] = backend.lease(queue, 1, 30.0)
     assert backend.ack([d.receipt]) == [True]

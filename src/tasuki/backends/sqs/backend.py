@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NoReturn
 
 from tasuki.backends.base import (
     DEFAULT_VISIBILITY_TIMEOUT,
@@ -35,6 +35,7 @@ from tasuki.backends.base import (
     Delivery,
     Enqueued,
     Envelope,
+    LockHolder,
     LockStore,
     QueueStats,
     Receipt,
@@ -85,6 +86,34 @@ def _chunks(items: Sequence[Any], size: int = SQS_BATCH) -> Iterator[Sequence[An
 
 def _code(error: Exception) -> str:
     return str(getattr(error, "response", {}).get("Error", {}).get("Code", ""))
+
+
+class _MissingLocks(LockStore):
+    def _refuse(self) -> NoReturn:
+        raise ConfigurationError(
+            "sqs:// has no lock store of its own: add locks=sqlite:///PATH or"
+            " locks=redis://HOST to the URL (needed for dedup, uniqueness and locks)"
+        )
+
+    def acquire(self, key: str, owner: str, ttl: float) -> bool:
+        self._refuse()
+
+    def renew(self, keys: Sequence[str], owner: str, ttl: float) -> list[bool]:
+        if not keys:
+            return []
+        self._refuse()
+
+    def release(self, key: str, owner: str) -> bool:
+        self._refuse()
+
+    def swap(self, key: str, owner: str, new_owner: str, ttl: float) -> bool:
+        self._refuse()
+
+    def holder(self, key: str) -> LockHolder | None:
+        self._refuse()
+
+
+_NO_LOCKS = _MissingLocks()
 
 
 @dataclass(slots=True)
@@ -863,11 +892,10 @@ class SqsBackend(Backend):
 
     @property
     def locks(self) -> LockStore:
+        """The `locks=` store; without one, a store that refuses every call, so a worker
+        that uses no lock starts, and the first feature that needs one fails loudly."""
         if self._fences is None:
-            raise ConfigurationError(
-                "sqs:// has no lock store of its own: add locks=sqlite:///PATH or"
-                " locks=redis://HOST to the URL for dedup, uniqueness and fencing"
-            )
+            return _NO_LOCKS
         return self._fences.locks
 
     def ping(self) -> None:
