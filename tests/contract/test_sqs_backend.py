@@ -273,3 +273,32 @@ def test_fifo_queue_round_trip(sqs: SqsBackend) -> None:
     assert sorted(d.id for d in got) == ["m0", "m1", "m2", "m3"]
     with pytest.raises(InvalidArgument, match="FIFO"):
         sqs.enqueue([Envelope(queue, "late", b"x", delay=5.0)])
+
+
+@pytest.mark.parametrize("store", ["sqlite", "redis"])
+def test_fencing_and_id_window_on_either_lock_store(
+    sqs_server: MotoServer, tmp_path: Path, request: pytest.FixtureRequest, store: str
+) -> None:
+    """The lease records and id window work on SQLite (batched table) and Redis (locks)."""
+    queue = f"q-{uuid.uuid4().hex[:8]}"
+    if store == "redis":
+        redis = request.getfixturevalue("redis_server")
+        url = _url(sqs_server, tmp_path, locks=False) + f"&locks={redis.url()}"
+    else:
+        url = _url(sqs_server, tmp_path)
+    backend = backend_from_url(url)
+    assert backend.capabilities.fencing
+    assert backend.enqueue([env(queue, "x", keep_id=60.0)])[0].status == "enqueued"
+    assert backend.enqueue([env(queue, "x", keep_id=60.0)])[0].status == "duplicate"
+    [old] = backend.lease(queue, 1, 1.0)
+    time.sleep(1.1)
+    [new] = backend.lease(queue, 1, 30.0)
+    assert (new.attempt, new.fencing_token) == (2, 2)
+    assert backend.ack([old.receipt]) == [False]
+    assert backend.extend([old.receipt], 60.0) == [False]
+    assert backend.release([Release(old.receipt, 0.0, penalty=False)]) == [False]
+    assert backend.extend([new.receipt], 60.0) == [True]
+    assert backend.ack([new.receipt]) == [True]
+    assert backend.enqueue([env(queue, "x", keep_id=60.0)])[0].status == "duplicate"
+    assert stats(backend, queue) == (0, 0, 0, 0)
+    backend.close()

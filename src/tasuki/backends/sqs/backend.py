@@ -44,7 +44,7 @@ from tasuki.backends.base import (
 from tasuki.backends.sqs.codec import Meta, attributes, attributes_size, encode_body
 from tasuki.backends.sqs.codec import decode_body as _decode_body
 from tasuki.backends.sqs.codec import received_meta as _received_meta
-from tasuki.backends.sqs.fencing import Fences
+from tasuki.backends.sqs.fencing import Fences, fences_for
 from tasuki.backends.sqs.options import (
     SQS_BATCH,
     SQS_MAX_VISIBILITY,
@@ -164,7 +164,7 @@ class SqsBackend(Backend):
             from tasuki.backends.urls import backend_from_url
 
             self._lock_backend = backend_from_url(options.locks)
-            self._fences = Fences(self._lock_backend.locks, options.prefix)
+            self._fences = fences_for(self._lock_backend, self._lock_backend.locks, options.prefix)
         kept = self._fences is not None
         self.capabilities = Capabilities(
             max_message_size=DEFAULT_MAX_SIZE,
@@ -332,27 +332,33 @@ class SqsBackend(Backend):
     ) -> None:
         fences = self._fences
         now = time.time()
+        # 1. Check and encode everything before taking any claim.
+        bodies: dict[int, tuple[str, str]] = {}
+        for n in positions:
+            env = envelopes[n]
+            if env.max_attempts >= info.max_receive_count:
+                raise InvalidArgument(
+                    f"max_attempts={env.max_attempts} on SQS queue {info.name}: its"
+                    f" redrive policy moves a message after {info.max_receive_count}"
+                    " receives; keep max_attempts below that"
+                )
+            if info.fifo and env.delay > 0:
+                raise InvalidArgument(
+                    f"delay on FIFO queue {info.name}: SQS has no per-message delay there"
+                )
+            bodies[n] = encode_body(env.body)
+        # 2. The id window: one batch of claims.
+        owners = {n: new_id() if fences is not None else "" for n in positions}
+        known = (
+            fences.claim_ids([(info.name, envelopes[n].id, owners[n]) for n in positions])
+            if fences is not None
+            else [True] * len(positions)
+        )
         entries: list[dict[str, Any]] = []
         claimed: dict[str, tuple[int, Meta]] = {}
         try:
-            for n in positions:
+            for n, fresh in zip(positions, known, strict=True):
                 env = envelopes[n]
-                if env.max_attempts >= info.max_receive_count:
-                    raise InvalidArgument(
-                        f"max_attempts={env.max_attempts} on SQS queue {info.name}: its"
-                        f" redrive policy moves a message after {info.max_receive_count}"
-                        " receives; keep max_attempts below that"
-                    )
-                if info.fifo and env.delay > 0:
-                    raise InvalidArgument(
-                        f"delay on FIFO queue {info.name}: SQS has no per-message delay there"
-                    )
-                owner = ""
-                if fences is not None:
-                    owner = new_id()
-                    if not fences.claim_id(info.name, env.id, owner):
-                        results[n] = Enqueued(env.id, "duplicate")
-                        continue
                 meta = Meta(
                     id=env.id,
                     headers=dict(env.headers),
@@ -361,17 +367,21 @@ class SqsBackend(Backend):
                     keep_id=env.keep_id,
                     enqueued_at=now,
                     visible_at=now + env.delay if env.delay > self._options.max_delay else 0.0,
-                    id_owner=owner,
+                    id_owner=owners[n],
                 )
+                if not fresh:
+                    results[n] = Enqueued(env.id, "duplicate")
+                    continue
+                claimed[str(n)] = (n, meta)  # a failure below gives the claims back
                 if env.unique is not None:
-                    verdict = self._claim_unique(env, owner)
+                    verdict = self._claim_unique(env)
                     if verdict is not None:
+                        del claimed[str(n)]
+                        self._unclaim(info, meta)
                         results[n] = verdict
                         continue
                     meta.unique_key = env.unique.key
-                # Claimed first, so a failure below gives the claims back.
-                claimed[str(n)] = (n, meta)
-                body, meta.encoding = encode_body(env.body)
+                body, meta.encoding = bodies[n]
                 entry: dict[str, Any] = {
                     "Id": str(n),
                     "MessageBody": body,
@@ -402,7 +412,7 @@ class SqsBackend(Backend):
                 f" (ids: {ids}); the others were enqueued: enqueue the same ids again"
             )
 
-    def _claim_unique(self, env: Envelope, owner: str) -> Enqueued | None:
+    def _claim_unique(self, env: Envelope) -> Enqueued | None:
         """Take the unique lock (not atomically with the send: atomic_unique=False)."""
         assert env.unique is not None
         if self._fences is None:
@@ -411,24 +421,19 @@ class SqsBackend(Backend):
                 " locks=redis://... to the URL"
             )
         locks = self._fences.locks
-        if locks.acquire(env.unique.key, env.id, env.unique.ttl):
-            return None
-        holder = locks.holder(env.unique.key)
-        if owner:
-            self._fences.finish_id(env.queue, env.id, owner, 0.0)
-        if holder is None:  # lapsed in between: try once more
+        for _ in range(3):
             if locks.acquire(env.unique.key, env.id, env.unique.ttl):
-                if owner:
-                    self._fences.claim_id(env.queue, env.id, owner)
                 return None
             holder = locks.holder(env.unique.key)
-        return Enqueued(holder.owner if holder else env.id, "conflict")
+            if holder is not None:
+                return Enqueued(holder.owner, "conflict")
+        return Enqueued(env.id, "conflict")
 
     def _unclaim(self, info: QueueInfo, meta: Meta) -> None:
         if self._fences is None:
             return
         if meta.id_owner:
-            self._fences.finish_id(info.name, meta.id, meta.id_owner, 0.0)
+            self._fences.finish_ids(info.name, [(meta.id, meta.id_owner, 0.0)])
         if meta.unique_key is not None:
             self._fences.locks.release(meta.unique_key, meta.id)
 
@@ -490,6 +495,7 @@ class SqsBackend(Backend):
         hops: list[_Move] = []
         dead: list[_Move] = []
         own_vt: dict[float, list[str]] = {}
+        takes: list[tuple[str, str, str]] = []
         fences = self._fences
         for message in messages:
             meta, others = _received_meta(message)
@@ -511,8 +517,7 @@ class SqsBackend(Backend):
                 )
                 continue
             token = message["ReceiptHandle"]
-            if fences is not None:
-                fences.take(info.name, meta.id, token)
+            takes.append((info.name, meta.id, token))
             vt = meta.visibility_timeout or default_vt
             if meta.visibility_timeout and _seconds(vt) != _seconds(default_vt):
                 own_vt.setdefault(vt, []).append(token)
@@ -534,6 +539,8 @@ class SqsBackend(Backend):
                     visibility_timeout=vt,
                 )
             )
+        if fences is not None and takes:
+            fences.take(takes)
         for vt, tokens in own_vt.items():
             self._visibility(info.url, tokens, vt)
         if hops:
@@ -558,11 +565,11 @@ class SqsBackend(Backend):
     def _bury_moves(self, info: QueueInfo, moves: list[_Move]) -> list[bool]:
         done = self._move(info, info.url, info.dead_url, moves)
         if self._fences is not None:
-            for move, ok in zip(moves, done, strict=True):
-                if ok:
-                    self._fences.forget_lease(info.name, move.meta.id)
-                    if move.meta.unique_key is not None:
-                        self._fences.locks.release(move.meta.unique_key, move.meta.id)
+            gone = [move.meta for move, ok in zip(moves, done, strict=True) if ok]
+            self._fences.forget_leases(info.name, [meta.id for meta in gone])
+            for meta in gone:
+                if meta.unique_key is not None:
+                    self._fences.locks.release(meta.unique_key, meta.id)
         return done
 
     # -- settling --------------------------------------------------------------------
@@ -574,14 +581,21 @@ class SqsBackend(Backend):
         """
         out: list[_Held | bool | None] = []
         seen: set[str] = set()
-        for receipt in receipts:
-            if receipt.token in seen:
-                out.append(False)
-                continue
-            seen.add(receipt.token)
-            if self._fences is not None and not self._fences.settle(
-                receipt.queue, receipt.id, receipt.token
-            ):
+        first: list[int] = []
+        for n, receipt in enumerate(receipts):
+            if receipt.token not in seen:
+                seen.add(receipt.token)
+                first.append(n)
+        current = [False] * len(receipts)
+        verdicts = (
+            self._fences.settle([receipts[n] for n in first])
+            if self._fences is not None
+            else [True] * len(first)
+        )
+        for n, ok in zip(first, verdicts, strict=True):
+            current[n] = ok
+        for n, receipt in enumerate(receipts):
+            if not current[n]:
                 out.append(False)
                 continue
             held = self._take_held(receipt.token)
@@ -598,24 +612,27 @@ class SqsBackend(Backend):
         for queue, positions in by_queue.items():
             info = self._info(queue)
             done = self._delete(info.url, [receipts[n].token for n in positions])
+            finished: list[tuple[str, str, float]] = []
             for n, ok in zip(positions, done, strict=True):
                 results[n] = ok
                 claim = claims[n]
-                if ok and self._fences is not None:
-                    if isinstance(claim, _Held):
-                        meta = claim.meta
-                        self._fences.finish_id(queue, meta.id, meta.id_owner, meta.keep_id)
-                    else:
-                        self._fences.finish_id(queue, receipts[n].id, "", 0.0)
+                if ok and isinstance(claim, _Held):
+                    meta = claim.meta
+                    finished.append((meta.id, meta.id_owner, meta.keep_id))
+                elif ok:
+                    finished.append((receipts[n].id, "", 0.0))
+            if self._fences is not None:
+                self._fences.finish_ids(queue, finished)
         return results
 
     def extend(self, receipts: Sequence[Receipt], visibility_timeout: float) -> list[bool]:
         results = [False] * len(receipts)
         by_queue: dict[str, list[int]] = {}
+        current = (
+            self._fences.current(receipts) if self._fences is not None else [True] * len(receipts)
+        )
         for n, receipt in enumerate(receipts):
-            if self._fences is None or self._fences.current(
-                receipt.queue, receipt.id, receipt.token
-            ):
+            if current[n]:
                 by_queue.setdefault(receipt.queue, []).append(n)
         for queue, positions in by_queue.items():
             info = self._info(queue)
@@ -841,10 +858,14 @@ class SqsBackend(Backend):
         found = self._letters(info)
         done = self._delete(info.dead_url, [m["ReceiptHandle"] for _, m in found])
         if self._fences is not None:
-            for (letter, message), ok in zip(found, done, strict=True):
-                if ok:
-                    meta, _ = _received_meta(message)
-                    self._fences.finish_id(queue, letter.id, meta.id_owner, 0.0)
+            self._fences.finish_ids(
+                queue,
+                [
+                    (letter.id, _received_meta(message)[0].id_owner, 0.0)
+                    for (letter, message), ok in zip(found, done, strict=True)
+                    if ok
+                ],
+            )
         return sum(done)
 
     def purge(self, queue: str) -> int:
@@ -869,9 +890,9 @@ class SqsBackend(Backend):
                 break
             self._delete(info.url, [m["ReceiptHandle"] for m in got])
             if fences is not None:
-                for message in got:
-                    meta, _ = _received_meta(message)
-                    fences.finish_id(queue, meta.id, meta.id_owner, 0.0)
+                metas = [_received_meta(message)[0] for message in got]
+                fences.finish_ids(queue, [(meta.id, meta.id_owner, 0.0) for meta in metas])
+                for meta in metas:
                     if meta.unique_key is not None:
                         fences.locks.release(meta.unique_key, meta.id)
         with self._held_mutex:
@@ -879,8 +900,7 @@ class SqsBackend(Backend):
             for token, _ in mine:
                 del self._held[token]
         if fences is not None:
-            for _, held in mine:
-                fences.forget_lease(queue, held.meta.id)
+            fences.forget_leases(queue, [held.meta.id for _, held in mine])
         for url in (info.url, info.dead_url):
             try:
                 self._call("purge_queue", QueueUrl=url)
@@ -908,6 +928,8 @@ class SqsBackend(Backend):
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
+        if self._fences is not None:
+            self._fences.close()
         if self._lock_backend is not None:
             self._lock_backend.close()
         self._client.close()
