@@ -718,6 +718,13 @@ class SqsBackend(Backend):
         return results
 
     # -- operating -------------------------------------------------------------------
+    def queue_arn(self, queue: str) -> str:
+        """The ARN of `queue`'s SQS queue, created if needed: what an S3 bucket
+        notification (or an SNS subscription) names to deliver into it."""
+        info = self._info(queue)
+        attrs = self._call("get_queue_attributes", QueueUrl=info.url, AttributeNames=["QueueArn"])
+        return str(attrs["Attributes"]["QueueArn"])
+
     def _counts(self, url: str, names: list[str]) -> list[int]:
         attrs = self._call("get_queue_attributes", QueueUrl=url, AttributeNames=names)
         values = attrs.get("Attributes", {})
