@@ -302,3 +302,28 @@ def test_fencing_and_id_window_on_either_lock_store(
     assert backend.enqueue([env(queue, "x", keep_id=60.0)])[0].status == "duplicate"
     assert stats(backend, queue) == (0, 0, 0, 0)
     backend.close()
+
+
+@pytest.mark.parametrize("wait", [0.25, 2.0])
+def test_an_idle_worker_long_polls(sqs_url: str, queue: str, wait: float) -> None:
+    """Idle, a worker's fetcher makes one short receive and one long poll per round; a
+    wait under SQS's 1-second minimum becomes a 1-second long poll, never a loop of short
+    polls. So an idle queue costs about 2 requests per max(1, wait) seconds."""
+    app = tasuki.App(sqs_url)
+
+    @app.job(queue=queue)
+    def never() -> None:
+        pass
+
+    backend = app.backend
+    assert isinstance(backend, SqsBackend)
+    calls: Counter[str] = Counter()
+    backend._client.meta.events.register(
+        "before-call.sqs.ReceiveMessage", lambda **_: calls.update(["receive"])
+    )
+    started = time.monotonic()
+    app.worker(concurrency=2, wait=wait).run(timeout=4.0)
+    elapsed = time.monotonic() - started
+    app.close()
+    rounds = elapsed / max(1.0, wait)
+    assert calls["receive"] <= 2 * rounds + 2, (calls, elapsed)

@@ -452,7 +452,9 @@ class SqsBackend(Backend):
         leased: list[Delivery] = []
         while True:
             remaining = deadline - time.monotonic()
-            poll = min(SQS_MAX_WAIT, int(remaining)) if remaining >= 1 and not leased else 0
+            # SQS long-polls in whole seconds: a wait under a second is one 1-second poll
+            # (never a loop of short polls, each of them a billed request).
+            poll = 0 if leased or remaining <= 0 else min(SQS_MAX_WAIT, max(1, round(remaining)))
             asked = min(SQS_BATCH, max_messages - len(leased))
             got = self._call(
                 "receive_message",
@@ -468,11 +470,8 @@ class SqsBackend(Backend):
                 return leased
             if len(got) == asked or (got and not leased):
                 continue
-            remaining = deadline - time.monotonic()
-            if leased or remaining <= 0:
+            if leased or deadline - time.monotonic() < 0.5:
                 return leased
-            if poll == 0:
-                time.sleep(min(remaining, 0.05))
 
     def lease_soon(
         self,
