@@ -79,7 +79,7 @@ def test_meta_round_trips_through_the_attribute() -> None:
         died_at=2.0,
         died_attempt=4,
     )
-    message = {"MessageId": "sqs-id", "Body": "x", "MessageAttributes": attributes(meta)}
+    message = {"MessageId": "sqs-id", "Body": "eA==", "MessageAttributes": attributes(meta)}
     back, others = received_meta(message)
     assert back == meta
     assert others == {}
@@ -105,3 +105,15 @@ def test_queue_names() -> None:
     assert tasuki_name(o, "p-orders-dead") is None
     assert tasuki_name(o, "p-orders-dead.fifo") is None
     assert tasuki_name(o, "other") is None
+
+
+def test_an_unreadable_tasuki_attribute_is_delivered_raw() -> None:
+    for value in ("{not json", '{"no-id": 1}', '{"id": "x", "e": "b"}'):
+        message = {
+            "MessageId": "sqs-id",
+            "Body": "!!not base64!!",
+            "MessageAttributes": {"tasuki": {"DataType": "String", "StringValue": value}},
+        }
+        meta, others = received_meta(message)
+        assert (meta.id, meta.raw) == ("sqs-id", True)
+        assert "tasuki" in others  # kept as it was, for whoever reads the message next

@@ -14,6 +14,8 @@ another producer): it is delivered as-is, its SQS MessageId as its id.
 from __future__ import annotations
 
 import base64
+import binascii
+import logging
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +23,8 @@ from typing import Any
 import orjson
 
 from tasuki.message import ErrorInfo
+
+log = logging.getLogger("tasuki.sqs")
 
 ATTRIBUTE = "tasuki"
 # What SQS accepts in a body (#x9 | #xA | #xD | #x20-#xD7FF | #xE000-#xFFFD | #x10000+).
@@ -44,7 +48,10 @@ def encode_body(body: bytes) -> tuple[str, str]:
 
 def decode_body(raw: str, encoding: str) -> bytes:
     if encoding == BASE64:
-        return base64.b64decode(raw)
+        try:
+            return base64.b64decode(raw, validate=True)
+        except binascii.Error as exc:
+            raise ValueError(f"bad base64 body: {exc}") from exc
     if encoding == EMPTY:
         return b""
     return raw.encode("utf-8")
@@ -156,6 +163,17 @@ def received_meta(message: dict[str, Any]) -> tuple[Meta, dict[str, Any]]:
     attrs = dict(message.get("MessageAttributes") or {})
     ours = attrs.pop(ATTRIBUTE, None)
     if ours is not None and "StringValue" in ours:
-        return Meta.loads(ours["StringValue"]), attrs
+        try:
+            meta = Meta.loads(ours["StringValue"])
+            decode_body(message["Body"], meta.encoding)
+            return meta, attrs
+        except (ValueError, KeyError, TypeError, IndexError) as exc:
+            log.warning(
+                "sqs: message %s has a %r attribute tasuki cannot read (%s): delivered raw",
+                message.get("MessageId"),
+                ATTRIBUTE,
+                exc,
+            )
+            attrs[ATTRIBUTE] = ours
     sent = float(message.get("Attributes", {}).get("SentTimestamp", 0)) / 1000.0
     return Meta(id=message["MessageId"], enqueued_at=sent, raw=True), attrs
