@@ -327,3 +327,26 @@ def test_an_idle_worker_long_polls(sqs_url: str, queue: str, wait: float) -> Non
     app.close()
     rounds = elapsed / max(1.0, wait)
     assert calls["receive"] <= 2 * rounds + 2, (calls, elapsed)
+
+
+def test_job_group_option_sets_the_fifo_message_group(sqs_url: str) -> None:
+    from tasuki.backends.sqs import MessageGroups
+
+    queue = f"g-{uuid.uuid4().hex[:8]}.fifo"
+    app = tasuki.App(sqs_url)
+    app.middleware.append(MessageGroups())
+
+    @app.job(queue=queue, group=lambda args, kwargs: f"customer-{args[0] % 2}")
+    def charge(n: int) -> None:
+        pass
+
+    charge.enqueue_many([(n,) for n in range(4)])
+    backend = app.backend
+    assert isinstance(backend, SqsBackend)
+    info = backend._queues.get(queue)
+    assert info is not None
+    got = backend._client.receive_message(
+        QueueUrl=info.url, MaxNumberOfMessages=10, MessageSystemAttributeNames=["MessageGroupId"]
+    )["Messages"]
+    assert {m["Attributes"]["MessageGroupId"] for m in got} == {"customer-0", "customer-1"}
+    app.close()

@@ -45,6 +45,7 @@ from tasuki.backends.sqs.codec import Meta, attributes, attributes_size, encode_
 from tasuki.backends.sqs.codec import decode_body as _decode_body
 from tasuki.backends.sqs.codec import received_meta as _received_meta
 from tasuki.backends.sqs.fencing import Fences, fences_for
+from tasuki.backends.sqs.groups import GROUP_HEADER
 from tasuki.backends.sqs.options import (
     SQS_BATCH,
     SQS_MAX_VISIBILITY,
@@ -63,7 +64,6 @@ from tasuki.message import JOB_HEADER, DeadLetter, ErrorInfo, new_id
 
 log = logging.getLogger("tasuki.sqs")
 
-GROUP_HEADER = "tasuki-group"
 # A batch call may carry at most this many bytes of messages in all (SQS quota).
 BATCH_BYTES = 262_144
 # Visibility of a dead letter while the DLQ is browsed (it is made visible again after).
