@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
+
 import pytest
 
 from tasuki.backends.sqs.codec import (
@@ -117,3 +120,29 @@ def test_an_unreadable_tasuki_attribute_is_delivered_raw() -> None:
         meta, others = received_meta(message)
         assert (meta.id, meta.raw) == ("sqs-id", True)
         assert "tasuki" in others  # kept as it was, for whoever reads the message next
+
+
+def test_sqlite_records_fence_and_refuse_stale_tokens(tmp_path: Path) -> None:
+    from tasuki.backends.memory import MemoryBackend
+    from tasuki.backends.sqs.fencing import SqliteFences
+
+    fences = SqliteFences(MemoryBackend().locks, "p-", str(tmp_path / "locks.db"))
+    assert fences.take([("q", "m", "t1")], [3], [0.2]) == [3]
+    assert fences.lapsed("q", "m")
+    # SQS delivering the message again while the lease is live: refused
+    assert fences.take([("q", "m", "dup")], [4], [30.0]) == [None]
+    time.sleep(0.25)
+    # after the lease lapsed, a later lease whose receive count came back lower still
+    # gets a higher number
+    assert fences.take([("q", "m", "t2")], [2], [30.0]) == [4]
+    assert fences.current([("q", "m", "t1"), ("q", "m", "t2")], 30.0) == [False, True]
+    assert fences.settle([("q", "m", "t1")]) == [False]
+    assert fences.settle([("q", "m", "t2")]) == [True]
+    assert not fences.lapsed("q", "m")
+    # the id window: a second claim of a live id fails; a finished one is kept `keep` s
+    assert fences.claim_ids([("q", "a", "o1"), ("q", "a", "o2")]) == [True, False]
+    fences.finish_ids("q", [("a", "o1", 60.0)])
+    assert fences.claim_ids([("q", "a", "o3")]) == [False]
+    fences.finish_ids("q", [("a", "", 0.0)])
+    assert fences.claim_ids([("q", "a", "o4")]) == [True]
+    fences.close()

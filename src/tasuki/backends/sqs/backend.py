@@ -278,7 +278,12 @@ class SqsBackend(Backend):
                 log.warning("sqs: delete refused: %s", exc)
                 results.extend([False] * len(chunk))
                 continue
-            failed = {f["Id"] for f in reply.get("Failed") or []}
+            failures = reply.get("Failed") or []
+            for failure in failures:
+                log.warning(
+                    "sqs: delete refused: %s %s", failure.get("Code"), failure.get("Message")
+                )
+            failed = {f["Id"] for f in failures}
             results.extend(str(n) not in failed for n in range(len(chunk)))
         return results
 
@@ -495,6 +500,7 @@ class SqsBackend(Backend):
         dead: list[_Move] = []
         own_vt: dict[float, list[str]] = {}
         takes: list[tuple[str, str, str]] = []
+        counted: list[int] = []
         fences = self._fences
         for message in messages:
             meta, others = _received_meta(message)
@@ -517,6 +523,7 @@ class SqsBackend(Backend):
                 continue
             token = message["ReceiptHandle"]
             takes.append((info.name, meta.id, token))
+            counted.append(fence)
             vt = meta.visibility_timeout or default_vt
             if meta.visibility_timeout and _seconds(vt) != _seconds(default_vt):
                 own_vt.setdefault(vt, []).append(token)
@@ -539,7 +546,20 @@ class SqsBackend(Backend):
                 )
             )
         if fences is not None and takes:
-            fences.take(takes)
+            granted = fences.take(takes, counted, [d.visibility_timeout for d in deliveries])
+            kept: list[Delivery] = []
+            for given, number in zip(deliveries, granted, strict=True):
+                if number is None:
+                    # SQS handed out a message another lease still holds: not delivered.
+                    log.info("sqs: %s delivered again while leased: not run twice", given.id)
+                    self._take_held(given.token)
+                    continue
+                if number != given.fencing_token:
+                    held = self._held.get(given.token)
+                    if held is not None:
+                        held.fence = number
+                kept.append(given._replace(fencing_token=number))
+            deliveries = kept
         for vt, tokens in own_vt.items():
             self._visibility(info.url, tokens, vt)
         if hops:
@@ -628,7 +648,9 @@ class SqsBackend(Backend):
         results = [False] * len(receipts)
         by_queue: dict[str, list[int]] = {}
         current = (
-            self._fences.current(receipts) if self._fences is not None else [True] * len(receipts)
+            self._fences.current(receipts, visibility_timeout)
+            if self._fences is not None
+            else [True] * len(receipts)
         )
         for n, receipt in enumerate(receipts):
             if current[n]:

@@ -50,15 +50,21 @@ class Fences(ABC):
         return f"{self._prefix}id:{queue}:{id}"
 
     @abstractmethod
-    def take(self, leases: Sequence[Record]) -> None:
-        """Record each token as its message's current lease, replacing any earlier one."""
+    def take(
+        self, leases: Sequence[Record], fences: Sequence[int], visibility: Sequence[float]
+    ) -> list[int | None]:
+        """Record each token as its message's current lease, replacing a lapsed one, with
+        its fencing number: the one counted from the message (`fences`), or one more than
+        the lapsed lease's where that is higher (SQS's receive count is approximate).
+        Returns the fencing numbers granted; None where another lease of the message is
+        still live (SQS delivered a message twice): that copy must not be delivered."""
 
     @abstractmethod
     def settle(self, leases: Sequence[Record]) -> list[bool]:
         """Delete each lease record whose token is still current; False where stale."""
 
     @abstractmethod
-    def current(self, leases: Sequence[Record]) -> list[bool]:
+    def current(self, leases: Sequence[Record], visibility: float) -> list[bool]:
         """Renew each lease record whose token is still current; False where stale."""
 
     @abstractmethod
@@ -83,7 +89,9 @@ class Fences(ABC):
 class LockFences(Fences):
     """Records as plain locks: works on any lock store."""
 
-    def take(self, leases: Sequence[Record]) -> None:
+    def take(
+        self, leases: Sequence[Record], fences: Sequence[int], visibility: Sequence[float]
+    ) -> list[int | None]:
         for queue, id, token in leases:
             key = self._lease(queue, id)
             for _ in range(5):
@@ -95,11 +103,12 @@ class LockFences(Fences):
                     break
             else:
                 raise RuntimeError(f"could not record the lease of {queue}/{id}")
+        return list(fences)  # plain locks keep no number: the message's count it is
 
     def settle(self, leases: Sequence[Record]) -> list[bool]:
         return [self.locks.release(self._lease(q, i), t) for q, i, t in leases]
 
-    def current(self, leases: Sequence[Record]) -> list[bool]:
+    def current(self, leases: Sequence[Record], visibility: float) -> list[bool]:
         return [self.locks.renew([self._lease(q, i)], t, LEASE_TTL)[0] for q, i, t in leases]
 
     def lapsed(self, queue: str, id: str) -> bool:
@@ -134,7 +143,9 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS tasuki_sqs_records (
     key TEXT PRIMARY KEY,
     owner TEXT NOT NULL,
-    expires REAL NOT NULL
+    expires REAL NOT NULL,
+    fence INTEGER NOT NULL DEFAULT 0,
+    lease_until REAL NOT NULL DEFAULT 0
 ) WITHOUT ROWID
 """
 # Lapsed records are swept every this many writes.
@@ -177,13 +188,39 @@ class SqliteFences(Fences):
                 raise
         return changed
 
-    def take(self, leases: Sequence[Record]) -> None:
-        until = time.time() + LEASE_TTL
-        self._write(
-            "INSERT INTO tasuki_sqs_records (key, owner, expires) VALUES (?, ?, ?)"
-            " ON CONFLICT (key) DO UPDATE SET owner = excluded.owner, expires = excluded.expires",
-            [(self._lease(q, i), t, until) for q, i, t in leases],
-        )
+    def take(
+        self, leases: Sequence[Record], fences: Sequence[int], visibility: Sequence[float]
+    ) -> list[int | None]:
+        if not leases:
+            return []
+        now = time.time()
+        granted: list[int | None] = []
+        with self._mutex:
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                for (q, i, t), counted, vt in zip(leases, fences, visibility, strict=True):
+                    key = self._lease(q, i)
+                    row = db.execute(
+                        "SELECT fence, owner, lease_until, expires FROM tasuki_sqs_records"
+                        " WHERE key = ?",
+                        (key,),
+                    ).fetchone()
+                    if row is not None and row[3] > now and row[1] != t and row[2] > now:
+                        granted.append(None)  # a live lease holds it: a duplicate delivery
+                        continue
+                    fence = max(counted, row[0] + 1) if row is not None else counted
+                    db.execute(
+                        "INSERT OR REPLACE INTO tasuki_sqs_records"
+                        " (key, owner, expires, fence, lease_until) VALUES (?, ?, ?, ?, ?)",
+                        (key, t, now + LEASE_TTL, fence, now + vt),
+                    )
+                    granted.append(fence)
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+        return granted
 
     def settle(self, leases: Sequence[Record]) -> list[bool]:
         now = time.time()
@@ -192,11 +229,12 @@ class SqliteFences(Fences):
             [(self._lease(q, i), t, now) for q, i, t in leases],
         )
 
-    def current(self, leases: Sequence[Record]) -> list[bool]:
+    def current(self, leases: Sequence[Record], visibility: float) -> list[bool]:
         now = time.time()
         return self._write(
-            "UPDATE tasuki_sqs_records SET expires = ? WHERE key = ? AND owner = ? AND expires > ?",
-            [(now + LEASE_TTL, self._lease(q, i), t, now) for q, i, t in leases],
+            "UPDATE tasuki_sqs_records SET expires = ?, lease_until = ?"
+            " WHERE key = ? AND owner = ? AND expires > ?",
+            [(now + LEASE_TTL, now + visibility, self._lease(q, i), t, now) for q, i, t in leases],
         )
 
     def lapsed(self, queue: str, id: str) -> bool:
