@@ -1,12 +1,13 @@
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.support.backends import ALL, CROSS_PROCESS, URL_FACTORIES
-from tests.support.servers import PostgresServer, RedisServer
+from tests.support.servers import DUMMY_AWS_ENV, MotoServer, PostgresServer, RedisServer
 
 
 @pytest.fixture(scope="session")
@@ -21,6 +22,23 @@ def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Postgr
     yield server
     server.drop_schemas()
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def sqs_server() -> Iterator[MotoServer]:
+    """A local SQS-compatible server for the session, with dummy credentials in the env."""
+    pytest.importorskip("boto3")
+    saved = {name: os.environ.get(name) for name in DUMMY_AWS_ENV}
+    os.environ.update(DUMMY_AWS_ENV)
+    try:
+        with MotoServer() as server:
+            yield server
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 @pytest.fixture

@@ -8,17 +8,20 @@ field of `tasuki.backends.base.Capabilities`); it is skipped there, with the rea
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
 from tasuki.backends.base import Backend
 from tasuki.backends.urls import backend_from_url
+from tests.support.backends import CONTRACT, URL_FACTORIES, VOLUME
 
 
-@pytest.fixture
-def backend_url(any_url: str) -> str:
-    return any_url
+@pytest.fixture(params=CONTRACT)
+def backend_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh store on every backend, SQS included, one test run each."""
+    return URL_FACTORIES[request.param](request, tmp_path)
 
 
 @pytest.fixture
@@ -26,6 +29,20 @@ def backend(backend_url: str) -> Iterator[Backend]:
     b = backend_from_url(backend_url)
     yield b
     b.close()
+
+
+@pytest.fixture
+def short(backend: Backend) -> float:
+    """A short lease or delay the backend can keep: 0.25 s, or its timer resolution."""
+    return max(0.25, backend.capabilities.timer_resolution)
+
+
+@pytest.fixture
+def volume(request: pytest.FixtureRequest) -> Callable[[int], int]:
+    """Scale a bulk test's message count to what the backend's test server runs quickly."""
+    name = request.node.callspec.params.get("backend_url", "")
+    share = VOLUME.get(name, 1.0)
+    return lambda count: max(50, int(count * share))
 
 
 @pytest.fixture

@@ -4,6 +4,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from tasuki.backends.base import Backend, Delivery, Envelope
 
 
@@ -28,6 +30,12 @@ def lease_all(backend: Backend, queue: str, vt: float = 30.0) -> list[Delivery]:
 def stats(backend: Backend, queue: str) -> tuple[int, int, int, int]:
     s = backend.stats(queue)
     return (s.ready, s.in_flight, s.delayed, s.dead)
+
+
+def needs(backend: Backend, capability: str, why: str) -> None:
+    """Skip, naming the capability, when the backend declares it missing."""
+    if not getattr(backend.capabilities, capability):
+        pytest.skip(f"{type(backend).__name__} lacks {capability}: {why}")
 
 
 def eventually(check: Callable[[], bool], timeout: float = 5.0, interval: float = 0.01) -> None:

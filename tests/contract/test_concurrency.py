@@ -6,6 +6,7 @@ import subprocess
 import sys
 import threading
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,8 +17,10 @@ from tests.contract.helpers import stats
 from tests.support.servers import env_with_src
 
 
-def test_threads_never_lease_the_same_message(backend_url: str, queue: str) -> None:
-    total = 2000
+def test_threads_never_lease_the_same_message(
+    backend_url: str, queue: str, volume: Callable[[int], int]
+) -> None:
+    total = volume(2000)
     producer = backend_from_url(backend_url)
     producer.enqueue([Envelope(queue, f"t{i}", b"x") for i in range(total)])
     seen: list[str] = []
@@ -50,12 +53,15 @@ def test_threads_never_lease_the_same_message(backend_url: str, queue: str) -> N
 @pytest.mark.slow
 @pytest.mark.requires("cross_process")
 def test_ten_thousand_messages_through_four_processes(
-    backend: Backend, backend_url: str, queue: str, tmp_path: Path
+    backend: Backend, backend_url: str, queue: str, tmp_path: Path, volume: Callable[[int], int]
 ) -> None:
-    total, processes = 10_000, 4
+    total, processes = volume(10_000), 4
     for start in range(0, total, 1000):
         backend.enqueue(
-            [Envelope(queue, f"p{i}", str(i).encode()) for i in range(start, start + 1000)]
+            [
+                Envelope(queue, f"p{i}", str(i).encode())
+                for i in range(start, min(total, start + 1000))
+            ]
         )
     outs = [tmp_path / f"leaser-{n}.txt" for n in range(processes)]
     procs = [

@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 import tasuki
-from tests.support.servers import env_with_src
+from tests.support.servers import MotoServer, env_with_src
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -49,6 +49,23 @@ def test_demo_runs_end_to_end(tmp_path: Path) -> None:
         "dead": 7,
         "oldest_ready_age": 0.0,
     }
+
+
+@pytest.mark.slow
+def test_demo_runs_on_the_local_sqs_server(sqs_server: MotoServer, tmp_path: Path) -> None:
+    url = (
+        f"sqs://us-east-1?endpoint_url={sqs_server.endpoint}&prefix=demo{tmp_path.name[-6:]}-"
+        f"&locks=sqlite:///{tmp_path / 'locks.db'}"
+    )
+    result = tasuki_cli("demo", "--url", url)  # the dummy credentials are in the env
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "worker went idle" in out
+    assert "dead letters (7)" in out
+    app = tasuki.App(url)
+    stats = app.stats("demo")
+    app.close()
+    assert (stats["ready"], stats["in_flight"], stats["delayed"], stats["dead"]) == (0, 0, 0, 7)
 
 
 def test_operating_commands(tmp_path: Path) -> None:

@@ -34,6 +34,16 @@ def _redis(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return f"{server.url()}?prefix=t-{uuid.uuid4().hex[:12]}:"
 
 
+def _sqs(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The session's local SQS server; a fresh queue prefix and lock store per test."""
+    server = request.getfixturevalue("sqs_server")
+    locks = tmp_path / f"locks-{uuid.uuid4().hex[:8]}.db"
+    return (
+        f"sqs://us-east-1?endpoint_url={server.endpoint}&prefix=t{uuid.uuid4().hex[:10]}-"
+        f"&locks=sqlite:///{locks}"
+    )
+
+
 def _postgresql(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A schema of its own on the session's PostgreSQL, dropped when the session ends."""
     server = request.getfixturevalue("postgres_server")
@@ -59,6 +69,10 @@ class BackendEntry:
     # property test lapses or shortens a lock where its model says. None: the lock
     # store's `clock` attribute is the model's clock.
     expire_lock: Callable[[Backend, str, float | None], None] | None = None
+    # The worker suites (tests/worker) run on it, not only the contract suite.
+    worker_suites: bool = True
+    # Share of a bulk test's message count its test server runs in sane time.
+    volume: float = 1.0
 
 
 BACKENDS: dict[str, BackendEntry] = {
@@ -66,11 +80,16 @@ BACKENDS: dict[str, BackendEntry] = {
     "postgresql": BackendEntry(_postgresql),
     "sqlite": BackendEntry(_sqlite),
     "redis": BackendEntry(_redis, expire_lock=_redis_expire_lock),
+    # The local SQS server does ~130 send+receive+delete cycles a second, fewer when deep.
+    "sqs": BackendEntry(_sqs, worker_suites=False, volume=0.02),
 }
 
 URL_FACTORIES: dict[str, Callable[[pytest.FixtureRequest, Path], str]] = {
     name: entry.url for name, entry in BACKENDS.items()
 }
-ALL = sorted(BACKENDS)
+# The contract suite runs on every backend; the worker suites on ALL.
+CONTRACT = sorted(BACKENDS)
+ALL = sorted(name for name, entry in BACKENDS.items() if entry.worker_suites)
 # Backends whose store is shared by several processes (real-process tests run on these).
-CROSS_PROCESS = sorted(name for name, entry in BACKENDS.items() if entry.cross_process)
+CROSS_PROCESS = sorted(n for n in ALL if BACKENDS[n].cross_process)
+VOLUME = {name: entry.volume for name, entry in BACKENDS.items() if entry.volume != 1.0}

@@ -12,6 +12,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -345,3 +346,55 @@ def _postgres_bindir() -> Path:
             stdout=subprocess.DEVNULL,
         )
     raise RuntimeError("PostgreSQL is not installed and apt-get could not install it")
+
+
+class MotoServer:
+    """moto's SQS-compatible HTTP server (`moto_server`) of our own, on a free port.
+
+    It keeps everything in memory; stopping it (by its pid) forgets every queue.
+    """
+
+    def __init__(self) -> None:
+        binary = shutil.which("moto_server") or str(Path(sys.executable).parent / "moto_server")
+        if not Path(binary).exists():
+            raise RuntimeError("moto_server is not installed; it comes with tasuki[dev]")
+        self.binary = binary
+        self.port = free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> MotoServer:
+        self.process = subprocess.Popen(
+            [self.binary, "-H", "127.0.0.1", "-p", str(self.port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        wait_for_port(self.port, 30.0)
+        return self
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                os.kill(self.process.pid, signal.SIGKILL)
+                self.process.wait(10)
+
+    def __enter__(self) -> MotoServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+# Credentials for the local server only: it accepts any, and boto3 wants some.
+DUMMY_AWS_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}

@@ -84,11 +84,17 @@ def build_app(url: str) -> tuple[tasuki.App, _Tally]:
     show_default=True,
     help="SQLite file to run on (its 'demo' queue is emptied first).",
 )
+@click.option(
+    "--url",
+    default=None,
+    help="Run on this backend instead (any URL, e.g. redis://... or sqs://...); --db is ignored.",
+)
 @click.option("-c", "--concurrency", type=click.IntRange(min=1), default=16, show_default=True)
 @friendly_errors
-def demo(db: Path, concurrency: int) -> None:
-    """An end-to-end run on embedded SQLite: retries, duplicates, poison, dead letters."""
-    url = f"sqlite:///{db}"
+def demo(db: Path, url: str | None, concurrency: int) -> None:
+    """An end-to-end run (embedded SQLite unless --url): retries, duplicates, poison, dead
+    letters."""
+    url = url or f"sqlite:///{db}"
     app, tally = build_app(url)
     app.purge("demo")
     jobs = app.jobs

@@ -52,6 +52,11 @@ class Capabilities:
     native_locks: bool = True
     # Stats are exact (else approximate, as the engine reports them).
     exact_stats: bool = True
+    # A stale lease token is refused by ack, extend, release and bury.
+    fencing: bool = True
+    # Smallest step of delays and visibility timeouts the backend keeps, in seconds
+    # (0: as fine as its clock; SQS: whole seconds).
+    timer_resolution: float = 0.0
 
 
 class UniqueClaim(NamedTuple):

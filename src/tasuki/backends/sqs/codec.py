@@ -1,0 +1,179 @@
+"""How a tasuki message travels in an SQS message.
+
+The body is the message body itself, as text when it is valid UTF-8 made of the
+characters SQS accepts, else base64. Everything else tasuki needs rides in ONE
+String message attribute, `tasuki`, holding compact JSON (`Meta`): the id, the headers,
+the per-message settings, the attempt and fencing bases of this copy, a hop's real
+visible-at time and, on a dead letter, its reason and last error. One attribute keeps
+well inside SQS's limit of 10 attributes per message and leaves the others to the user.
+
+A message without that attribute was not produced by tasuki (an S3 event notification,
+another producer): it is delivered as-is, its SQS MessageId as its id.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from tasuki.core.message import ErrorInfo
+
+log = logging.getLogger("tasuki.sqs")
+
+ATTRIBUTE = "tasuki"
+# What SQS accepts in a body (#x9 | #xA | #xD | #x20-#xD7FF | #xE000-#xFFFD | #x10000+).
+_REFUSED = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+TEXT, BASE64, EMPTY = "", "b", "0"
+_EMPTY_BODY = "-"  # SQS refuses an empty body
+
+
+def encode_body(body: bytes) -> tuple[str, str]:
+    """(SQS body, encoding tag)."""
+    if not body:
+        return _EMPTY_BODY, EMPTY
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return base64.b64encode(body).decode("ascii"), BASE64
+    if _REFUSED.search(text):
+        return base64.b64encode(body).decode("ascii"), BASE64
+    return text, TEXT
+
+
+def decode_body(raw: str, encoding: str) -> bytes:
+    if encoding == BASE64:
+        try:
+            return base64.b64decode(raw, validate=True)
+        except binascii.Error as exc:
+            raise ValueError(f"bad base64 body: {exc}") from exc
+    if encoding == EMPTY:
+        return b""
+    return raw.encode("utf-8")
+
+
+@dataclass(slots=True)
+class Meta:
+    """What the `tasuki` attribute carries (short keys: it counts against the size limit)."""
+
+    id: str
+    headers: dict[str, str] = field(default_factory=dict)
+    max_attempts: int = 10
+    visibility_timeout: float | None = None
+    keep_id: float = 0.0
+    enqueued_at: float = 0.0
+    # Attempts and fencing numbers used by earlier copies of this message (a re-send
+    # starts SQS's ApproximateReceiveCount again at 0).
+    attempts_before: int = 0
+    fence_before: int = 0
+    # A hop: the time the message really becomes visible (0: no hop).
+    visible_at: float = 0.0
+    unique_key: str | None = None
+    id_owner: str = ""
+    encoding: str = TEXT
+    # On a dead letter.
+    reason: str = ""
+    error: ErrorInfo | None = None
+    died_at: float = 0.0
+    died_attempt: int = 0
+    # A message without the attribute (not produced by tasuki).
+    raw: bool = False
+
+    def dumps(self) -> str:
+        doc: dict[str, Any] = {"id": self.id, "ma": self.max_attempts, "t": self.enqueued_at}
+        if self.headers:
+            doc["h"] = self.headers
+        if self.visibility_timeout is not None:
+            doc["vt"] = self.visibility_timeout
+        if self.keep_id:
+            doc["k"] = self.keep_id
+        if self.attempts_before:
+            doc["a"] = self.attempts_before
+        if self.fence_before:
+            doc["f"] = self.fence_before
+        if self.visible_at:
+            doc["at"] = self.visible_at
+        if self.unique_key is not None:
+            doc["u"] = self.unique_key
+        if self.id_owner:
+            doc["n"] = self.id_owner
+        if self.encoding:
+            doc["e"] = self.encoding
+        if self.reason:
+            doc["dr"] = self.reason
+            doc["dt"] = self.died_at
+            doc["da"] = self.died_attempt
+        if self.error is not None:
+            doc["de"] = [self.error.type, self.error.message, self.error.traceback]
+        if self.raw:
+            doc["raw"] = 1
+        return orjson.dumps(doc).decode("utf-8")
+
+    @classmethod
+    def loads(cls, text: str) -> Meta:
+        doc = orjson.loads(text)
+        error = doc.get("de")
+        return cls(
+            id=doc["id"],
+            headers=doc.get("h") or {},
+            max_attempts=int(doc.get("ma", 10)),
+            visibility_timeout=doc.get("vt"),
+            keep_id=float(doc.get("k", 0.0)),
+            enqueued_at=float(doc.get("t", 0.0)),
+            attempts_before=int(doc.get("a", 0)),
+            fence_before=int(doc.get("f", 0)),
+            visible_at=float(doc.get("at", 0.0)),
+            unique_key=doc.get("u"),
+            id_owner=doc.get("n", ""),
+            encoding=doc.get("e", TEXT),
+            reason=doc.get("dr", ""),
+            error=ErrorInfo(error[0], error[1], error[2]) if error else None,
+            died_at=float(doc.get("dt", 0.0)),
+            died_attempt=int(doc.get("da", 0)),
+            raw=bool(doc.get("raw", 0)),
+        )
+
+
+def attributes(meta: Meta, others: dict[str, Any] | None = None) -> dict[str, Any]:
+    """MessageAttributes for SendMessage: the user's own (`others`) plus ours."""
+    attrs = dict(others) if others else {}
+    attrs[ATTRIBUTE] = {"DataType": "String", "StringValue": meta.dumps()}
+    return attrs
+
+
+def attributes_size(attrs: dict[str, Any]) -> int:
+    """Bytes SQS counts for message attributes: name + type + value of each."""
+    total = 0
+    for name, value in attrs.items():
+        total += len(name.encode()) + len(value["DataType"].encode())
+        if "StringValue" in value:
+            total += len(value["StringValue"].encode())
+        elif "BinaryValue" in value:
+            total += len(value["BinaryValue"])
+    return total
+
+
+def received_meta(message: dict[str, Any]) -> tuple[Meta, dict[str, Any]]:
+    """The message's Meta (made up for a raw one) and its other message attributes."""
+    attrs = dict(message.get("MessageAttributes") or {})
+    ours = attrs.pop(ATTRIBUTE, None)
+    if ours is not None and "StringValue" in ours:
+        try:
+            meta = Meta.loads(ours["StringValue"])
+            decode_body(message["Body"], meta.encoding)
+            return meta, attrs
+        except (ValueError, KeyError, TypeError, IndexError) as exc:
+            log.warning(
+                "sqs: message %s has a %r attribute tasuki cannot read (%s): delivered raw",
+                message.get("MessageId"),
+                ATTRIBUTE,
+                exc,
+            )
+            attrs[ATTRIBUTE] = ours
+    sent = float(message.get("Attributes", {}).get("SentTimestamp", 0)) / 1000.0
+    return Meta(id=message["MessageId"], enqueued_at=sent, raw=True), attrs

@@ -1,0 +1,352 @@
+"""What the SQS backend adds to the contract: hops, refunds, raw messages, queue checks,
+request counts. Run against the local SQS-compatible server (`moto_server`)."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+import tasuki
+from tasuki.backends.base import Envelope, Release
+from tasuki.backends.urls import backend_from_url
+from tasuki.errors import InvalidArgument, MessageTooLarge
+from tests.contract.helpers import env, stats
+from tests.support.servers import MotoServer
+
+pytest.importorskip("boto3")
+
+from tasuki.backends.sqs import SqsBackend
+
+
+def _url(server: MotoServer, tmp_path: Path, locks: bool = True, **options: Any) -> str:
+    url = f"sqs://us-east-1?endpoint_url={server.endpoint}&prefix=s{uuid.uuid4().hex[:10]}-"
+    if locks:
+        url += f"&locks=sqlite:///{tmp_path / f'locks-{uuid.uuid4().hex[:6]}.db'}"
+    for name, value in options.items():
+        url += f"&{name}={value}"
+    return url
+
+
+@pytest.fixture
+def sqs_url(sqs_server: MotoServer, tmp_path: Path) -> str:
+    return _url(sqs_server, tmp_path)
+
+
+@pytest.fixture
+def sqs(sqs_url: str) -> Iterator[SqsBackend]:
+    backend = backend_from_url(sqs_url)
+    assert isinstance(backend, SqsBackend)
+    yield backend
+    backend.close()
+
+
+@pytest.fixture
+def queue() -> str:
+    return f"q-{uuid.uuid4().hex[:12]}"
+
+
+def test_deferred_twenty_times_still_gets_its_full_attempts(sqs: SqsBackend, queue: str) -> None:
+    sqs.enqueue([env(queue, "d", max_attempts=3)])
+    fences = []
+    for _ in range(20):
+        [d] = sqs.lease(queue, 1, 30.0)
+        assert d.attempt == 1
+        fences.append(d.fencing_token)
+        assert sqs.release([Release(d.receipt, 0.0, penalty=False)]) == [True]
+    assert fences == sorted(set(fences)), "fencing tokens only grow"
+    for attempt in (1, 2, 3):
+        [d] = sqs.lease(queue, 1, 30.0)
+        assert d.attempt == attempt
+        sqs.release([Release(d.receipt, 0.0, penalty=True)])
+    assert sqs.lease(queue, 1, 30.0) == []
+    [dead] = sqs.dead_letters(queue)
+    assert (dead.id, dead.attempt) == ("d", 3)
+    assert "attempts exhausted (3 of 3)" in dead.reason
+
+
+def test_worker_defer_twenty_times_then_runs(sqs_url: str, queue: str) -> None:
+    app = tasuki.App(sqs_url)
+    runs: list[int] = []
+
+    @app.job(queue=queue, retry=tasuki.Retry(max_attempts=2))
+    def patient() -> None:
+        runs.append(tasuki.current().attempt)
+        if len(runs) <= 20:
+            raise tasuki.Defer()
+
+    patient.enqueue()
+    app.worker(concurrency=2).run(until_idle=True, timeout=60)
+    app.close()
+    assert runs == [1] * 21
+
+
+def test_delay_beyond_max_delay_hops_without_counting_attempts(
+    sqs_server: MotoServer, tmp_path: Path, queue: str
+) -> None:
+    backend = backend_from_url(_url(sqs_server, tmp_path, max_delay=1))
+    assert backend.capabilities.max_delay == 1.0
+    started = time.monotonic()
+    backend.enqueue([env(queue, "far", delay=3.0)])
+    got = []
+    while not got and time.monotonic() - started < 10:
+        got = backend.lease(queue, 1, 30.0, wait=1.0)
+        if not got:
+            assert time.monotonic() - started < 3.0 + 1.5, "not delivered after its delay"
+    [d] = got
+    assert time.monotonic() - started >= 2.9, "delivered before its delay"
+    assert d.attempt == 1
+    # the same for a release with a long delay (with penalty: one attempt spent)
+    assert backend.release([Release(d.receipt, 2.5, penalty=True)]) == [True]
+    released = time.monotonic()
+    got = []
+    while not got and time.monotonic() - released < 10:
+        got = backend.lease(queue, 1, 30.0, wait=1.0)
+    [again] = got
+    assert time.monotonic() - released >= 2.4
+    assert again.attempt == 2
+    assert backend.ack([again.receipt]) == [True]
+    backend.close()
+
+
+S3_EVENT = {
+    "Records": [
+        {
+            "eventVersion": "2.1",
+            "eventSource": "aws:s3",
+            "awsRegion": "us-east-1",
+            "eventName": "ObjectCreated:Put",
+            "s3": {
+                "bucket": {"name": "uploads"},
+                "object": {"key": "reports/2026+11/caf%C3%A9.csv", "size": 42},
+            },
+        }
+    ]
+}
+
+
+def test_raw_s3_notification_reaches_a_consumer(sqs: SqsBackend, sqs_url: str, queue: str) -> None:
+    # Sent the way S3 sends it: a plain JSON body, no tasuki attribute.
+    info = sqs._queues.get(queue)
+    assert info is not None
+    sqs._client.send_message(QueueUrl=info.url, MessageBody=orjson.dumps(S3_EVENT).decode())
+    app = tasuki.App(sqs_url)
+    keys: list[str] = []
+
+    @app.consumer(queue)
+    def ingest(message: tasuki.Message) -> None:
+        from urllib.parse import unquote_plus
+
+        for record in message.json()["Records"]:
+            keys.append(unquote_plus(record["s3"]["object"]["key"]))
+
+    app.worker(concurrency=1).run(until_idle=True, timeout=30)
+    app.close()
+    assert keys == ["reports/2026 11/café.csv"]
+    assert stats(sqs, queue) == (0, 0, 0, 0)
+
+
+def test_raw_message_released_and_dead_lettered_keeps_its_body(sqs: SqsBackend, queue: str) -> None:
+    info = sqs._queues.get(queue)
+    assert info is not None
+    sqs._client.send_message(QueueUrl=info.url, MessageBody="plain text")
+    [d] = sqs.lease(queue, 1, 30.0)
+    assert (d.body, dict(d.headers), d.attempt) == (b"plain text", {}, 1)
+    sqs.release([Release(d.receipt, 0.0, penalty=False)])
+    [again] = sqs.lease(queue, 1, 30.0)
+    assert (again.id, again.body, again.attempt) == (d.id, b"plain text", 1)
+
+
+def test_requests_per_message_well_under_one(sqs_url: str, queue: str) -> None:
+    app = tasuki.App(sqs_url)
+    backend = app.backend
+    assert isinstance(backend, SqsBackend)
+    calls: Counter[str] = Counter()
+
+    def count(event_name: str, **_: Any) -> None:
+        calls[event_name.rsplit(".", 1)[-1]] += 1
+
+    backend._client.meta.events.register("before-call.sqs", count)
+    done: list[int] = []
+
+    @app.job(queue=queue)
+    def work(n: int) -> None:
+        done.append(n)
+
+    total = 100
+    work.enqueue_many([(n,) for n in range(total)])
+    app.worker(concurrency=20).run(until_idle=True, timeout=60)
+    app.close()
+    assert sorted(done) == list(range(total))
+    requests = sum(calls.values())
+    processing = sum(calls[c] for c in ("ReceiveMessage", "DeleteMessageBatch"))
+    print(f"requests per message: {requests / total:.2f} all, {processing / total:.2f} processing")
+    assert calls["SendMessageBatch"] == 10  # enqueue: batches of 10
+    assert processing / total <= 0.35, dict(calls)  # receives of 10, deletes in batches
+    assert requests / total < 0.6, dict(calls)
+
+
+def test_enqueue_sends_batches_of_ten(sqs: SqsBackend, queue: str) -> None:
+    calls: Counter[str] = Counter()
+    sqs._client.meta.events.register(
+        "before-call.sqs.SendMessageBatch", lambda **_: calls.update(["send"])
+    )
+    results = sqs.enqueue([env(queue, i) for i in range(25)])
+    assert [r.status for r in results] == ["enqueued"] * 25
+    assert calls["send"] == 3
+
+
+def test_message_size_checked_at_enqueue(sqs: SqsBackend, queue: str) -> None:
+    with pytest.raises(MessageTooLarge, match="MaximumMessageSize"):
+        sqs.enqueue([env(queue, "big", body=b"x" * 300_000)])
+    # the refused message's id is not kept: the same id can be enqueued small
+    assert sqs.enqueue([env(queue, "big", body=b"x")])[0].status == "enqueued"
+
+
+def test_existing_queue_attributes_are_checked(
+    sqs: SqsBackend, queue: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    client = sqs._client
+    prefix = sqs._options.prefix
+    dead = client.create_queue(QueueName=prefix + queue + "-dead")["QueueUrl"]
+    arn = client.get_queue_attributes(QueueUrl=dead, AttributeNames=["QueueArn"])["Attributes"]
+    policy = orjson.dumps({"deadLetterTargetArn": arn["QueueArn"], "maxReceiveCount": 5})
+    client.create_queue(
+        QueueName=prefix + queue,
+        Attributes={"MessageRetentionPeriod": "3600", "RedrivePolicy": policy.decode()},
+    )
+    with caplog.at_level(logging.WARNING, logger="tasuki.sqs"):
+        sqs.enqueue([env(queue, "ok", max_attempts=4)])
+    text = caplog.text
+    assert "MessageRetentionPeriod=3600" in text
+    assert "maxReceiveCount=5" in text
+    with pytest.raises(InvalidArgument, match="redrive policy"):
+        sqs.enqueue([env(queue, "too-many", max_attempts=5)])
+
+
+def test_without_locks_the_missing_promises_are_declared(
+    sqs_server: MotoServer, tmp_path: Path, queue: str
+) -> None:
+    backend = backend_from_url(_url(sqs_server, tmp_path, locks=False))
+    caps = backend.capabilities
+    assert not caps.fencing and not caps.id_window and not caps.native_locks
+    with pytest.raises(tasuki.errors.ConfigurationError, match="locks="):
+        backend.locks.acquire("k", "me", 10.0)
+    backend.enqueue([env(queue, "a")])
+    [d] = backend.lease(queue, 1, 30.0)
+    assert backend.ack([d.receipt]) == [True]
+    backend.close()
+
+
+def test_extend_past_the_sqs_limit_is_refused(sqs: SqsBackend, queue: str) -> None:
+    sqs.enqueue([env(queue, "long")])
+    [d] = sqs.lease(queue, 1, 30.0)
+    assert sqs.capabilities.max_visibility == 43200.0
+    assert sqs.extend([d.receipt], 600.0) == [True]
+    # 12 hours from the first receive is SQS's ceiling: beyond it the extension fails
+    assert sqs.extend([d.receipt], 43200.0) == [False]
+    assert sqs.ack([d.receipt]) == [True]
+
+
+def test_fifo_queue_round_trip(sqs: SqsBackend) -> None:
+    queue = f"f-{uuid.uuid4().hex[:8]}.fifo"
+    sqs.enqueue(
+        [
+            Envelope(queue, f"m{n}", f"{n}".encode(), headers={"tasuki-group": f"g{n % 2}"})
+            for n in range(4)
+        ]
+    )
+    got = []
+    for _ in range(10):
+        batch = sqs.lease(queue, 10, 30.0)
+        got.extend(batch)
+        sqs.ack([d.receipt for d in batch])
+        if len(got) == 4:
+            break
+    assert sorted(d.id for d in got) == ["m0", "m1", "m2", "m3"]
+    with pytest.raises(InvalidArgument, match="FIFO"):
+        sqs.enqueue([Envelope(queue, "late", b"x", delay=5.0)])
+
+
+@pytest.mark.parametrize("store", ["sqlite", "redis"])
+def test_fencing_and_id_window_on_either_lock_store(
+    sqs_server: MotoServer, tmp_path: Path, request: pytest.FixtureRequest, store: str
+) -> None:
+    """The lease records and id window work on SQLite (batched table) and Redis (locks)."""
+    queue = f"q-{uuid.uuid4().hex[:8]}"
+    if store == "redis":
+        redis = request.getfixturevalue("redis_server")
+        url = _url(sqs_server, tmp_path, locks=False) + f"&locks={redis.url()}"
+    else:
+        url = _url(sqs_server, tmp_path)
+    backend = backend_from_url(url)
+    assert backend.capabilities.fencing
+    assert backend.enqueue([env(queue, "x", keep_id=60.0)])[0].status == "enqueued"
+    assert backend.enqueue([env(queue, "x", keep_id=60.0)])[0].status == "duplicate"
+    [old] = backend.lease(queue, 1, 1.0)
+    time.sleep(1.1)
+    [new] = backend.lease(queue, 1, 30.0)
+    assert (new.attempt, new.fencing_token) == (2, 2)
+    assert backend.ack([old.receipt]) == [False]
+    assert backend.extend([old.receipt], 60.0) == [False]
+    assert backend.release([Release(old.receipt, 0.0, penalty=False)]) == [False]
+    assert backend.extend([new.receipt], 60.0) == [True]
+    assert backend.ack([new.receipt]) == [True]
+    assert backend.enqueue([env(queue, "x", keep_id=60.0)])[0].status == "duplicate"
+    assert stats(backend, queue) == (0, 0, 0, 0)
+    backend.close()
+
+
+@pytest.mark.parametrize("wait", [0.25, 2.0])
+def test_an_idle_worker_long_polls(sqs_url: str, queue: str, wait: float) -> None:
+    """Idle, a worker's fetcher makes one short receive and one long poll per round; a
+    wait under SQS's 1-second minimum becomes a 1-second long poll, never a loop of short
+    polls. So an idle queue costs about 2 requests per max(1, wait) seconds."""
+    app = tasuki.App(sqs_url)
+
+    @app.job(queue=queue)
+    def never() -> None:
+        pass
+
+    backend = app.backend
+    assert isinstance(backend, SqsBackend)
+    calls: Counter[str] = Counter()
+    backend._client.meta.events.register(
+        "before-call.sqs.ReceiveMessage", lambda **_: calls.update(["receive"])
+    )
+    started = time.monotonic()
+    app.worker(concurrency=2, wait=wait).run(timeout=4.0)
+    elapsed = time.monotonic() - started
+    app.close()
+    rounds = elapsed / max(1.0, wait)
+    assert calls["receive"] <= 2 * rounds + 2, (calls, elapsed)
+
+
+def test_job_group_option_sets_the_fifo_message_group(sqs_url: str) -> None:
+    from tasuki.backends.sqs import MessageGroups
+
+    queue = f"g-{uuid.uuid4().hex[:8]}.fifo"
+    app = tasuki.App(sqs_url)
+    app.middleware.append(MessageGroups())
+
+    @app.job(queue=queue, group=lambda args, kwargs: f"customer-{args[0] % 2}")
+    def charge(n: int) -> None:
+        pass
+
+    charge.enqueue_many([(n,) for n in range(4)])
+    backend = app.backend
+    assert isinstance(backend, SqsBackend)
+    info = backend._queues.get(queue)
+    assert info is not None
+    got = backend._client.receive_message(
+        QueueUrl=info.url, MaxNumberOfMessages=10, MessageSystemAttributeNames=["MessageGroupId"]
+    )["Messages"]
+    assert {m["Attributes"]["MessageGroupId"] for m in got} == {"customer-0", "customer-1"}
+    app.close()
