@@ -19,8 +19,9 @@ if TYPE_CHECKING:
 DEFAULT_MAX_ATTEMPTS = 10
 # Stamped on a message by a producer that does not know its job's policy (the CLI with
 # `--url`, `app.send` to a queue whose consumer this app lacks). The worker enforces the
-# job's own limit, lower or higher, so this only bounds a message no worker ever settles.
-UNSTATED_MAX_ATTEMPTS = 1000
+# job's own limit, lower or higher, so this only bounds a message no worker ever settles
+# (below the 1,000 receives after which an SQS queue's own redrive policy moves it).
+UNSTATED_MAX_ATTEMPTS = 999
 
 
 class Backoff(Protocol):
