@@ -110,7 +110,10 @@ def _module(url: str) -> tuple[object, str]:
 def backend_from_url(url: str) -> Backend:
     module, factory_name = _module(url)
     factory: Callable[[str], Backend] = getattr(module, factory_name)
-    return factory(url)
+    try:
+        return factory(url)
+    except ValueError as exc:  # a driver's own parser (host names, ports, encodings)
+        raise InvalidURL(f"invalid backend URL {redact(url)!r}: {exc}") from exc
 
 
 def open_existing(url: str) -> Backend:
