@@ -27,7 +27,9 @@ from tasuki.core.records import (
     Enqueued,
     EnqueueStatus,
     Envelope,
+    HistoryEntry,
     LockHolder,
+    MessageInfo,
     QueueStats,
     Receipt,
     Release,
@@ -45,8 +47,10 @@ __all__ = [
     "EnqueueStatus",
     "Enqueued",
     "Envelope",
+    "HistoryEntry",
     "LockHolder",
     "LockStore",
+    "MessageInfo",
     "QueueStats",
     "Receipt",
     "Release",
@@ -156,6 +160,16 @@ class Backend(ABC):
             if len(page) < page_size:
                 return None
             offset += page_size
+
+    def inspect(self, queue: str, id: str) -> MessageInfo:
+        """One message's state, attempts, lease and the ends of its last few leases.
+
+        A backend that cannot tell declares `inspection=False` and keeps this default.
+        """
+        scheme = self.url.split("://", 1)[0]
+        raise InvalidArgument(
+            f"{scheme}:// cannot inspect a message (it lacks the inspection capability)"
+        )
 
     @abstractmethod
     def redrive(self, queue: str, ids: Sequence[str] | None = None) -> int:

@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "enqueue": ("enqueue", "enqueue"),
     "demo": ("demo", "demo"),
     "migrate": ("migrate", "migrate"),
+    "inspect": ("inspect", "inspect"),
 }
 
 

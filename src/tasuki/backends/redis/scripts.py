@@ -27,6 +27,7 @@ NAMES = (
     "stats",
     "dead_letters",
     "dead_letter",
+    "inspect",
     "redrive",
     "purge_dead",
     "purge",
@@ -78,6 +79,7 @@ class Scripts:
     stats: Script
     dead_letters: Script
     dead_letter: Script
+    inspect: Script
     redrive: Script
     purge_dead: Script
     purge: Script
@@ -88,7 +90,7 @@ class Scripts:
     lock_holder: Script
 
     def __getattr__(self, name: str) -> Script:
-        """Read on first use: a producer that only enqueues reads one file, not 17."""
+        """Read on first use: a producer that only enqueues reads one file, not 18."""
         if name not in NAMES:
             raise AttributeError(name)
         text = source(name)

@@ -30,8 +30,10 @@ from tasuki.backends.base import (
     Delivery,
     Enqueued,
     Envelope,
+    HistoryEntry,
     LockHolder,
     LockStore,
+    MessageInfo,
     QueueStats,
     Receipt,
     Release,
@@ -39,6 +41,14 @@ from tasuki.backends.base import (
 from tasuki.backends.sqlfiles import load_queries
 from tasuki.backends.waiting import lease_until
 from tasuki.core.message import DeadLetter, ErrorInfo
+from tasuki.core.records import (
+    HISTORY_LIMIT,
+    HistoryEvent,
+    MessageState,
+    death_detail,
+    release_event,
+    waiting_state,
+)
 
 QueryName = Literal[
     "known_id",
@@ -70,6 +80,13 @@ QueryName = Literal[
     "lock_holder",
     "lock_drop_owned",
     "locks_forget_expired",
+    "record_history",
+    "record_lost_leases",
+    "prune_history",
+    "forget_history",
+    "inspect_message",
+    "inspect_finished",
+    "inspect_history",
 ]
 # Every SQL backend's query file defines exactly these names.
 REQUIRED: frozenset[QueryName] = frozenset(get_args(QueryName))
@@ -151,6 +168,25 @@ class SQLBackend(Backend):
             self._next_cleanup = now + CLEANUP_EVERY
             conn.execute(q["forget_expired"], {"now": now})
             conn.execute(q["locks_forget_expired"], {"now": now})
+            conn.execute(q["forget_history"], {"now": now})
+
+    def _remember(
+        self,
+        conn: Connection,
+        receipt: Receipt,
+        now: float,
+        event: HistoryEvent,
+        detail: str = "",
+        q: Queries | None = None,
+    ) -> None:
+        """Write how a lease ended into the message's bounded history."""
+        q = self.q if q is None else q
+        params = {"queue": receipt.queue, "id": receipt.id, "now": now}
+        conn.execute(
+            q["record_history"],
+            {**params, "event": event, "fence": _fence(receipt.token), "detail": detail},
+        )
+        conn.execute(q["prune_history"], {**params, "keep": HISTORY_LIMIT})
 
     # -- producing -------------------------------------------------------------------
     def enqueue(
@@ -274,6 +310,14 @@ class SQLBackend(Backend):
                     break
                 exhausted = [seq for seq, done in rows if done]
                 fresh = [seq for seq, done in rows if not done]
+                lost = conn.execute(
+                    q["record_lost_leases"], {"seqs": values([seq for seq, _ in rows]), "now": now}
+                ).fetchall()
+                for lost_queue, lost_id in lost:
+                    conn.execute(
+                        q["prune_history"],
+                        {"queue": lost_queue, "id": lost_id, "keep": HISTORY_LIMIT},
+                    )
                 if exhausted:
                     buried = conn.execute(
                         q["bury_exhausted"], {"seqs": values(exhausted), "now": now}
@@ -328,6 +372,7 @@ class SQLBackend(Backend):
                         q["remember_finished"],
                         {"queue": r.queue, "id": r.id, "now": now, "keep_id": row[0]},
                     )
+                    self._remember(conn, r, now, "acked")
                 results.append(row is not None)
         return results
 
@@ -348,21 +393,26 @@ class SQLBackend(Backend):
     def release(self, releases: Sequence[Release]) -> list[bool]:
         with self.dialect.write() as conn:
             now = self.clock()
-            results = [
-                conn.execute(
-                    self.q["release"],
-                    {
-                        "queue": item.receipt.queue,
-                        "id": item.receipt.id,
-                        "token": item.receipt.token,
-                        "delay": item.delay,
-                        "refund": 0 if item.penalty else 1,
-                        "now": now,
-                    },
-                ).rowcount
-                == 1
-                for item in releases
-            ]
+            results = []
+            for item in releases:
+                released = (
+                    conn.execute(
+                        self.q["release"],
+                        {
+                            "queue": item.receipt.queue,
+                            "id": item.receipt.id,
+                            "token": item.receipt.token,
+                            "delay": item.delay,
+                            "refund": 0 if item.penalty else 1,
+                            "now": now,
+                        },
+                    ).rowcount
+                    == 1
+                )
+                if released:
+                    event, detail = release_event(item.delay, item.penalty, item.error)
+                    self._remember(conn, item.receipt, now, event, detail)
+                results.append(released)
             queues = {item.receipt.queue for item, ok in zip(releases, results, strict=True) if ok}
             if queues:
                 self.dialect.changed(conn, sorted(queues))
@@ -389,6 +439,8 @@ class SQLBackend(Backend):
                     },
                 ).fetchall()
                 self._drop_unique_locks(conn, rows)
+                if rows:
+                    self._remember(conn, r, now, "dead", death_detail(item.reason, err))
                 results.append(bool(rows))
         return results
 
@@ -421,6 +473,50 @@ class SQLBackend(Backend):
         with self.dialect.read() as conn:
             row = conn.execute(self.q["dead_letter"], {"queue": queue, "id": id}).fetchone()
         return None if row is None else _dead_letter(queue, row)
+
+    def inspect(self, queue: str, id: str) -> MessageInfo:
+        q, now = self.q, self.clock()
+        params = {"queue": queue, "id": id, "now": now}
+        with self.dialect.read() as conn:
+            # The message first: an ack between the two reads leaves it finished, not unknown.
+            row = conn.execute(q["inspect_message"], params).fetchone()
+            finished = None if row else conn.execute(q["inspect_finished"], params).fetchone()
+            rows = conn.execute(q["inspect_history"], {**params, "limit": HISTORY_LIMIT})
+            history = tuple(
+                HistoryEntry(float(at), event, int(fence), detail)
+                for at, event, fence, detail in reversed(rows.fetchall())
+            )
+        if row is None:
+            if finished is None:
+                return MessageInfo(queue, id, "unknown")
+            return MessageInfo(
+                queue, id, "finished", finished_until=float(finished[0]), history=history
+            )
+        (state_code, visible, attempt, max_attempts, fence, enqueued, reason, etype) = row[:8]
+        emessage, etb, died_at = row[8:]
+        state: MessageState
+        visible_at = lease_expires_at = None
+        if state_code == 2:
+            state = "dead"
+        elif state_code == 1 and visible > now:
+            state, lease_expires_at = "in_flight", float(visible)
+        else:
+            state, visible_at = waiting_state(visible, now), float(visible)
+        return MessageInfo(
+            queue,
+            id,
+            state,
+            attempt=attempt,
+            max_attempts=max_attempts,
+            fencing_token=int(fence),
+            enqueued_at=float(enqueued),
+            visible_at=visible_at,
+            lease_expires_at=lease_expires_at,
+            reason=reason or "",
+            error=ErrorInfo(etype, emessage or "", etb or "") if etype else None,
+            died_at=float(died_at) if state == "dead" and died_at is not None else None,
+            history=history,
+        )
 
     def redrive(self, queue: str, ids: Sequence[str] | None = None) -> int:
         with self.dialect.write() as conn:
@@ -492,6 +588,12 @@ class SQLLockStore(LockStore):
         with self._backend.dialect.read() as conn:
             row = conn.execute(self._backend.q["lock_holder"], {"key": key, "now": now}).fetchone()
         return None if row is None else LockHolder(row[0], row[1] - now)
+
+
+def _fence(token: str) -> int:
+    """The fencing number a lease token ends with (`<nonce>.<fence>`, see `lease_rows`)."""
+    tail = token.rpartition(".")[2]
+    return int(tail) if tail.isdigit() else 0
 
 
 def _dead_letter(queue: str, row: Sequence[Any]) -> DeadLetter:

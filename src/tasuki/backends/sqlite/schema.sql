@@ -53,3 +53,19 @@ CREATE TABLE IF NOT EXISTS tasuki_locks (
 ) WITHOUT ROWID;
 
 CREATE INDEX IF NOT EXISTS tasuki_locks_expiry ON tasuki_locks (expires_at);
+
+-- How the last few leases of a message ended (`inspect`): written when a lease ends in a
+-- retry, a release, a burial, a lost lease, or an ack of a message whose id is kept.
+-- Bounded per message on insert; rows of messages gone (and not kept as finished) are
+-- dropped by the periodic clean-up.
+CREATE TABLE IF NOT EXISTS tasuki_history (
+    seq    INTEGER PRIMARY KEY,
+    queue  TEXT    NOT NULL,
+    id     TEXT    NOT NULL,
+    at     REAL    NOT NULL,
+    event  TEXT    NOT NULL,
+    fence  INTEGER NOT NULL,
+    detail TEXT    NOT NULL
+);
+
+CREATE INDEX IF NOT EXISTS tasuki_history_message ON tasuki_history (queue, id, seq);

@@ -14,7 +14,8 @@
 -- whose attempts are used up is dead-lettered instead of leased ("lease expired N
 -- times" if it was in flight, "attempts exhausted (N of M)" if it was waiting), and the
 -- walk goes on, so exhausted messages never eat the batch. Each leased message gets
--- attempt + 1, fence + 1, a fresh token and expiry now + its visibility timeout.
+-- attempt + 1, fence + 1, a fresh token and expiry now + its visibility timeout. A
+-- message taken from an expired lease records "lease lost" in its history.
 --
 -- Returns {hint, then 9 fields per leased message: id, body, headers, attempt,
 -- max_attempts, enqueued_us, token, fence, own vt (µs, 0 = the lease call's)}.
@@ -24,6 +25,7 @@
 --- @include "clock"
 --- @include "batch"
 --- @include "to_dead"
+--- @include "history"
 
 local waiting, leased, dead, leases = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local base = ARGV[1]
@@ -64,6 +66,9 @@ while got < want and budget > 0 do
       'enqueued_us', 'fence')
     local attempt = tonumber(f[1]) or 0
     local max_attempts = tonumber(f[2])
+    if f[4] and not was_waiting then
+      push_history(mkey, now, 'lease lost', f[7] or '0', '')
+    end
     if not f[4] then
       -- An index entry without its message: drop it.
       if not was_waiting then
