@@ -1,4 +1,5 @@
-"""`inspect`: one message's state, lease, fencing number and the ends of its last leases."""
+"""`inspect`: one message's state, lease, fencing number and the ends of its last leases;
+`settled_totals`: how many messages of a queue were acked and dead-lettered."""
 
 from __future__ import annotations
 
@@ -127,3 +128,17 @@ def test_history_is_bounded(backend: Backend, queue: str) -> None:
     assert len(info.history) == HISTORY_LIMIT
     assert [h.fencing_token for h in info.history] == fences[-HISTORY_LIMIT:]
     assert all(h.event == "retried" and h.detail == "again in 0s" for h in info.history)
+
+
+@pytest.mark.requires("settled_counts")
+def test_settled_totals_count_acks_and_deaths(backend: Backend, queue: str) -> None:
+    assert backend.settled_totals(queue) == (0, 0)
+    backend.enqueue([env(queue, i, max_attempts=1) for i in range(5)])
+    leased = backend.lease(queue, 5, 0.2)
+    backend.ack([d.receipt for d in leased[:2]])
+    backend.ack([leased[0].receipt])  # stale: not counted again
+    backend.bury([Bury(leased[2].receipt, "no")])
+    time.sleep(0.3)
+    assert backend.lease(queue, 5, 30.0) == []  # the two expired leases were the last attempt
+    assert backend.settled_totals(queue) == (2, 3)
+    assert backend.settled_totals(f"{queue}-other") == (0, 0)

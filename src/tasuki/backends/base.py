@@ -33,6 +33,7 @@ from tasuki.core.records import (
     QueueStats,
     Receipt,
     Release,
+    SettledTotals,
     UniqueClaim,
 )
 from tasuki.errors import InvalidArgument
@@ -54,6 +55,7 @@ __all__ = [
     "QueueStats",
     "Receipt",
     "Release",
+    "SettledTotals",
     "UniqueClaim",
 ]
 
@@ -160,6 +162,11 @@ class Backend(ABC):
             if len(page) < page_size:
                 return None
             offset += page_size
+
+    def settled_totals(self, queue: str) -> SettledTotals | None:
+        """Messages acked and dead-lettered so far (rates are their differences over
+        time); None where the backend does not count them."""
+        return None
 
     def inspect(self, queue: str, id: str) -> MessageInfo:
         """One message's state, attempts, lease and the ends of its last few leases.

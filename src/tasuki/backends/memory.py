@@ -31,6 +31,7 @@ from tasuki.backends.base import (
     QueueStats,
     Receipt,
     Release,
+    SettledTotals,
     refuse_connection,
 )
 from tasuki.backends.urls import query_options
@@ -75,6 +76,8 @@ class _Queue:
         self.heap: list[tuple[float, int, str, int]] = []
         self.finished: dict[str, float] = {}
         self.finished_history: dict[str, tuple[HistoryEntry, ...]] = {}
+        self.acked = 0
+        self.dead = 0
 
     def schedule(self, record: _Record, visible_at: float) -> None:
         record.visible_at = visible_at
@@ -288,6 +291,7 @@ class MemoryBackend(Backend):
                 if held is not None:
                     queue, record = held
                     del queue.records[receipt.id]
+                    queue.acked += 1
                     if record.envelope.keep_id > 0:
                         queue.finished[receipt.id] = now + record.envelope.keep_id
                         record.remember(now, "acked")
@@ -339,6 +343,7 @@ class MemoryBackend(Backend):
     def _bury(
         self, queue: _Queue, record: _Record, reason: str, error: ErrorInfo | None, now: float
     ) -> None:
+        queue.dead += 1
         record.state = DEAD
         record.token = None
         record.reason = reason
@@ -391,6 +396,11 @@ class MemoryBackend(Backend):
             )
             for r in dead[offset : offset + limit]
         ]
+
+    def settled_totals(self, queue: str) -> SettledTotals:
+        with self._mutex:
+            q = self._queue(queue)
+            return SettledTotals(q.acked, q.dead)
 
     def inspect(self, queue: str, id: str) -> MessageInfo:
         with self._mutex:

@@ -54,6 +54,8 @@ class Capabilities:
     exact_stats: bool = True
     # `inspect` tells one message's state and the history of its last leases.
     inspection: bool = True
+    # `settled_totals` counts acked and dead messages per queue (the dashboard's rates).
+    settled_counts: bool = True
 
 
 class UniqueClaim(NamedTuple):
@@ -279,6 +281,13 @@ def release_event(delay: float, penalty: bool, error: str = "") -> tuple[History
 
 def _cut(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class SettledTotals(NamedTuple):
+    """Messages of a queue acked and dead-lettered since its store began (for rates)."""
+
+    acked: int
+    dead: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -213,3 +213,15 @@ WHERE queue = %(queue)s AND id = %(id)s AND expires_at > %(now)s;
 SELECT at, event, fence, detail FROM tasuki_history
 WHERE queue = %(queue)s AND id = %(id)s
 ORDER BY seq DESC LIMIT %(limit)s;
+
+-- name: count_settled
+-- Totals of acked and dead messages per queue, in a few rows (shards) so that concurrent
+-- settling transactions seldom wait on the same row.
+INSERT INTO tasuki_counts (queue, shard, acked, dead)
+VALUES (%(queue)s, %(shard)s, %(acked)s, %(dead)s)
+ON CONFLICT (queue, shard) DO UPDATE
+SET acked = tasuki_counts.acked + excluded.acked, dead = tasuki_counts.dead + excluded.dead;
+
+-- name: settled_totals
+SELECT coalesce(sum(acked), 0), coalesce(sum(dead), 0) FROM tasuki_counts
+WHERE queue = %(queue)s;

@@ -39,6 +39,7 @@ from tasuki.backends.base import (
     QueueStats,
     Receipt,
     Release,
+    SettledTotals,
     refuse_connection,
 )
 from tasuki.backends.redis import connection
@@ -283,7 +284,7 @@ class RedisBackend(Backend):
         self, queue: str, max_messages: int, visibility_timeout: float
     ) -> tuple[QueueKeys, list[str], list[Any]]:
         keys = self.keys.queue(queue)
-        script_keys = [keys.waiting, keys.leased, keys.dead, keys.leases]
+        script_keys = [keys.waiting, keys.leased, keys.dead, keys.leases, keys.counts]
         # The lease nonce: os.urandom, as secrets.token_hex, whose import (hmac, hashlib)
         # would add milliseconds to every worker's start.
         args = [keys.base, max_messages, _us(visibility_timeout), os.urandom(6).hex()]
@@ -339,7 +340,9 @@ class RedisBackend(Backend):
             args: list[Any] = [keys.base]
             for r in part:
                 args += (r.id, r.token)
-            reply: list[int] = self._eval("ack", [keys.leased, keys.leases, keys.keep], args)
+            reply: list[int] = self._eval(
+                "ack", [keys.leased, keys.leases, keys.keep, keys.counts], args
+            )
             return reply
 
         return self._per_queue(receipts, _itself, call)
@@ -385,7 +388,9 @@ class RedisBackend(Backend):
                         err.traceback,
                         detail,
                     )
-            reply: list[int] = self._eval("bury", [keys.leased, keys.leases, keys.dead], args)
+            reply: list[int] = self._eval(
+                "bury", [keys.leased, keys.leases, keys.dead, keys.counts], args
+            )
             return reply
 
         return self._per_queue(burials, _receipt_of, call)
@@ -418,6 +423,10 @@ class RedisBackend(Backend):
         keys = self.keys.queue(queue)
         letters = _dead_letters(queue, self._eval("dead_letter", [keys.dead], [keys.base, id]))
         return letters[0] if letters else None
+
+    def settled_totals(self, queue: str) -> SettledTotals:
+        acked, dead = self._command("HMGET", self.keys.queue(queue).counts, "acked", "dead")
+        return SettledTotals(int(acked or 0), int(dead or 0))
 
     def inspect(self, queue: str, id: str) -> MessageInfo:
         keys = self.keys.queue(queue)

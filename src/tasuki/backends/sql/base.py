@@ -15,6 +15,7 @@ Times passed to the queries (`:now`) come from `clock`, one instant per transact
 from __future__ import annotations
 
 import os
+import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -37,6 +38,7 @@ from tasuki.backends.base import (
     QueueStats,
     Receipt,
     Release,
+    SettledTotals,
 )
 from tasuki.backends.sqlfiles import load_queries
 from tasuki.backends.waiting import lease_until
@@ -87,12 +89,15 @@ QueryName = Literal[
     "inspect_message",
     "inspect_finished",
     "inspect_history",
+    "count_settled",
+    "settled_totals",
 ]
 # Every SQL backend's query file defines exactly these names.
 REQUIRED: frozenset[QueryName] = frozenset(get_args(QueryName))
 
 Queries = Mapping[QueryName, str]
 CLEANUP_EVERY = 30.0
+COUNT_SHARDS = 16
 
 
 def load_dialect_queries(package: str, filename: str = "queries.sql") -> Queries:
@@ -169,6 +174,12 @@ class SQLBackend(Backend):
             conn.execute(q["forget_expired"], {"now": now})
             conn.execute(q["locks_forget_expired"], {"now": now})
             conn.execute(q["forget_history"], {"now": now})
+
+    def _count(self, conn: Connection, queue: str, acked: int = 0, dead: int = 0) -> None:
+        if acked or dead:
+            shard = random.randrange(COUNT_SHARDS)
+            params = {"queue": queue, "shard": shard, "acked": acked, "dead": dead}
+            conn.execute(self.q["count_settled"], params)
 
     def _remember(
         self,
@@ -323,6 +334,7 @@ class SQLBackend(Backend):
                         q["bury_exhausted"], {"seqs": values(exhausted), "now": now}
                     ).fetchall()
                     self._drop_unique_locks(conn, buried)
+                    self._count(conn, queue, dead=len(buried))
                 if fresh:
                     params = {
                         "seqs": values(fresh),
@@ -361,6 +373,7 @@ class SQLBackend(Backend):
     def ack(self, receipts: Sequence[Receipt]) -> list[bool]:
         q = self.q
         results = []
+        acked: dict[str, int] = {}
         with self.dialect.write() as conn:
             now = self.clock()
             for r in receipts:
@@ -373,7 +386,11 @@ class SQLBackend(Backend):
                         {"queue": r.queue, "id": r.id, "now": now, "keep_id": row[0]},
                     )
                     self._remember(conn, r, now, "acked")
+                if row is not None:
+                    acked[r.queue] = acked.get(r.queue, 0) + 1
                 results.append(row is not None)
+            for name, count in acked.items():
+                self._count(conn, name, acked=count)
         return results
 
     def extend(self, receipts: Sequence[Receipt], visibility_timeout: float) -> list[bool]:
@@ -421,6 +438,7 @@ class SQLBackend(Backend):
 
     def bury(self, burials: Sequence[Bury]) -> list[bool]:
         results = []
+        dead: dict[str, int] = {}
         with self.dialect.write() as conn:
             now = self.clock()
             for item in burials:
@@ -441,7 +459,10 @@ class SQLBackend(Backend):
                 self._drop_unique_locks(conn, rows)
                 if rows:
                     self._remember(conn, r, now, "dead", death_detail(item.reason, err))
+                    dead[r.queue] = dead.get(r.queue, 0) + 1
                 results.append(bool(rows))
+            for name, count in dead.items():
+                self._count(conn, name, dead=count)
         return results
 
     def _drop_unique_locks(self, conn: Connection, rows: Sequence[Sequence[Any]]) -> None:
@@ -473,6 +494,11 @@ class SQLBackend(Backend):
         with self.dialect.read() as conn:
             row = conn.execute(self.q["dead_letter"], {"queue": queue, "id": id}).fetchone()
         return None if row is None else _dead_letter(queue, row)
+
+    def settled_totals(self, queue: str) -> SettledTotals:
+        with self.dialect.read() as conn:
+            row = conn.execute(self.q["settled_totals"], {"queue": queue}).fetchone()
+        return SettledTotals(int(row[0]), int(row[1]))
 
     def inspect(self, queue: str, id: str) -> MessageInfo:
         q, now = self.q, self.clock()

@@ -209,3 +209,15 @@ WHERE queue = :queue AND id = :id AND expires_at > :now;
 SELECT at, event, fence, detail FROM tasuki_history
 WHERE queue = :queue AND id = :id
 ORDER BY seq DESC LIMIT :limit;
+
+-- name: count_settled
+-- Totals of acked and dead messages per queue, in a few rows (shards) so that concurrent
+-- settling transactions seldom wait on the same row.
+INSERT INTO tasuki_counts (queue, shard, acked, dead)
+VALUES (:queue, :shard, :acked, :dead)
+ON CONFLICT (queue, shard) DO UPDATE
+SET acked = tasuki_counts.acked + excluded.acked, dead = tasuki_counts.dead + excluded.dead;
+
+-- name: settled_totals
+SELECT coalesce(sum(acked), 0), coalesce(sum(dead), 0) FROM tasuki_counts
+WHERE queue = :queue;

@@ -69,3 +69,13 @@ CREATE TABLE IF NOT EXISTS tasuki_history (
 );
 
 CREATE INDEX IF NOT EXISTS tasuki_history_message ON tasuki_history (queue, id, seq);
+
+-- Messages acked and dead-lettered per queue since the store began (the dashboard's
+-- rates), spread over a few shards per queue.
+CREATE TABLE IF NOT EXISTS tasuki_counts (
+    queue TEXT    NOT NULL,
+    shard INTEGER NOT NULL,
+    acked INTEGER NOT NULL DEFAULT 0,
+    dead  INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (queue, shard)
+) WITHOUT ROWID;

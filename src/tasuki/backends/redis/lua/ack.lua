@@ -3,6 +3,7 @@
 -- KEYS[1]  leased ZSET
 -- KEYS[2]  leases HASH (id -> token of the current lease)
 -- KEYS[3]  keep HASH (finished-id windows)
+-- KEYS[4]  counts HASH (`acked` grows by the messages acked)
 --
 -- ARGV[1]  queue key base, `<prefix>{<queue>}:`
 -- then pairs (from ARGV[2]): id, lease token
@@ -54,5 +55,6 @@ if #gone > 0 then
   del_many(doomed)
   hdel_many(leases, gone)
   zrem_many(leased, gone)
+  redis.call('HINCRBY', KEYS[4], 'acked', #gone)
 end
 return results

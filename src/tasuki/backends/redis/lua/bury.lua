@@ -3,6 +3,7 @@
 -- KEYS[1]  leased ZSET
 -- KEYS[2]  leases HASH (id -> token of the current lease)
 -- KEYS[3]  dead ZSET
+-- KEYS[4]  counts HASH (`dead` grows by the messages buried)
 --
 -- ARGV[1]  queue key base, `<prefix>{<queue>}:`
 -- then 7 fields per message (from ARGV[2]): id, lease token, reason, error type
@@ -38,4 +39,7 @@ for k, id in ipairs(ids) do
 end
 hdel_many(leases, gone)
 zrem_many(leased, gone)
+if #gone > 0 then
+  redis.call('HINCRBY', KEYS[4], 'dead', #gone)
+end
 return results

@@ -4,6 +4,7 @@
 -- KEYS[2]  leased ZSET
 -- KEYS[3]  dead ZSET
 -- KEYS[4]  leases HASH (id -> token of the current lease)
+-- KEYS[5]  counts HASH (`dead` grows by the exhausted messages buried here)
 --
 -- ARGV[1]  queue key base, `<prefix>{<queue>}:`
 -- ARGV[2]  max messages
@@ -83,6 +84,7 @@ while got < want and budget > 0 do
         gone[#gone + 1] = id
       end
       to_dead(dead, mkey, id, now, reason, '', '', '')
+      redis.call('HINCRBY', KEYS[5], 'dead', 1)
     else
       attempt = attempt + 1
       local fence = (tonumber(f[7]) or 0) + 1

@@ -13,3 +13,13 @@ CREATE TABLE tasuki_history (
 );
 
 CREATE INDEX tasuki_history_message ON tasuki_history (queue, id, seq);
+
+-- Messages acked and dead-lettered per queue since the store began (the dashboard's
+-- rates), spread over a few shards per queue so settling transactions seldom meet.
+CREATE TABLE tasuki_counts (
+    queue text    NOT NULL,
+    shard integer NOT NULL,
+    acked bigint  NOT NULL DEFAULT 0,
+    dead  bigint  NOT NULL DEFAULT 0,
+    PRIMARY KEY (queue, shard)
+);
