@@ -87,6 +87,7 @@ def test_history_of_retries_releases_and_burial(backend: Backend, queue: str) ->
 
 def test_a_lost_lease_is_recorded(backend: Backend, queue: str) -> None:
     backend.enqueue([env(queue, "c")])
+    leased_at = time.time()
     [lost] = backend.lease(queue, 1, 0.2)
     time.sleep(0.3)
     assert backend.inspect(queue, "c").state == "ready"  # an expired lease is deliverable
@@ -97,6 +98,8 @@ def test_a_lost_lease_is_recorded(backend: Backend, queue: str) -> None:
     assert [(h.event, h.fencing_token) for h in info.history] == [
         ("lease lost", lost.fencing_token)
     ]
+    # recorded at the lease's expiry, not when it was found expired
+    assert info.history[0].at == pytest.approx(leased_at + 0.2, abs=0.08)
 
 
 def test_finished_within_its_window(backend: Backend, queue: str) -> None:

@@ -242,7 +242,7 @@ class MemoryBackend(Backend):
                 continue
             env = record.envelope
             if record.state == IN_FLIGHT:
-                record.remember(now, "lease lost")
+                record.remember(record.visible_at, "lease lost")  # when it expired
             if record.attempt >= env.max_attempts:
                 reason = (
                     f"lease expired {record.attempt} times"

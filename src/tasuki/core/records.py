@@ -187,8 +187,8 @@ class HistoryEntry:
     `event`: "acked", "retried" (released with penalty: the run failed and will run again
     after `detail`'s delay), "released" (given back without penalty: shutdown, deferral),
     "dead" (buried; `detail` is the reason and the error) or "lease lost" (the lease
-    expired and the message was leased again, or dead-lettered). `fencing_token` is the
-    fencing number of the lease that ended.
+    expired and the message was leased again, or dead-lettered; `at` is then when it
+    expired). `fencing_token` is the fencing number of the lease that ended.
     """
 
     at: float

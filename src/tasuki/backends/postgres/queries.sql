@@ -173,9 +173,10 @@ INSERT INTO tasuki_history (queue, id, at, event, fence, detail)
 VALUES (%(queue)s, %(id)s, %(now)s, %(event)s, %(fence)s, %(detail)s);
 
 -- name: record_lost_leases
--- Among messages about to be leased or buried, those still in flight lost their lease.
+-- Among messages about to be leased or buried, those still in flight lost their lease
+-- (recorded at the time it expired).
 INSERT INTO tasuki_history (queue, id, at, event, fence, detail)
-SELECT queue, id, %(now)s, 'lease lost', fence, ''
+SELECT queue, id, visible_at, 'lease lost', fence, ''
 FROM tasuki_messages
 WHERE seq = ANY(%(seqs)s::bigint[]) AND state = 1
 RETURNING queue, id;

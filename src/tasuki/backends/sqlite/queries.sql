@@ -170,9 +170,10 @@ INSERT INTO tasuki_history (queue, id, at, event, fence, detail)
 VALUES (:queue, :id, :now, :event, :fence, :detail);
 
 -- name: record_lost_leases
--- Among messages about to be leased or buried, those still in flight lost their lease.
+-- Among messages about to be leased or buried, those still in flight lost their lease
+-- (recorded at the time it expired).
 INSERT INTO tasuki_history (queue, id, at, event, fence, detail)
-SELECT queue, id, :now, 'lease lost', fence, ''
+SELECT queue, id, visible_at, 'lease lost', fence, ''
 FROM tasuki_messages
 WHERE seq IN (SELECT value FROM json_each(:seqs)) AND state = 1
 RETURNING queue, id;

@@ -16,7 +16,8 @@
 -- times" if it was in flight, "attempts exhausted (N of M)" if it was waiting), and the
 -- walk goes on, so exhausted messages never eat the batch. Each leased message gets
 -- attempt + 1, fence + 1, a fresh token and expiry now + its visibility timeout. A
--- message taken from an expired lease records "lease lost" in its history.
+-- message taken from an expired lease records "lease lost" in its history, at the time
+-- that lease expired.
 --
 -- Returns {hint, then 9 fields per leased message: id, body, headers, attempt,
 -- max_attempts, enqueued_us, token, fence, own vt (µs, 0 = the lease call's)}.
@@ -50,13 +51,13 @@ while got < want and budget > 0 do
   local wi, li, from_waiting = 1, 1, 0
   local expiries, tokens, gone = {}, {}, {}
   for _ = 1, need do
-    local id, was_waiting
+    local id, was_waiting, expired_at
     if wi <= nw and (li > nl or tonumber(w[wi + 1]) <= tonumber(l[li + 1])) then
       id, was_waiting = w[wi], true
       wi = wi + 2
       from_waiting = from_waiting + 1
     elseif li <= nl then
-      id, was_waiting = l[li], false
+      id, was_waiting, expired_at = l[li], false, tonumber(l[li + 1])
       li = li + 2
     else
       break
@@ -68,7 +69,7 @@ while got < want and budget > 0 do
     local attempt = tonumber(f[1]) or 0
     local max_attempts = tonumber(f[2])
     if f[4] and not was_waiting then
-      push_history(mkey, now, 'lease lost', f[7] or '0', '')
+      push_history(mkey, expired_at, 'lease lost', f[7] or '0', '')
     end
     if not f[4] then
       -- An index entry without its message: drop it.
