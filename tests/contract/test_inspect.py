@@ -145,3 +145,20 @@ def test_settled_totals_count_acks_and_deaths(backend: Backend, queue: str) -> N
     assert backend.lease(queue, 5, 30.0) == []  # the two expired leases were the last attempt
     assert backend.settled_totals(queue) == (2, 3)
     assert backend.settled_totals(f"{queue}-other") == (0, 0)
+
+
+def test_in_flight_lists_current_leases(backend: Backend, queue: str) -> None:
+    assert backend.in_flight(queue) == []
+    backend.enqueue([env(queue, i, max_attempts=7) for i in range(4)])
+    short = backend.lease(queue, 1, 0.2)
+    long = backend.lease(queue, 2, 60.0)
+    time.sleep(0.3)  # the short lease expired: no longer in flight
+    held = backend.in_flight(queue)
+    assert [m.id for m in held] == [d.id for d in long]
+    assert short[0].id not in {m.id for m in held}
+    for info, d in zip(held, long, strict=True):
+        assert info.state == "in_flight"
+        assert (info.attempt, info.max_attempts, info.fencing_token) == (1, 7, d.fencing_token)
+        assert info.lease_expires_at == pytest.approx(time.time() + 59.7, abs=2)
+        assert info.enqueued_at is not None
+    assert [m.id for m in backend.in_flight(queue, limit=1)] == [long[0].id]

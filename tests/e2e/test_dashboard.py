@@ -11,6 +11,7 @@ TASUKI_UPDATE_SCREENSHOT=1 the queues page is also saved as docs/images/dashboar
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -253,15 +254,25 @@ def test_counts_dead_letter_traceback_and_redrive(
 def test_purge_asks_first(stack: Stack, page: Any) -> None:
     _, send_email = declare(stack.app)
     send_email.enqueue_many([(i,) for i in range(7)])
+    held = stack.app.backend.lease("emails", 2)  # two in flight (no worker runs here)
     _log_in(page, stack)
     page.goto(stack.base + "/queues/emails")
+    # the in-flight messages, with attempt, fencing number and lease expiry
+    rows = page.locator("#in-flight tbody tr")
+    assert rows.count() == 2
+    for i, d in enumerate(held):
+        text = rows.nth(i).inner_text()
+        assert d.id in text and "1 of 10" in text
+        assert f"\t{d.fencing_token}\t" in text
+        assert re.search(r"\(in (2\d|30)s\)", text), text  # the job's 30 s lease
     page.click("#purge")
     assert "Are you sure?" in page.content()
     assert "Delete EVERY message of the queue" in page.content()
     page.screenshot(path=str(stack.shots / "purge-confirm.png"), full_page=True)
-    assert stack.app.stats("emails")["ready"] == 7  # asking changed nothing
+    before = stack.app.stats("emails")
+    assert (before["ready"], before["in_flight"]) == (5, 2)  # asking changed nothing
     page.click("text=Cancel")
-    assert stack.app.stats("emails")["ready"] == 7
+    assert stack.app.stats("emails") | {"oldest_ready_age": 0} == before | {"oldest_ready_age": 0}
     page.click("#purge")
     page.click("#confirm")
     assert "purged 7 message(s)" in page.locator(".notice").inner_text()

@@ -163,6 +163,14 @@ class Backend(ABC):
                 return None
             offset += page_size
 
+    def in_flight(self, queue: str, limit: int = 100) -> list[MessageInfo]:
+        """Messages whose lease is current, soonest expiry first (state "in_flight", no
+        history): what the workers hold now. A backend without `inspection` raises."""
+        scheme = self.url.split("://", 1)[0]
+        raise InvalidArgument(
+            f"{scheme}:// cannot list messages in flight (it lacks the inspection capability)"
+        )
+
     def settled_totals(self, queue: str) -> SettledTotals | None:
         """Messages acked and dead-lettered so far (rates are their differences over
         time); None where the backend does not count them."""

@@ -397,6 +397,29 @@ class MemoryBackend(Backend):
             for r in dead[offset : offset + limit]
         ]
 
+    def in_flight(self, queue: str, limit: int = 100) -> list[MessageInfo]:
+        with self._mutex:
+            now = time.time()
+            held = [
+                r
+                for r in self._queue(queue).records.values()
+                if r.state == IN_FLIGHT and r.visible_at > now
+            ]
+        held.sort(key=lambda r: (r.visible_at, r.seq))
+        return [
+            MessageInfo(
+                queue,
+                r.envelope.id,
+                "in_flight",
+                attempt=r.attempt,
+                max_attempts=r.envelope.max_attempts,
+                fencing_token=r.fence,
+                enqueued_at=r.enqueued_at,
+                lease_expires_at=r.visible_at,
+            )
+            for r in held[:limit]
+        ]
+
     def settled_totals(self, queue: str) -> SettledTotals:
         with self._mutex:
             q = self._queue(queue)

@@ -52,7 +52,8 @@ class Capabilities:
     native_locks: bool = True
     # Stats are exact (else approximate, as the engine reports them).
     exact_stats: bool = True
-    # `inspect` tells one message's state and the history of its last leases.
+    # `inspect` tells one message's state and the history of its last leases, and
+    # `in_flight` lists the current leases.
     inspection: bool = True
     # `settled_totals` counts acked and dead messages per queue (the dashboard's rates).
     settled_counts: bool = True

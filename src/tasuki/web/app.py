@@ -37,6 +37,7 @@ from tasuki.web.sampler import Sampler
 from tasuki.web.security import COOKIE, Guard, same_origin
 
 PAGE_SIZE = 50
+IN_FLIGHT_SHOWN = 50
 ACTIONS = {
     "redrive": "Re-drive this dead letter",
     "redrive-all": "Re-drive every dead letter of the queue",
@@ -92,6 +93,7 @@ def create_app(
     )
     templates.globals.update(ago=ago, when=when, quote=quote, actions=ACTIONS)
     backend_url = safe_url(app.url)
+    inspection = app.backend.capabilities.inspection
 
     def render(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
         html = templates.get_template(name).render(
@@ -145,18 +147,22 @@ def create_app(
         except ValueError:
             offset = 0
 
-        def read() -> tuple[Any, list[Any]]:
-            stats = app.backend.stats(queue)
-            letters = app.backend.dead_letters(queue, limit=PAGE_SIZE + 1, offset=offset)
-            return stats, letters
+        def read() -> tuple[Any, list[Any], list[Any] | None]:
+            backend = app.backend
+            stats = backend.stats(queue)
+            letters = backend.dead_letters(queue, limit=PAGE_SIZE + 1, offset=offset)
+            held = backend.in_flight(queue, IN_FLIGHT_SHOWN) if inspection else None
+            return stats, letters, held
 
-        stats, letters = await run_in_threadpool(read)
+        stats, letters, held = await run_in_threadpool(read)
         return render(
             request,
             "queue.html",
             queue=queue,
             stats=stats,
             letters=letters[:PAGE_SIZE],
+            held=held,
+            held_shown=IN_FLIGHT_SHOWN,
             offset=offset,
             more=len(letters) > PAGE_SIZE,
             page_size=PAGE_SIZE,

@@ -226,3 +226,10 @@ SET acked = tasuki_counts.acked + excluded.acked, dead = tasuki_counts.dead + ex
 -- name: settled_totals
 SELECT coalesce(sum(acked), 0), coalesce(sum(dead), 0) FROM tasuki_counts
 WHERE queue = %(queue)s;
+
+-- name: in_flight
+-- Current leases, soonest expiry first (a range of the state index).
+SELECT id, attempt, max_attempts, fence, enqueued_at, visible_at FROM tasuki_messages
+WHERE queue = %(queue)s AND state = 1 AND visible_at > %(now)s
+ORDER BY visible_at, seq
+LIMIT %(limit)s;

@@ -424,6 +424,23 @@ class RedisBackend(Backend):
         letters = _dead_letters(queue, self._eval("dead_letter", [keys.dead], [keys.base, id]))
         return letters[0] if letters else None
 
+    def in_flight(self, queue: str, limit: int = 100) -> list[MessageInfo]:
+        keys = self.keys.queue(queue)
+        reply = self._eval("in_flight", [keys.leased], [keys.base, limit])
+        return [
+            MessageInfo(
+                queue,
+                reply[i].decode(),
+                "in_flight",
+                attempt=int(reply[i + 2]),
+                max_attempts=int(reply[i + 3]),
+                fencing_token=int(reply[i + 4]),
+                enqueued_at=int(reply[i + 5]) / 1e6,
+                lease_expires_at=float(reply[i + 1]) / 1e6,
+            )
+            for i in range(0, len(reply), 6)
+        ]
+
     def settled_totals(self, queue: str) -> SettledTotals:
         acked, dead = self._command("HMGET", self.keys.queue(queue).counts, "acked", "dead")
         return SettledTotals(int(acked or 0), int(dead or 0))

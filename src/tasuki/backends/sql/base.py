@@ -91,6 +91,7 @@ QueryName = Literal[
     "inspect_history",
     "count_settled",
     "settled_totals",
+    "in_flight",
 ]
 # Every SQL backend's query file defines exactly these names.
 REQUIRED: frozenset[QueryName] = frozenset(get_args(QueryName))
@@ -494,6 +495,24 @@ class SQLBackend(Backend):
         with self.dialect.read() as conn:
             row = conn.execute(self.q["dead_letter"], {"queue": queue, "id": id}).fetchone()
         return None if row is None else _dead_letter(queue, row)
+
+    def in_flight(self, queue: str, limit: int = 100) -> list[MessageInfo]:
+        params = {"queue": queue, "now": self.clock(), "limit": limit}
+        with self.dialect.read() as conn:
+            rows = conn.execute(self.q["in_flight"], params).fetchall()
+        return [
+            MessageInfo(
+                queue,
+                msg_id,
+                "in_flight",
+                attempt=attempt,
+                max_attempts=max_attempts,
+                fencing_token=int(fence),
+                enqueued_at=float(enqueued),
+                lease_expires_at=float(expires),
+            )
+            for msg_id, attempt, max_attempts, fence, enqueued, expires in rows
+        ]
 
     def settled_totals(self, queue: str) -> SettledTotals:
         with self.dialect.read() as conn:

@@ -222,3 +222,10 @@ SET acked = tasuki_counts.acked + excluded.acked, dead = tasuki_counts.dead + ex
 -- name: settled_totals
 SELECT coalesce(sum(acked), 0), coalesce(sum(dead), 0) FROM tasuki_counts
 WHERE queue = :queue;
+
+-- name: in_flight
+-- Current leases, soonest expiry first (a range of the state index).
+SELECT id, attempt, max_attempts, fence, enqueued_at, visible_at FROM tasuki_messages
+WHERE queue = :queue AND state = 1 AND visible_at > :now
+ORDER BY visible_at, seq
+LIMIT :limit;
