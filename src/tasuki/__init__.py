@@ -5,6 +5,7 @@ from tasuki.app import App
 from tasuki.core.context import Context, current
 from tasuki.core.message import DeadLetter, ErrorInfo, Message
 from tasuki.core.policies import Dedup, Retry, Unique, constant, exponential
+from tasuki.core.records import HistoryEntry, MessageInfo
 from tasuki.errors import Defer, Skip, TasukiError
 from tasuki.middleware.base import Middleware, Outcome, Outgoing
 
@@ -17,7 +18,9 @@ __all__ = [
     "Dedup",
     "Defer",
     "ErrorInfo",
+    "HistoryEntry",
     "Message",
+    "MessageInfo",
     "Middleware",
     "Outcome",
     "Outgoing",

@@ -13,6 +13,7 @@ from tasuki.core.codec import Codec, Serializer
 from tasuki.core.job import EXECUTORS, Executor, Job, check_delay, check_queue
 from tasuki.core.message import DeadLetter, Message
 from tasuki.core.policies import Dedup, Retry, Unique
+from tasuki.core.records import MessageInfo
 from tasuki.core.registry import Registry
 from tasuki.errors import ConfigurationError, InvalidArgument
 from tasuki.middleware import default_middleware
@@ -305,6 +306,10 @@ class App:
 
     def dead_letter(self, queue: str, id: str) -> DeadLetter | None:
         return self.backend.dead_letter(check_queue(queue), id)
+
+    def inspect(self, queue: str, message_id: str) -> MessageInfo:
+        """What happened to one message: state, attempts, lease, fencing number, history."""
+        return self.backend.inspect(check_queue(queue), message_id)
 
     def redrive(self, queue: str | None = None, ids: Sequence[str] | None = None) -> int:
         """Send dead letters back to the queue with attempts reset; all of them by default."""

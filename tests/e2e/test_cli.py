@@ -10,6 +10,7 @@ import orjson
 import pytest
 
 import tasuki
+from tasuki.backends.base import Bury, Envelope
 from tests.support.servers import MotoServer, env_with_src
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -119,3 +120,29 @@ def test_module_entry_point_and_help() -> None:
     assert result.returncode == 0
     for command in ("worker", "stats", "dead", "enqueue", "demo", "purge"):
         assert command in result.stdout
+
+
+def test_inspect_command(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'inspect.db'}"
+    app = tasuki.App(url)
+    app.backend.enqueue([Envelope("mail", "msg-1", b"hello", max_attempts=3)])
+    [d] = app.backend.lease("mail", 1, 30.0)
+    trace = "Traceback (most recent call last):\nKeyError: 'to'\n"
+    app.backend.bury([Bury(d.receipt, "gave up", tasuki.ErrorInfo("KeyError", "'to'", trace))])
+
+    shown = tasuki_cli("inspect", "mail", "msg-1", "--url", url)
+    assert shown.returncode == 0, shown.stderr
+    for part in ("dead", "1 of 3", "gave up", "KeyError: 'to'", "Traceback (most recent"):
+        assert part in shown.stdout
+
+    as_json = tasuki_cli("inspect", "mail", "msg-1", "--url", url, "--json")
+    assert as_json.returncode == 0, as_json.stderr
+    info = orjson.loads(as_json.stdout)
+    assert (info["state"], info["attempt"], info["fencing_token"]) == ("dead", 1, d.fencing_token)
+    assert [h["event"] for h in info["history"]] == ["dead"]
+
+    missing = tasuki_cli("inspect", "mail", "nope", "--url", url, "--json")
+    assert missing.returncode == 1
+    assert orjson.loads(missing.stdout)["state"] == "unknown"
+    bad = tasuki_cli("inspect", "mail", "x", "--url", f"sqlite:///{tmp_path / 'absent.db'}")
+    assert bad.returncode == 1 and bad.stderr.startswith("Error:")

@@ -16,6 +16,7 @@ from tasuki.middleware import (
     Logging,
     Retries,
     Timeouts,
+    TraceContext,
     Uniqueness,
     default_middleware,
 )
@@ -50,7 +51,14 @@ def test_message_json_and_error_text() -> None:
 
 def test_chain_operations() -> None:
     chain = MiddlewareChain(default_middleware())
-    assert [type(m) for m in chain] == [Logging, DedupGuard, Uniqueness, Retries, Timeouts]
+    assert [type(m) for m in chain] == [
+        TraceContext,
+        Logging,
+        DedupGuard,
+        Uniqueness,
+        Retries,
+        Timeouts,
+    ]
 
     class Mine(Middleware):
         options = frozenset({"colour"})
@@ -58,7 +66,15 @@ def test_chain_operations() -> None:
     mine = Mine()
     chain.insert_before(Retries, mine)
     names = [type(m).__name__ for m in chain]
-    assert names == ["Logging", "DedupGuard", "Uniqueness", "Mine", "Retries", "Timeouts"]
+    assert names == [
+        "TraceContext",
+        "Logging",
+        "DedupGuard",
+        "Uniqueness",
+        "Mine",
+        "Retries",
+        "Timeouts",
+    ]
     chain.remove(mine)
     chain.insert_after("Timeouts", mine)
     assert list(chain)[-1] is mine

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import re
 import socket
+import time
 import urllib.request
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
 import tasuki
+from tasuki.backends.base import Release
 from tasuki.middleware.metrics import Metrics, QueueCollector
 from tests.support.servers import free_port
 from tests.worker.helpers import WorkerProcess, wait_until
@@ -78,7 +80,8 @@ def test_worker_serves_metrics(tmp_path: Path) -> None:
     finally:
         worker.stop()
     assert 'tasuki_queue_messages{queue="default",state="ready"} 0.0' in scraped
-    assert "tasuki_leases_lost_total 0.0" in scraped
+    assert "# TYPE tasuki_leases_lost_total counter" in scraped
+    assert "# TYPE tasuki_heartbeat_lag_seconds histogram" in scraped
     assert worker.wait() == 0
 
 
@@ -93,3 +96,54 @@ def test_metrics_port_in_use_is_a_clear_error(tmp_path: Path) -> None:
         code = worker.wait(30)
     assert code != 0
     assert f"cannot serve metrics on 127.0.0.1:{port}" in stderr.read_text()
+
+
+def test_reliability_metrics(any_url: str) -> None:
+    """Leases lost, redeliveries, heartbeat lag and the time from a lost lease's expiry to
+    the message's next start, after a scripted run: a lease taken away from a running
+    job, and a message whose worker "crashed" holding it."""
+    app = tasuki.App(any_url)
+    registry = CollectorRegistry()
+    app.middleware.insert_before("Logging", Metrics(registry, backend=app.backend))
+    runs: list[tuple[int, int]] = []
+
+    @app.job(
+        queue="r",
+        visibility_timeout=0.3,
+        retry=tasuki.Retry(max_attempts=5, backoff=tasuki.constant(0.0)),
+    )
+    def slow(n: int) -> None:
+        ctx = tasuki.current()
+        runs.append((n, ctx.attempt))
+        if n == 0 and ctx.attempt == 1:
+            # Another party takes the message back: the next extension is refused.
+            assert app.backend.release([Release(ctx.receipt, 0.0, penalty=True)]) == [True]
+            assert ctx.wait_for_stop(timeout=5.0)
+            return
+        time.sleep(0.5)  # several extensions of a 0.3 s lease
+
+    # A worker that died holding message 1: its lease expires in 0.3 s.
+    crashed_id = slow.enqueue(1)
+    [held] = app.backend.lease("r", 1, 0.3)
+    expired_at = time.time() + 0.3
+    assert held.id == crashed_id
+    slow.enqueue(0)
+    time.sleep(0.35)
+    app.worker(queues="r", concurrency=2).run(until_idle=True, timeout=30)
+    started_after = time.time() - expired_at
+
+    def value(name: str, **labels: str) -> float:
+        return registry.get_sample_value(name, labels) or 0.0
+
+    assert sorted(runs) == [(0, 1), (0, 2), (1, 2)]
+    assert held.attempt == 1
+    assert value("tasuki_leases_lost_total", queue="r", job="slow") == 1
+    assert value("tasuki_redeliveries_total", queue="r", job="slow") == 2
+    # Only the crashed message's start counts: message 0's lease was released, not lost.
+    assert value("tasuki_lease_expiry_to_start_seconds_count", queue="r") == 1
+    recovery = value("tasuki_lease_expiry_to_start_seconds_sum", queue="r")
+    assert 0.0 <= recovery <= started_after
+    lag_count = value("tasuki_heartbeat_lag_seconds_count", queue="r")
+    assert lag_count >= 2  # two runs of 0.5 s under a 0.3 s lease: extended every 0.1 s
+    assert value("tasuki_heartbeat_lag_seconds_sum", queue="r") < 0.25 * lag_count
+    app.close()

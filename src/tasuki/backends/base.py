@@ -27,10 +27,13 @@ from tasuki.core.records import (
     Enqueued,
     EnqueueStatus,
     Envelope,
+    HistoryEntry,
     LockHolder,
+    MessageInfo,
     QueueStats,
     Receipt,
     Release,
+    SettledTotals,
     UniqueClaim,
 )
 from tasuki.errors import InvalidArgument
@@ -45,11 +48,14 @@ __all__ = [
     "EnqueueStatus",
     "Enqueued",
     "Envelope",
+    "HistoryEntry",
     "LockHolder",
     "LockStore",
+    "MessageInfo",
     "QueueStats",
     "Receipt",
     "Release",
+    "SettledTotals",
     "UniqueClaim",
 ]
 
@@ -156,6 +162,29 @@ class Backend(ABC):
             if len(page) < page_size:
                 return None
             offset += page_size
+
+    def in_flight(self, queue: str, limit: int = 100) -> list[MessageInfo]:
+        """Messages whose lease is current, soonest expiry first (state "in_flight", no
+        history): what the workers hold now. A backend without `inspection` raises."""
+        scheme = self.url.split("://", 1)[0]
+        raise InvalidArgument(
+            f"{scheme}:// cannot list messages in flight (it lacks the inspection capability)"
+        )
+
+    def settled_totals(self, queue: str) -> SettledTotals | None:
+        """Messages acked and dead-lettered so far (rates are their differences over
+        time); None where the backend does not count them."""
+        return None
+
+    def inspect(self, queue: str, id: str) -> MessageInfo:
+        """One message's state, attempts, lease and the ends of its last few leases.
+
+        A backend that cannot tell declares `inspection=False` and keeps this default.
+        """
+        scheme = self.url.split("://", 1)[0]
+        raise InvalidArgument(
+            f"{scheme}:// cannot inspect a message (it lacks the inspection capability)"
+        )
 
     @abstractmethod
     def redrive(self, queue: str, ids: Sequence[str] | None = None) -> int:

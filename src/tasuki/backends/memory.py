@@ -28,16 +28,27 @@ from tasuki.backends.base import (
     Delivery,
     Enqueued,
     Envelope,
+    HistoryEntry,
     LockHolder,
     LockStore,
+    MessageInfo,
     QueueStats,
     Receipt,
     Release,
+    SettledTotals,
     refuse_connection,
 )
 from tasuki.backends.urls import query_options
 from tasuki.backends.waiting import lease_until
 from tasuki.core.message import DeadLetter, ErrorInfo
+from tasuki.core.records import (
+    HISTORY_LIMIT,
+    HistoryEvent,
+    MessageState,
+    death_detail,
+    release_event,
+    waiting_state,
+)
 
 WAITING, IN_FLIGHT, DEAD = 0, 1, 2
 
@@ -56,6 +67,11 @@ class _Record:
     reason: str = ""
     error: ErrorInfo | None = None
     died_at: float = 0.0
+    history: tuple[HistoryEntry, ...] = ()
+
+    def remember(self, now: float, event: HistoryEvent, detail: str = "") -> None:
+        entry = HistoryEntry(now, event, self.fence, detail)
+        self.history = (*self.history[-(HISTORY_LIMIT - 1) :], entry)
 
 
 class _Queue:
@@ -63,6 +79,9 @@ class _Queue:
         self.records: dict[str, _Record] = {}
         self.heap: list[tuple[float, int, str, int]] = []
         self.finished: dict[str, float] = {}
+        self.finished_history: dict[str, tuple[HistoryEntry, ...]] = {}
+        self.acked = 0
+        self.dead = 0
 
     def schedule(self, record: _Record, visible_at: float) -> None:
         record.visible_at = visible_at
@@ -226,6 +245,8 @@ class MemoryBackend(Backend):
             if record is None or record.stamp != stamp or record.state == DEAD:
                 continue
             env = record.envelope
+            if record.state == IN_FLIGHT:
+                record.remember(record.visible_at, "lease lost")  # when it expired
             if record.attempt >= env.max_attempts:
                 reason = (
                     f"lease expired {record.attempt} times"
@@ -274,8 +295,11 @@ class MemoryBackend(Backend):
                 if held is not None:
                     queue, record = held
                     del queue.records[receipt.id]
+                    queue.acked += 1
                     if record.envelope.keep_id > 0:
                         queue.finished[receipt.id] = now + record.envelope.keep_id
+                        record.remember(now, "acked")
+                        queue.finished_history[receipt.id] = record.history
                 results.append(held is not None)
         return results
 
@@ -302,6 +326,7 @@ class MemoryBackend(Backend):
                     record.token = None
                     if not item.penalty:
                         record.attempt -= 1
+                    record.remember(now, *release_event(item.delay, item.penalty, item.error))
                     queue.schedule(record, now + item.delay)
                 results.append(held is not None)
             self._changed.notify_all()
@@ -314,6 +339,7 @@ class MemoryBackend(Backend):
             for item in burials:
                 held = self._holding(item.receipt)
                 if held is not None:
+                    held[1].remember(now, "dead", death_detail(item.reason, item.error))
                     self._bury(held[0], held[1], item.reason, item.error, now)
                 results.append(held is not None)
         return results
@@ -321,6 +347,7 @@ class MemoryBackend(Backend):
     def _bury(
         self, queue: _Queue, record: _Record, reason: str, error: ErrorInfo | None, now: float
     ) -> None:
+        queue.dead += 1
         record.state = DEAD
         record.token = None
         record.reason = reason
@@ -373,6 +400,69 @@ class MemoryBackend(Backend):
             )
             for r in dead[offset : offset + limit]
         ]
+
+    def in_flight(self, queue: str, limit: int = 100) -> list[MessageInfo]:
+        with self._mutex:
+            now = time.time()
+            held = [
+                r
+                for r in self._queue(queue).records.values()
+                if r.state == IN_FLIGHT and r.visible_at > now
+            ]
+        held.sort(key=lambda r: (r.visible_at, r.seq))
+        return [
+            MessageInfo(
+                queue,
+                r.envelope.id,
+                "in_flight",
+                attempt=r.attempt,
+                max_attempts=r.envelope.max_attempts,
+                fencing_token=r.fence,
+                enqueued_at=r.enqueued_at,
+                lease_expires_at=r.visible_at,
+            )
+            for r in held[:limit]
+        ]
+
+    def settled_totals(self, queue: str) -> SettledTotals:
+        with self._mutex:
+            q = self._queue(queue)
+            return SettledTotals(q.acked, q.dead)
+
+    def inspect(self, queue: str, id: str) -> MessageInfo:
+        with self._mutex:
+            now = time.time()
+            q = self._queue(queue)
+            record = q.records.get(id)
+            if record is None:
+                until = q.finished.get(id, 0.0)
+                if until <= now:
+                    return MessageInfo(queue, id, "unknown")
+                history = q.finished_history.get(id, ())
+                return MessageInfo(queue, id, "finished", finished_until=until, history=history)
+            state: MessageState
+            visible_at = lease_expires_at = None
+            if record.state == DEAD:
+                state = "dead"
+            elif record.state == IN_FLIGHT and record.visible_at > now:
+                state, lease_expires_at = "in_flight", record.visible_at
+            else:
+                state, visible_at = waiting_state(record.visible_at, now), record.visible_at
+            return MessageInfo(
+                queue,
+                id,
+                state,
+                attempt=record.attempt,
+                max_attempts=record.envelope.max_attempts,
+                fencing_token=record.fence,
+                enqueued_at=record.enqueued_at,
+                visible_at=visible_at,
+                lease_expires_at=lease_expires_at,
+                reason=record.reason,
+                error=record.error,
+                died_at=record.died_at if state == "dead" else None,
+                history=record.history,
+            )
 
     def redrive(self, queue: str, ids: Sequence[str] | None = None) -> int:
         count = 0

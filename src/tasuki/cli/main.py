@@ -22,6 +22,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "enqueue": ("enqueue", "enqueue"),
     "demo": ("demo", "demo"),
     "migrate": ("migrate", "migrate"),
+    "inspect": ("inspect", "inspect"),
+    "dashboard": ("dashboard", "dashboard"),
 }
 
 

@@ -84,7 +84,6 @@ def worker(
             metrics_port,
             metrics_host,
             queues=lambda: w.queues,
-            leases_lost=lambda: int(w.stats()["leases_lost"]),
         )
     # Everything loaded so far (modules, the app, its jobs) lives as long as the process:
     # out of the collector's sight, a collection only walks what jobs allocate.

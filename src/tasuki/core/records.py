@@ -57,6 +57,11 @@ class Capabilities:
     # Smallest step of delays and visibility timeouts the backend keeps, in seconds
     # (0: as fine as its clock; SQS: whole seconds).
     timer_resolution: float = 0.0
+    # `inspect` tells one message's state and the history of its last leases, and
+    # `in_flight` lists the current leases.
+    inspection: bool = True
+    # `settled_totals` counts acked and dead messages per queue (the dashboard's rates).
+    settled_counts: bool = True
 
 
 class UniqueClaim(NamedTuple):
@@ -116,6 +121,8 @@ class Release(NamedTuple):
     receipt: Receipt
     delay: float = 0.0
     penalty: bool = True
+    # The error that made the run retry, as `Type: message` (for the message's history).
+    error: str = ""
 
 
 class Bury(NamedTuple):
@@ -171,6 +178,122 @@ class QueueStats:
             "dead": self.dead,
             "oldest_ready_age": self.oldest_ready_age,
         }
+
+
+MessageState = Literal["delayed", "ready", "in_flight", "dead", "finished", "unknown"]
+HistoryEvent = Literal["acked", "retried", "released", "dead", "lease lost"]
+# Entries of history a backend keeps per message: the most recent ends of its leases.
+HISTORY_LIMIT = 5
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryEntry:
+    """How one lease of a message ended.
+
+    `event`: "acked", "retried" (released with penalty: the run failed and will run again
+    after `detail`'s delay), "released" (given back without penalty: shutdown, deferral),
+    "dead" (buried; `detail` is the reason and the error) or "lease lost" (the lease
+    expired and the message was leased again, or dead-lettered; `at` is then when it
+    expired). `fencing_token` is the fencing number of the lease that ended.
+    """
+
+    at: float
+    event: HistoryEvent
+    fencing_token: int
+    detail: str = ""
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "at": self.at,
+            "event": self.event,
+            "fencing_token": self.fencing_token,
+            "detail": self.detail,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class MessageInfo:
+    """What a backend knows of one message: `app.inspect(queue, id)`.
+
+    `state` is "finished" when the message was acked and its caller-given id is still
+    remembered (the idempotency window, until `finished_until`), "unknown" when the
+    backend has no trace of it. `visible_at` is when a waiting message becomes ready;
+    `lease_expires_at` when the current lease of one in flight expires. `history` holds
+    the ends of its last few leases (at most `HISTORY_LIMIT`), oldest first. Times are
+    epoch seconds of the backend's clock.
+    """
+
+    queue: str
+    id: str
+    state: MessageState
+    attempt: int = 0
+    max_attempts: int | None = None
+    fencing_token: int = 0
+    enqueued_at: float | None = None
+    visible_at: float | None = None
+    lease_expires_at: float | None = None
+    finished_until: float | None = None
+    reason: str = ""
+    error: ErrorInfo | None = None
+    died_at: float | None = None
+    history: tuple[HistoryEntry, ...] = ()
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "queue": self.queue,
+            "id": self.id,
+            "state": self.state,
+            "attempt": self.attempt,
+            "max_attempts": self.max_attempts,
+            "fencing_token": self.fencing_token,
+            "enqueued_at": self.enqueued_at,
+            "visible_at": self.visible_at,
+            "lease_expires_at": self.lease_expires_at,
+            "finished_until": self.finished_until,
+            "reason": self.reason,
+            "error": None
+            if self.error is None
+            else {
+                "type": self.error.type,
+                "message": self.error.message,
+                "traceback": self.error.traceback,
+            },
+            "died_at": self.died_at,
+            "history": [entry.as_dict() for entry in self.history],
+        }
+
+
+def waiting_state(visible_at: float, now: float) -> MessageState:
+    return "ready" if visible_at <= now else "delayed"
+
+
+def error_summary(error: ErrorInfo | None) -> str:
+    """`Type: message` of an error, cut to a line a history entry can hold."""
+    return "" if error is None else _cut(str(error))
+
+
+def death_detail(reason: str, error: ErrorInfo | None) -> str:
+    """The detail of a "dead" history entry: the reason, then the error's summary."""
+    return ": ".join(part for part in (reason, error_summary(error)) if part)
+
+
+def release_event(delay: float, penalty: bool, error: str = "") -> tuple[HistoryEvent, str]:
+    """The history entry of a release: a retry (with its delay and error) or a hand-back."""
+    again = f"again in {delay:g}s"
+    if penalty:
+        return "retried", f"{again}: {_cut(error)}" if error else again
+    return "released", again
+
+
+def _cut(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class SettledTotals(NamedTuple):
+    """Messages of a queue acked and dead-lettered since its store began (for rates)."""
+
+    acked: int
+    dead: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ from tasuki.middleware.logging import Logging
 from tasuki.middleware.metrics import Metrics
 from tasuki.middleware.retry import Retries
 from tasuki.middleware.timeout import Timeouts
+from tasuki.middleware.tracing import TraceContext
 from tasuki.middleware.unique import Uniqueness
 
 
@@ -17,8 +18,10 @@ def default_middleware() -> list[Middleware]:
 
     Dedup and uniqueness sit outside `Retries` so that their after-hooks see the final
     decision (retry, dead letter, exhaustion handler) and not just the raw error.
+    `TraceContext` is outermost, so a run's span covers the whole chain and records the
+    final outcome.
     """
-    return [Logging(), DedupGuard(), Uniqueness(), Retries(), Timeouts()]
+    return [TraceContext(), Logging(), DedupGuard(), Uniqueness(), Retries(), Timeouts()]
 
 
 __all__ = [
@@ -32,6 +35,7 @@ __all__ = [
     "ReportErrors",
     "Retries",
     "Timeouts",
+    "TraceContext",
     "Uniqueness",
     "default_middleware",
 ]

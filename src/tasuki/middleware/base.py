@@ -11,6 +11,9 @@ A middleware wraps two calls:
   process jobs alike. Raising `Skip` or `Defer` before the `yield` stops the job from
   running; raising anything else fails it. An `execute` that is a plain function (it
   returns None) runs before the job only.
+* `lease_extended(ctx, lag)` and `lease_lost(ctx)`: what the lease keeper did for a
+  running delivery (an extension, `lag` seconds after it was due; an extension the
+  backend refused), called from the keeper's thread, for metrics.
 * `after(ctx, outcome)`, the cheap form of "code after the `yield`" for middleware that
   only looks at how a run ended: a plain call at the same place in the chain, where a
   generator costs an object and two resumptions per message. It runs for every message
@@ -62,6 +65,12 @@ class Middleware:
 
     def after(self, ctx: Context, outcome: Outcome) -> None:
         """Look at, or change, the outcome on the way out (see the module docstring)."""
+
+    def lease_extended(self, ctx: Context, lag: float) -> None:
+        """The lease keeper extended this delivery's lease, `lag` seconds after it was due."""
+
+    def lease_lost(self, ctx: Context) -> None:
+        """The backend refused to extend this delivery's lease: another one owns it now."""
 
     def applies_to(self, job: Job[..., Any]) -> bool:
         """Whether `execute` can do anything for this job's messages.

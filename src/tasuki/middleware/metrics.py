@@ -15,9 +15,17 @@ read from the backend when Prometheus scrapes, never on the hot path.
 | `tasuki_run_seconds` | histogram | queue, job |
 | `tasuki_redeliveries_total` | counter | queue, job: runs of an attempt after the first |
 | `tasuki_duplicates_skipped_total` | counter | queue, job: deliveries the dedup guard skipped |
+| `tasuki_leases_lost_total` | counter | queue, job: leases the backend refused to extend |
+| `tasuki_heartbeat_lag_seconds` | histogram | queue: how late each lease extension was |
+| `tasuki_lease_expiry_to_start_seconds` | histogram | queue: lost lease's expiry to next start |
 | `tasuki_queue_messages` | gauge | queue, state (ready, in_flight, delayed, dead) |
 | `tasuki_queue_oldest_ready_seconds` | gauge | queue |
-| `tasuki_leases_lost_total` | counter | (this worker process) |
+
+The reliability metrics come from the lease keeper (`lease_extended`, `lease_lost`) and,
+for the time from expiry to the next start, from the message's history: a redelivery
+(attempt > 1) asks the backend (`inspect`, one round trip, redeliveries only) whether
+the lease before it was lost, and when it expired. That needs the backend, which
+`serve()` hands over; `Metrics(backend=...)` does it by hand.
 """
 
 from __future__ import annotations
@@ -40,6 +48,10 @@ if TYPE_CHECKING:
 
 # Run times of background jobs span milliseconds to many minutes.
 BUCKETS = (0.001, 0.005, 0.025, 0.1, 0.25, 1.0, 2.5, 10.0, 30.0, 120.0, 600.0, float("inf"))
+# An extension is planned a third into the lease: late by a second is already a warning.
+LAG_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, float("inf"))
+# From a crash to the redelivery: up to a poll interval past expiry, or a backlog later.
+RECOVERY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, float("inf"))
 
 
 def _prometheus() -> Any:
@@ -53,8 +65,11 @@ def _prometheus() -> Any:
 class Metrics(Middleware):
     """Counts enqueues and runs by outcome; times runs. One per registry."""
 
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    def __init__(
+        self, registry: CollectorRegistry | None = None, backend: Backend | None = None
+    ) -> None:
         prom = _prometheus()
+        self.backend = backend
         self.registry = registry if registry is not None else prom.REGISTRY
         labels = ("queue", "job")
         self.enqueued = prom.Counter(
@@ -77,6 +92,19 @@ class Metrics(Middleware):
             "tasuki_duplicates_skipped", "Duplicate deliveries the dedup guard skipped.",
             labels, registry=self.registry,
         )  # fmt: skip
+        self.leases_lost = prom.Counter(
+            "tasuki_leases_lost", "Leases the backend refused to extend while their job ran.",
+            labels, registry=self.registry,
+        )  # fmt: skip
+        self.heartbeat_lag = prom.Histogram(
+            "tasuki_heartbeat_lag_seconds", "How late each lease extension was.",
+            ("queue",), buckets=LAG_BUCKETS, registry=self.registry,
+        )  # fmt: skip
+        self.expiry_to_start = prom.Histogram(
+            "tasuki_lease_expiry_to_start_seconds",
+            "From a lost lease's expiry to the next start of its message.",
+            ("queue",), buckets=RECOVERY_BUCKETS, registry=self.registry,
+        )  # fmt: skip
 
     def enqueue(self, messages: list[Outgoing], call_next: EnqueueNext) -> list[Enqueued]:
         results = call_next(messages)
@@ -90,6 +118,7 @@ class Metrics(Middleware):
         job = m.job or (ctx.job.name if ctx.job is not None else "-")
         if m.attempt > 1:
             self.redeliveries.labels(m.queue, job).inc()
+            self._after_lost_lease(ctx)
         started = time.perf_counter()
         outcome = yield
         action = outcome.action or ("ack" if outcome.error is None else "retry")
@@ -98,11 +127,37 @@ class Metrics(Middleware):
         if action == "skip" and outcome.reason.startswith("duplicate"):
             self.duplicates.labels(m.queue, job).inc()
 
+    def lease_extended(self, ctx: Context, lag: float) -> None:
+        self.heartbeat_lag.labels(ctx.message.queue).observe(lag)
+
+    def lease_lost(self, ctx: Context) -> None:
+        m = ctx.message
+        job = m.job or (ctx.job.name if ctx.job is not None else "-")
+        self.leases_lost.labels(m.queue, job).inc()
+
+    def _after_lost_lease(self, ctx: Context) -> None:
+        """A redelivery whose previous lease was lost: time from its expiry to now."""
+        backend, m = self.backend, ctx.message
+        if backend is None or m.lease is None or not backend.capabilities.inspection:
+            return
+        try:
+            history = backend.inspect(m.queue, m.id).history
+        except TasukiError as exc:
+            logs.logger.warning("metrics: inspect of message %s failed: %s", m.id, exc)
+            return
+        before = next(
+            (h for h in reversed(history) if h.fencing_token == m.lease.fencing_token - 1), None
+        )
+        if before is not None and before.event == "lease lost":
+            self.expiry_to_start.labels(m.queue).observe(max(0.0, time.time() - before.at))
+
 
 class QueueCollector:
     """Queue depth and oldest-ready age, read from the backend at scrape time.
 
-    `leases_lost` is a callable so that a worker can report its own count.
+    `leases_lost` is a callable so that a worker can report its own count (as
+    `tasuki_leases_lost_total` without labels; `serve()` leaves it out, the `Metrics`
+    middleware counting them by queue and job).
     """
 
     def __init__(
@@ -155,13 +210,12 @@ def serve(
     host: str = "127.0.0.1",
     *,
     queues: Callable[[], Iterable[str]],
-    leases_lost: Callable[[], int] | None = None,
 ) -> Metrics:
     """Install `Metrics` outermost (once) and serve `/metrics` on host:port in a thread."""
     prom = _prometheus()
     installed = next((m for m in chain if isinstance(m, Metrics)), None)
     if installed is None:
-        installed = Metrics()
+        installed = Metrics(backend=backend)
         first = next(iter(chain), None)
         if first is None:
             chain.append(installed)
@@ -171,5 +225,8 @@ def serve(
         prom.start_http_server(port, addr=host, registry=installed.registry)
     except OSError as exc:
         raise TasukiError(f"cannot serve metrics on {host}:{port}: {exc}") from exc
-    installed.registry.register(QueueCollector(backend, queues, leases_lost))
+    if installed.backend is None:
+        installed.backend = backend
+    # Leases lost are counted by the middleware, by queue and job.
+    installed.registry.register(QueueCollector(backend, queues))
     return installed

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -24,6 +24,7 @@ from tasuki.runtime.outage import Outage
 
 if TYPE_CHECKING:
     from tasuki.core.context import Context
+    from tasuki.middleware.base import Middleware, MiddlewareChain
 
 MIN_TICK = 0.01
 MAX_TICK = 0.5
@@ -51,8 +52,9 @@ class Held:
 
 
 class LeaseKeeper:
-    def __init__(self, backend: Backend) -> None:
+    def __init__(self, backend: Backend, chain: MiddlewareChain | None = None) -> None:
         self._backend = backend
+        self._chain = chain
         self._max_visibility = backend.capabilities.max_visibility
         self._held: set[Held] = set()
         self._mutex = threading.Lock()
@@ -147,13 +149,23 @@ class LeaseKeeper:
                 continue
             self._outage.worked()
             lost = []
+            listeners = self._listeners("lease_extended")
             for h, ok in zip(group, results, strict=True):
                 if ok:
+                    lag = max(0.0, started - h.due_at)
                     h.extended_at = started
+                    for m in listeners:
+                        _tell(m.lease_extended, h.ctx, lag)
                 else:
                     lost.append(h)
             if lost:
                 self._lose(lost)
+
+    def _listeners(self, hook: str) -> list[Middleware]:
+        """The middleware that want to hear of `hook` (read per batch: the chain may change)."""
+        if self._chain is None:
+            return []
+        return [m for m in self._chain if m.overrides(hook)]
 
     def _length(self, h: Held) -> float:
         """The job's lease length, or what is left of the backend's maximum visibility."""
@@ -179,9 +191,20 @@ class LeaseKeeper:
         with self._mutex:
             for h in lost:
                 self._held.discard(h)
+        listeners = self._listeners("lease_lost")
         for h in lost:
             self.lost += 1
+            for listener in listeners:
+                _tell(listener.lease_lost, h.ctx)
             h.ctx.lease_lost = True
             h.ctx.request_stop("lease lost")
             m = h.ctx.message
             logs.event("lease lost", **logs.message_fields(m.queue, m.job, m.id, m.attempt))
+
+
+def _tell(hook: Callable[..., None], *args: object) -> None:
+    """Call a middleware's keeper hook; its failure must not stop the keeper."""
+    try:
+        hook(*args)
+    except Exception:
+        logs.logger.exception("middleware hook %s failed", getattr(hook, "__qualname__", hook))

@@ -51,8 +51,12 @@ class Finisher:
                 Settlement("release", receipt, task, delay=outcome.delay, penalty=False)
             )
         elif action == "retry":
+            failure = outcome.error
+            summary = "" if failure is None else f"{type(failure).__name__}: {failure}"
             self.settler.put(
-                Settlement("release", receipt, task, delay=outcome.delay, penalty=True)
+                Settlement(
+                    "release", receipt, task, delay=outcome.delay, penalty=True, error=summary
+                )
             )
         else:
             error = ErrorInfo.from_exception(outcome.error) if outcome.error else None

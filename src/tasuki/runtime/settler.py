@@ -116,7 +116,7 @@ class Settler:
             self._call(
                 releases,
                 lambda: self._backend.release(
-                    [Release(s.receipt, s.delay, s.penalty) for s in releases]
+                    [Release(s.receipt, s.delay, s.penalty, s.error or "") for s in releases]
                 ),
             )
         if burials:

@@ -119,7 +119,7 @@ class Worker:
         self._started = True
         backend = self.backend
         self.settler = Settler(backend)
-        self.keeper = LeaseKeeper(backend)
+        self.keeper = LeaseKeeper(backend, self.chain)
         self.slots = Slots(self.concurrency)
         self.threads = ThreadPool(self.concurrency)
         self.driver = ChainDriver(self.chain)

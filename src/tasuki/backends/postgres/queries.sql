@@ -166,3 +166,70 @@ DELETE FROM tasuki_locks WHERE key = %(key)s AND owner = %(owner)s;
 
 -- name: locks_forget_expired
 DELETE FROM tasuki_locks WHERE expires_at <= %(now)s;
+
+-- name: record_history
+-- How one lease of a message ended (`inspect`).
+INSERT INTO tasuki_history (queue, id, at, event, fence, detail)
+VALUES (%(queue)s, %(id)s, %(now)s, %(event)s, %(fence)s, %(detail)s);
+
+-- name: record_lost_leases
+-- Among messages about to be leased or buried, those still in flight lost their lease
+-- (recorded at the time it expired).
+INSERT INTO tasuki_history (queue, id, at, event, fence, detail)
+SELECT queue, id, visible_at, 'lease lost', fence, ''
+FROM tasuki_messages
+WHERE seq = ANY(%(seqs)s::bigint[]) AND state = 1
+RETURNING queue, id;
+
+-- name: prune_history
+-- Keep the last `keep` entries of a message's history.
+DELETE FROM tasuki_history
+WHERE queue = %(queue)s AND id = %(id)s AND seq <= (
+    SELECT seq FROM tasuki_history WHERE queue = %(queue)s AND id = %(id)s
+    ORDER BY seq DESC LIMIT 1 OFFSET %(keep)s
+);
+
+-- name: forget_history
+-- The history of messages that are gone, unless their id is remembered as finished.
+DELETE FROM tasuki_history
+WHERE NOT EXISTS (
+    SELECT 1 FROM tasuki_messages m
+    WHERE m.queue = tasuki_history.queue AND m.id = tasuki_history.id
+) AND NOT EXISTS (
+    SELECT 1 FROM tasuki_finished f
+    WHERE f.queue = tasuki_history.queue AND f.id = tasuki_history.id
+      AND f.expires_at > %(now)s
+);
+
+-- name: inspect_message
+SELECT state, visible_at, attempt, max_attempts, fence, enqueued_at, reason,
+       error_type, error_message, error_traceback, died_at
+FROM tasuki_messages WHERE queue = %(queue)s AND id = %(id)s;
+
+-- name: inspect_finished
+SELECT expires_at FROM tasuki_finished
+WHERE queue = %(queue)s AND id = %(id)s AND expires_at > %(now)s;
+
+-- name: inspect_history
+SELECT at, event, fence, detail FROM tasuki_history
+WHERE queue = %(queue)s AND id = %(id)s
+ORDER BY seq DESC LIMIT %(limit)s;
+
+-- name: count_settled
+-- Totals of acked and dead messages per queue, in a few rows (shards) so that concurrent
+-- settling transactions seldom wait on the same row.
+INSERT INTO tasuki_counts (queue, shard, acked, dead)
+VALUES (%(queue)s, %(shard)s, %(acked)s, %(dead)s)
+ON CONFLICT (queue, shard) DO UPDATE
+SET acked = tasuki_counts.acked + excluded.acked, dead = tasuki_counts.dead + excluded.dead;
+
+-- name: settled_totals
+SELECT coalesce(sum(acked), 0), coalesce(sum(dead), 0) FROM tasuki_counts
+WHERE queue = %(queue)s;
+
+-- name: in_flight
+-- Current leases, soonest expiry first (a range of the state index).
+SELECT id, attempt, max_attempts, fence, enqueued_at, visible_at FROM tasuki_messages
+WHERE queue = %(queue)s AND state = 1 AND visible_at > %(now)s
+ORDER BY visible_at, seq
+LIMIT %(limit)s;

@@ -35,11 +35,14 @@ from tasuki.backends.base import (
     Enqueued,
     EnqueueStatus,
     Envelope,
+    HistoryEntry,
     LockHolder,
     LockStore,
+    MessageInfo,
     QueueStats,
     Receipt,
     Release,
+    SettledTotals,
     refuse_connection,
 )
 from tasuki.backends.redis import connection
@@ -48,6 +51,7 @@ from tasuki.backends.redis.keys import KeySpace, QueueKeys
 from tasuki.backends.redis.slots import key_slot
 from tasuki.backends.waiting import lease_until
 from tasuki.core.message import DeadLetter, ErrorInfo
+from tasuki.core.records import MessageState, death_detail, release_event, waiting_state
 from tasuki.errors import BackendError, InvalidArgument, MessageTooLarge
 
 T = TypeVar("T")
@@ -283,7 +287,7 @@ class RedisBackend(Backend):
         self, queue: str, max_messages: int, visibility_timeout: float
     ) -> tuple[QueueKeys, list[str], list[Any]]:
         keys = self.keys.queue(queue)
-        script_keys = [keys.waiting, keys.leased, keys.dead, keys.leases]
+        script_keys = [keys.waiting, keys.leased, keys.dead, keys.leases, keys.counts]
         # The lease nonce: os.urandom, as secrets.token_hex, whose import (hmac, hashlib)
         # would add milliseconds to every worker's start.
         args = [keys.base, max_messages, _us(visibility_timeout), os.urandom(6).hex()]
@@ -339,7 +343,9 @@ class RedisBackend(Backend):
             args: list[Any] = [keys.base]
             for r in part:
                 args += (r.id, r.token)
-            reply: list[int] = self._eval("ack", [keys.leased, keys.leases, keys.keep], args)
+            reply: list[int] = self._eval(
+                "ack", [keys.leased, keys.leases, keys.keep, keys.counts], args
+            )
             return reply
 
         return self._per_queue(receipts, _itself, call)
@@ -359,7 +365,8 @@ class RedisBackend(Backend):
             args: list[Any] = [keys.base]
             for item in part:
                 r = item.receipt
-                args += (r.id, r.token, _us(item.delay), 0 if item.penalty else 1)
+                event, detail = release_event(item.delay, item.penalty, item.error)
+                args += (r.id, r.token, _us(item.delay), 0 if item.penalty else 1, event, detail)
             script_keys = [keys.waiting, keys.leased, keys.leases, keys.signal]
             reply: list[int] = self._eval("release", script_keys, args)
             return reply
@@ -371,11 +378,22 @@ class RedisBackend(Backend):
             args: list[Any] = [keys.base]
             for item in part:
                 r, err = item.receipt, item.error
+                detail = death_detail(item.reason, err)
                 if err is None:
-                    args += (r.id, r.token, item.reason, "", "", "")
+                    args += (r.id, r.token, item.reason, "", "", "", detail)
                 else:
-                    args += (r.id, r.token, item.reason, err.type, err.message, err.traceback)
-            reply: list[int] = self._eval("bury", [keys.leased, keys.leases, keys.dead], args)
+                    args += (
+                        r.id,
+                        r.token,
+                        item.reason,
+                        err.type,
+                        err.message,
+                        err.traceback,
+                        detail,
+                    )
+            reply: list[int] = self._eval(
+                "bury", [keys.leased, keys.leases, keys.dead, keys.counts], args
+            )
             return reply
 
         return self._per_queue(burials, _receipt_of, call)
@@ -408,6 +426,69 @@ class RedisBackend(Backend):
         keys = self.keys.queue(queue)
         letters = _dead_letters(queue, self._eval("dead_letter", [keys.dead], [keys.base, id]))
         return letters[0] if letters else None
+
+    def in_flight(self, queue: str, limit: int = 100) -> list[MessageInfo]:
+        keys = self.keys.queue(queue)
+        reply = self._eval("in_flight", [keys.leased], [keys.base, limit])
+        return [
+            MessageInfo(
+                queue,
+                reply[i].decode(),
+                "in_flight",
+                attempt=int(reply[i + 2]),
+                max_attempts=int(reply[i + 3]),
+                fencing_token=int(reply[i + 4]),
+                enqueued_at=int(reply[i + 5]) / 1e6,
+                lease_expires_at=float(reply[i + 1]) / 1e6,
+            )
+            for i in range(0, len(reply), 6)
+        ]
+
+    def settled_totals(self, queue: str) -> SettledTotals:
+        acked, dead = self._command("HMGET", self.keys.queue(queue).counts, "acked", "dead")
+        return SettledTotals(int(acked or 0), int(dead or 0))
+
+    def inspect(self, queue: str, id: str) -> MessageInfo:
+        keys = self.keys.queue(queue)
+        reply = self._eval("inspect", [keys.waiting, keys.leased, keys.dead], [keys.base, id])
+        now, where = int(reply[0]) / 1e6, reply[1].decode()
+        if where == "none":
+            return MessageInfo(queue, id, "unknown")
+        if where == "done":
+            return MessageInfo(
+                queue,
+                id,
+                "finished",
+                finished_until=now + int(reply[2]) / 1e3,
+                history=_history(reply[3]),
+            )
+        at = float(reply[2]) / 1e6
+        attempt, max_attempts, fence, enqueued, reason, etype, emessage, etb, hist = reply[3:]
+        state: MessageState
+        visible_at = lease_expires_at = died_at = None
+        if where == "dead":
+            state, died_at = "dead", at
+        elif where == "leased" and at > now:
+            state, lease_expires_at = "in_flight", at
+        else:
+            state, visible_at = waiting_state(at, now), at
+        return MessageInfo(
+            queue,
+            id,
+            state,
+            attempt=int(attempt or 0),
+            max_attempts=int(max_attempts) if max_attempts else None,
+            fencing_token=int(fence or 0),
+            enqueued_at=int(enqueued) / 1e6 if enqueued else None,
+            visible_at=visible_at,
+            lease_expires_at=lease_expires_at,
+            reason=reason.decode() if state == "dead" else "",
+            error=ErrorInfo(etype.decode(), emessage.decode(), etb.decode())
+            if etype and state == "dead"
+            else None,
+            died_at=died_at,
+            history=_history(hist),
+        )
 
     def redrive(self, queue: str, ids: Sequence[str] | None = None) -> int:
         keys = self.keys.queue(queue)
@@ -543,6 +624,16 @@ def _deliveries(queue: str, reply: list[Any], default_vt: float) -> list[Deliver
             *[fields] * 9, strict=True
         )
     ]
+
+
+def _history(raw: bytes) -> tuple[HistoryEntry, ...]:
+    """The `hist` field (or a finished id's value): see lua/includes/history.lua."""
+    if not raw or raw == b"1":
+        return ()
+    return tuple(
+        HistoryEntry(int(at) / 1e6, event, int(fence), detail)
+        for at, event, fence, detail in orjson.loads(raw)
+    )
 
 
 def _dead_letters(queue: str, reply: list[bytes]) -> list[DeadLetter]:

@@ -14,6 +14,7 @@ touch all of it atomically. Per queue, with `B = <prefix>{<queue>}:`:
 | `B keep` | HASH | id -> `keep_id` (ms), for messages enqueued with a finished-id window |
 | `B done:<id>` | STRING, PX | a finished id, remembered for its `keep_id` window |
 | `B signal` | LIST, PX | wake-up tokens for blocked `lease(wait=...)` calls |
+| `B counts` | HASH | `acked`, `dead`: messages settled so far (the dashboard's rates) |
 
 A message's state is the ZSET that holds its id, nothing else: there is no `state` field
 that could disagree with the index. "Ready" is `waiting` with score <= now, plus
@@ -38,6 +39,7 @@ Fields of `B m:<id>` (times are whole microseconds of the Redis server's clock):
 | `fence` | lease | fencing number, only ever grows (absent = 0) |
 | `reason`, `died_us` | bury, lease (exhausted) | why and when it died |
 | `error_type`, `error_message`, `error_traceback` | bury | the last error |
+| `hist` | release, bury, lease (lost) | how its last leases ended, JSON (`inspect`) |
 
 Outside the queues:
 
@@ -73,6 +75,7 @@ class QueueKeys:
     dead: str
     keep: str
     signal: str
+    counts: str
 
 
 class KeySpace:
@@ -103,6 +106,7 @@ class KeySpace:
                 dead=base + "dead",
                 keep=base + "keep",
                 signal=base + "signal",
+                counts=base + "counts",
             )
             if len(self._cache) < 10_000:
                 self._cache[name] = keys

@@ -27,6 +27,8 @@ NAMES = (
     "stats",
     "dead_letters",
     "dead_letter",
+    "inspect",
+    "in_flight",
     "redrive",
     "purge_dead",
     "purge",
@@ -78,6 +80,8 @@ class Scripts:
     stats: Script
     dead_letters: Script
     dead_letter: Script
+    inspect: Script
+    in_flight: Script
     redrive: Script
     purge_dead: Script
     purge: Script
@@ -88,7 +92,7 @@ class Scripts:
     lock_holder: Script
 
     def __getattr__(self, name: str) -> Script:
-        """Read on first use: a producer that only enqueues reads one file, not 17."""
+        """Read on first use: a producer that only enqueues reads one file, not 19."""
         if name not in NAMES:
             raise AttributeError(name)
         text = source(name)

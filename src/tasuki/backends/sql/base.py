@@ -18,6 +18,7 @@ store, one operation per method; splitting it would scatter what each dialect re
 from __future__ import annotations
 
 import os
+import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -33,15 +34,26 @@ from tasuki.backends.base import (
     Delivery,
     Enqueued,
     Envelope,
+    HistoryEntry,
     LockHolder,
     LockStore,
+    MessageInfo,
     QueueStats,
     Receipt,
     Release,
+    SettledTotals,
 )
 from tasuki.backends.sqlfiles import load_queries
 from tasuki.backends.waiting import lease_until
 from tasuki.core.message import DeadLetter, ErrorInfo
+from tasuki.core.records import (
+    HISTORY_LIMIT,
+    HistoryEvent,
+    MessageState,
+    death_detail,
+    release_event,
+    waiting_state,
+)
 
 QueryName = Literal[
     "known_id",
@@ -73,12 +85,23 @@ QueryName = Literal[
     "lock_holder",
     "lock_drop_owned",
     "locks_forget_expired",
+    "record_history",
+    "record_lost_leases",
+    "prune_history",
+    "forget_history",
+    "inspect_message",
+    "inspect_finished",
+    "inspect_history",
+    "count_settled",
+    "settled_totals",
+    "in_flight",
 ]
 # Every SQL backend's query file defines exactly these names.
 REQUIRED: frozenset[QueryName] = frozenset(get_args(QueryName))
 
 Queries = Mapping[QueryName, str]
 CLEANUP_EVERY = 30.0
+COUNT_SHARDS = 16
 
 
 def load_dialect_queries(package: str, filename: str = "queries.sql") -> Queries:
@@ -160,6 +183,31 @@ class SQLBackend(Backend):
             self._next_cleanup = now + CLEANUP_EVERY
             conn.execute(q["forget_expired"], {"now": now})
             conn.execute(q["locks_forget_expired"], {"now": now})
+            conn.execute(q["forget_history"], {"now": now})
+
+    def _count(self, conn: Connection, queue: str, acked: int = 0, dead: int = 0) -> None:
+        if acked or dead:
+            shard = random.randrange(COUNT_SHARDS)
+            params = {"queue": queue, "shard": shard, "acked": acked, "dead": dead}
+            conn.execute(self.q["count_settled"], params)
+
+    def _remember(
+        self,
+        conn: Connection,
+        receipt: Receipt,
+        now: float,
+        event: HistoryEvent,
+        detail: str = "",
+        q: Queries | None = None,
+    ) -> None:
+        """Write how a lease ended into the message's bounded history."""
+        q = self.q if q is None else q
+        params = {"queue": receipt.queue, "id": receipt.id, "now": now}
+        conn.execute(
+            q["record_history"],
+            {**params, "event": event, "fence": _fence(receipt.token), "detail": detail},
+        )
+        conn.execute(q["prune_history"], {**params, "keep": HISTORY_LIMIT})
 
     # -- producing -------------------------------------------------------------------
     def enqueue(
@@ -297,11 +345,20 @@ class SQLBackend(Backend):
                     break
                 exhausted = [seq for seq, done in rows if done]
                 fresh = [seq for seq, done in rows if not done]
+                lost = conn.execute(
+                    q["record_lost_leases"], {"seqs": values([seq for seq, _ in rows]), "now": now}
+                ).fetchall()
+                for lost_queue, lost_id in lost:
+                    conn.execute(
+                        q["prune_history"],
+                        {"queue": lost_queue, "id": lost_id, "keep": HISTORY_LIMIT},
+                    )
                 if exhausted:
                     buried = conn.execute(
                         q["bury_exhausted"], {"seqs": values(exhausted), "now": now}
                     ).fetchall()
                     self._drop_unique_locks(conn, buried)
+                    self._count(conn, queue, dead=len(buried))
                 if fresh:
                     params = {
                         "seqs": values(fresh),
@@ -337,19 +394,27 @@ class SQLBackend(Backend):
 
     def ack(self, receipts: Sequence[Receipt]) -> list[bool]:
         q, many = self.q, self.dialect.many
+        acked: dict[str, int] = {}
         with self.dialect.write() as conn:
             now = self.clock()
-            acked = many(
+            answers = many(
                 conn, q["ack"], [{"queue": r.queue, "id": r.id, "token": r.token} for r in receipts]
             )
-            remember = [
-                {"queue": r.queue, "id": r.id, "now": now, "keep_id": rows[0][0]}
-                for r, (_, rows) in zip(receipts, acked, strict=True)
-                if rows and rows[0][0] > 0
-            ]
+            remember = []
+            for r, (_, rows) in zip(receipts, answers, strict=True):
+                if not rows:
+                    continue
+                acked[r.queue] = acked.get(r.queue, 0) + 1
+                if rows[0][0] > 0:
+                    remember.append(
+                        {"queue": r.queue, "id": r.id, "now": now, "keep_id": rows[0][0]}
+                    )
+                    self._remember(conn, r, now, "acked")
             if remember:
                 many(conn, q["remember_finished"], remember)
-        return [bool(rows) for _, rows in acked]
+            for name, count in acked.items():
+                self._count(conn, name, acked=count)
+        return [bool(rows) for _, rows in answers]
 
     def extend(self, receipts: Sequence[Receipt], visibility_timeout: float) -> list[bool]:
         return self._settle(
@@ -382,6 +447,10 @@ class SQLBackend(Backend):
             results = [
                 count == 1 for count, _ in self.dialect.many(conn, self.q["release"], params)
             ]
+            for item, released in zip(releases, results, strict=True):
+                if released:
+                    event, detail = release_event(item.delay, item.penalty, item.error)
+                    self._remember(conn, item.receipt, now, event, detail)
             queues = {item.receipt.queue for item, ok in zip(releases, results, strict=True) if ok}
             if queues:
                 self.dialect.changed(conn, sorted(queues))
@@ -390,6 +459,7 @@ class SQLBackend(Backend):
 
     def bury(self, burials: Sequence[Bury]) -> list[bool]:
         results = []
+        dead: dict[str, int] = {}
         with self.dialect.write() as conn:
             now = self.clock()
             for item in burials:
@@ -408,7 +478,12 @@ class SQLBackend(Backend):
                     },
                 ).fetchall()
                 self._drop_unique_locks(conn, rows)
+                if rows:
+                    self._remember(conn, r, now, "dead", death_detail(item.reason, err))
+                    dead[r.queue] = dead.get(r.queue, 0) + 1
                 results.append(bool(rows))
+            for name, count in dead.items():
+                self._count(conn, name, dead=count)
         return results
 
     def _drop_unique_locks(self, conn: Connection, rows: Sequence[Sequence[Any]]) -> None:
@@ -440,6 +515,73 @@ class SQLBackend(Backend):
         with self.dialect.read() as conn:
             row = conn.execute(self.q["dead_letter"], {"queue": queue, "id": id}).fetchone()
         return None if row is None else _dead_letter(queue, row)
+
+    def in_flight(self, queue: str, limit: int = 100) -> list[MessageInfo]:
+        params = {"queue": queue, "now": self.clock(), "limit": limit}
+        with self.dialect.read() as conn:
+            rows = conn.execute(self.q["in_flight"], params).fetchall()
+        return [
+            MessageInfo(
+                queue,
+                msg_id,
+                "in_flight",
+                attempt=attempt,
+                max_attempts=max_attempts,
+                fencing_token=int(fence),
+                enqueued_at=float(enqueued),
+                lease_expires_at=float(expires),
+            )
+            for msg_id, attempt, max_attempts, fence, enqueued, expires in rows
+        ]
+
+    def settled_totals(self, queue: str) -> SettledTotals:
+        with self.dialect.read() as conn:
+            row = conn.execute(self.q["settled_totals"], {"queue": queue}).fetchone()
+        return SettledTotals(int(row[0]), int(row[1]))
+
+    def inspect(self, queue: str, id: str) -> MessageInfo:
+        q, now = self.q, self.clock()
+        params = {"queue": queue, "id": id, "now": now}
+        with self.dialect.read() as conn:
+            # The message first: an ack between the two reads leaves it finished, not unknown.
+            row = conn.execute(q["inspect_message"], params).fetchone()
+            finished = None if row else conn.execute(q["inspect_finished"], params).fetchone()
+            rows = conn.execute(q["inspect_history"], {**params, "limit": HISTORY_LIMIT})
+            history = tuple(
+                HistoryEntry(float(at), event, int(fence), detail)
+                for at, event, fence, detail in reversed(rows.fetchall())
+            )
+        if row is None:
+            if finished is None:
+                return MessageInfo(queue, id, "unknown")
+            return MessageInfo(
+                queue, id, "finished", finished_until=float(finished[0]), history=history
+            )
+        (state_code, visible, attempt, max_attempts, fence, enqueued, reason, etype) = row[:8]
+        emessage, etb, died_at = row[8:]
+        state: MessageState
+        visible_at = lease_expires_at = None
+        if state_code == 2:
+            state = "dead"
+        elif state_code == 1 and visible > now:
+            state, lease_expires_at = "in_flight", float(visible)
+        else:
+            state, visible_at = waiting_state(visible, now), float(visible)
+        return MessageInfo(
+            queue,
+            id,
+            state,
+            attempt=attempt,
+            max_attempts=max_attempts,
+            fencing_token=int(fence),
+            enqueued_at=float(enqueued),
+            visible_at=visible_at,
+            lease_expires_at=lease_expires_at,
+            reason=reason or "",
+            error=ErrorInfo(etype, emessage or "", etb or "") if etype else None,
+            died_at=float(died_at) if state == "dead" and died_at is not None else None,
+            history=history,
+        )
 
     def redrive(self, queue: str, ids: Sequence[str] | None = None) -> int:
         with self.dialect.write() as conn:
@@ -525,6 +667,12 @@ def _insert_params(
         "keep_id": env.keep_id,
         "unique_key": unique_key,
     }
+
+
+def _fence(token: str) -> int:
+    """The fencing number a lease token ends with (`<nonce>.<fence>`, see `lease_rows`)."""
+    tail = token.rpartition(".")[2]
+    return int(tail) if tail.isdigit() else 0
 
 
 def _dead_letter(queue: str, row: Sequence[Any]) -> DeadLetter:

@@ -92,7 +92,15 @@ SELECT
       WHERE queue = :queue AND state < 2 AND visible_at <= :now);
 
 -- name: queues
-SELECT DISTINCT queue FROM tasuki_messages ORDER BY queue;
+-- A skip scan of the (queue, id) index: one seek per queue, not a walk over every row
+-- (DISTINCT read all of a million-message queue's index entries).
+WITH RECURSIVE names(queue) AS (
+    SELECT min(queue) FROM tasuki_messages
+    UNION ALL
+    SELECT (SELECT min(queue) FROM tasuki_messages WHERE queue > names.queue)
+    FROM names WHERE names.queue IS NOT NULL
+)
+SELECT queue FROM names WHERE queue IS NOT NULL;
 
 -- name: dead_letters
 SELECT id, body, headers, attempt, reason, error_type, error_message, error_traceback,
@@ -163,3 +171,69 @@ DELETE FROM tasuki_locks WHERE key = :key AND owner = :owner;
 
 -- name: locks_forget_expired
 DELETE FROM tasuki_locks WHERE expires_at <= :now;
+
+-- name: record_history
+-- How one lease of a message ended (`inspect`).
+INSERT INTO tasuki_history (queue, id, at, event, fence, detail)
+VALUES (:queue, :id, :now, :event, :fence, :detail);
+
+-- name: record_lost_leases
+-- Among messages about to be leased or buried, those still in flight lost their lease
+-- (recorded at the time it expired).
+INSERT INTO tasuki_history (queue, id, at, event, fence, detail)
+SELECT queue, id, visible_at, 'lease lost', fence, ''
+FROM tasuki_messages
+WHERE seq IN (SELECT value FROM json_each(:seqs)) AND state = 1
+RETURNING queue, id;
+
+-- name: prune_history
+-- Keep the last `keep` entries of a message's history.
+DELETE FROM tasuki_history
+WHERE queue = :queue AND id = :id AND seq <= (
+    SELECT seq FROM tasuki_history WHERE queue = :queue AND id = :id
+    ORDER BY seq DESC LIMIT 1 OFFSET :keep
+);
+
+-- name: forget_history
+-- The history of messages that are gone, unless their id is remembered as finished.
+DELETE FROM tasuki_history
+WHERE NOT EXISTS (
+    SELECT 1 FROM tasuki_messages m
+    WHERE m.queue = tasuki_history.queue AND m.id = tasuki_history.id
+) AND NOT EXISTS (
+    SELECT 1 FROM tasuki_finished f
+    WHERE f.queue = tasuki_history.queue AND f.id = tasuki_history.id AND f.expires_at > :now
+);
+
+-- name: inspect_message
+SELECT state, visible_at, attempt, max_attempts, fence, enqueued_at, reason,
+       error_type, error_message, error_traceback, died_at
+FROM tasuki_messages WHERE queue = :queue AND id = :id;
+
+-- name: inspect_finished
+SELECT expires_at FROM tasuki_finished
+WHERE queue = :queue AND id = :id AND expires_at > :now;
+
+-- name: inspect_history
+SELECT at, event, fence, detail FROM tasuki_history
+WHERE queue = :queue AND id = :id
+ORDER BY seq DESC LIMIT :limit;
+
+-- name: count_settled
+-- Totals of acked and dead messages per queue, in a few rows (shards) so that concurrent
+-- settling transactions seldom wait on the same row.
+INSERT INTO tasuki_counts (queue, shard, acked, dead)
+VALUES (:queue, :shard, :acked, :dead)
+ON CONFLICT (queue, shard) DO UPDATE
+SET acked = tasuki_counts.acked + excluded.acked, dead = tasuki_counts.dead + excluded.dead;
+
+-- name: settled_totals
+SELECT coalesce(sum(acked), 0), coalesce(sum(dead), 0) FROM tasuki_counts
+WHERE queue = :queue;
+
+-- name: in_flight
+-- Current leases, soonest expiry first (a range of the state index).
+SELECT id, attempt, max_attempts, fence, enqueued_at, visible_at FROM tasuki_messages
+WHERE queue = :queue AND state = 1 AND visible_at > :now
+ORDER BY visible_at, seq
+LIMIT :limit;

@@ -53,3 +53,29 @@ CREATE TABLE IF NOT EXISTS tasuki_locks (
 ) WITHOUT ROWID;
 
 CREATE INDEX IF NOT EXISTS tasuki_locks_expiry ON tasuki_locks (expires_at);
+
+-- How the last few leases of a message ended (`inspect`): written when a lease ends in a
+-- retry, a release, a burial, a lost lease, or an ack of a message whose id is kept.
+-- Bounded per message on insert; rows of messages gone (and not kept as finished) are
+-- dropped by the periodic clean-up.
+CREATE TABLE IF NOT EXISTS tasuki_history (
+    seq    INTEGER PRIMARY KEY,
+    queue  TEXT    NOT NULL,
+    id     TEXT    NOT NULL,
+    at     REAL    NOT NULL,
+    event  TEXT    NOT NULL,
+    fence  INTEGER NOT NULL,
+    detail TEXT    NOT NULL
+);
+
+CREATE INDEX IF NOT EXISTS tasuki_history_message ON tasuki_history (queue, id, seq);
+
+-- Messages acked and dead-lettered per queue since the store began (the dashboard's
+-- rates), spread over a few shards per queue.
+CREATE TABLE IF NOT EXISTS tasuki_counts (
+    queue TEXT    NOT NULL,
+    shard INTEGER NOT NULL,
+    acked INTEGER NOT NULL DEFAULT 0,
+    dead  INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (queue, shard)
+) WITHOUT ROWID;

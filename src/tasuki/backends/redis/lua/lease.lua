@@ -4,6 +4,7 @@
 -- KEYS[2]  leased ZSET
 -- KEYS[3]  dead ZSET
 -- KEYS[4]  leases HASH (id -> token of the current lease)
+-- KEYS[5]  counts HASH (`dead` grows by the exhausted messages buried here)
 --
 -- ARGV[1]  queue key base, `<prefix>{<queue>}:`
 -- ARGV[2]  max messages
@@ -14,7 +15,9 @@
 -- whose attempts are used up is dead-lettered instead of leased ("lease expired N
 -- times" if it was in flight, "attempts exhausted (N of M)" if it was waiting), and the
 -- walk goes on, so exhausted messages never eat the batch. Each leased message gets
--- attempt + 1, fence + 1, a fresh token and expiry now + its visibility timeout.
+-- attempt + 1, fence + 1, a fresh token and expiry now + its visibility timeout. A
+-- message taken from an expired lease records "lease lost" in its history, at the time
+-- that lease expired.
 --
 -- Returns {hint, then 9 fields per leased message: id, body, headers, attempt,
 -- max_attempts, enqueued_us, token, fence, own vt (µs, 0 = the lease call's)}.
@@ -24,6 +27,7 @@
 --- @include "clock"
 --- @include "batch"
 --- @include "to_dead"
+--- @include "history"
 
 local waiting, leased, dead, leases = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local base = ARGV[1]
@@ -47,13 +51,13 @@ while got < want and budget > 0 do
   local wi, li, from_waiting = 1, 1, 0
   local expiries, tokens, gone = {}, {}, {}
   for _ = 1, need do
-    local id, was_waiting
+    local id, was_waiting, expired_at
     if wi <= nw and (li > nl or tonumber(w[wi + 1]) <= tonumber(l[li + 1])) then
       id, was_waiting = w[wi], true
       wi = wi + 2
       from_waiting = from_waiting + 1
     elseif li <= nl then
-      id, was_waiting = l[li], false
+      id, was_waiting, expired_at = l[li], false, tonumber(l[li + 1])
       li = li + 2
     else
       break
@@ -64,6 +68,9 @@ while got < want and budget > 0 do
       'enqueued_us', 'fence')
     local attempt = tonumber(f[1]) or 0
     local max_attempts = tonumber(f[2])
+    if f[4] and not was_waiting then
+      push_history(mkey, expired_at, 'lease lost', f[7] or '0', '')
+    end
     if not f[4] then
       -- An index entry without its message: drop it.
       if not was_waiting then
@@ -78,6 +85,7 @@ while got < want and budget > 0 do
         gone[#gone + 1] = id
       end
       to_dead(dead, mkey, id, now, reason, '', '', '')
+      redis.call('HINCRBY', KEYS[5], 'dead', 1)
     else
       attempt = attempt + 1
       local fence = (tonumber(f[7]) or 0) + 1

@@ -1,0 +1,26 @@
+-- in_flight: the current leases of a queue, soonest expiry first.
+--
+-- KEYS[1]  leased ZSET
+--
+-- ARGV[1]  queue key base, `<prefix>{<queue>}:`
+-- ARGV[2]  limit
+--
+-- Returns 6 fields per message: id, lease expiry (µs), attempt, max_attempts, fence,
+-- enqueued_us. Read-only.
+
+--- @include "clock"
+
+local now = now_us()
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. int_text(now), '+inf', 'WITHSCORES',
+  'LIMIT', 0, tonumber(ARGV[2]))
+local out = {}
+for i = 1, #ids, 2 do
+  local f = redis.call('HMGET', ARGV[1] .. 'm:' .. ids[i], 'attempt', 'max_attempts', 'fence',
+    'enqueued_us')
+  out[#out + 1] = ids[i]
+  out[#out + 1] = ids[i + 1]
+  for k = 1, 4 do
+    out[#out + 1] = f[k] or '0'
+  end
+end
+return out

@@ -1,0 +1,42 @@
+-- inspect: one message's state, lease and history, by id (direct lookups, no scan).
+--
+-- KEYS[1]  waiting ZSET
+-- KEYS[2]  leased ZSET
+-- KEYS[3]  dead ZSET
+--
+-- ARGV[1]  queue key base, `<prefix>{<queue>}:`
+-- ARGV[2]  message id
+--
+-- Returns {now µs, where, score, fields...}: `where` is 'waiting', 'leased' or 'dead'
+-- (score: visible time, lease expiry, death time, µs) followed by the message's attempt,
+-- max_attempts, fence, enqueued_us, reason, error_type, error_message, error_traceback,
+-- hist; or 'done' with the remaining window (ms) and the history kept with the finished
+-- id; or 'none'. Read-only.
+
+--- @include "clock"
+
+local base, id = ARGV[1], ARGV[2]
+local now = now_us()
+local where, score = nil, nil
+for k, name in ipairs({'waiting', 'leased', 'dead'}) do
+  local s = redis.call('ZSCORE', KEYS[k], id)
+  if s then
+    where, score = name, s
+    break
+  end
+end
+if where then
+  local f = redis.call('HMGET', base .. 'm:' .. id, 'attempt', 'max_attempts', 'fence',
+    'enqueued_us', 'reason', 'error_type', 'error_message', 'error_traceback', 'hist')
+  local out = {int_text(now), where, score}
+  for i = 1, 9 do
+    out[#out + 1] = f[i] or ''
+  end
+  return out
+end
+local done = base .. 'done:' .. id
+local story = redis.call('GET', done)
+if story then
+  return {int_text(now), 'done', redis.call('PTTL', done), story}
+end
+return {int_text(now), 'none'}

@@ -1,0 +1,340 @@
+"""The dashboard's routes: queues, one queue with its dead letters, one message, actions.
+
+Every page reads what `tasuki stats`, `tasuki dead list` and `tasuki inspect` read: the
+stats of each queue (index counts), one page of dead letters, one message by id. The
+actions (re-drive one, re-drive all, purge the dead letters, purge the queue) are POSTs
+behind a confirmation page; see `tasuki.web.security` for who may send them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+from urllib.parse import parse_qs, quote, urlencode, urlsplit, urlunsplit
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
+from starlette.middleware.base import BaseHTTPMiddleware
+from starlette.requests import Request
+from starlette.responses import (
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+)
+from starlette.routing import Route
+
+from tasuki.app import App
+from tasuki.core.job import check_message_id, check_queue
+from tasuki.errors import TasukiError
+from tasuki.web.chart import rate_chart
+from tasuki.web.sampler import Sampler
+from tasuki.web.security import COOKIE, Guard, same_origin
+
+PAGE_SIZE = 50
+IN_FLIGHT_SHOWN = 50
+ACTIONS = {
+    "redrive": "Re-drive this dead letter",
+    "redrive-all": "Re-drive every dead letter of the queue",
+    "purge-dead": "Delete every dead letter of the queue",
+    "purge": "Delete EVERY message of the queue: ready, delayed, in flight and dead",
+}
+
+
+def safe_url(url: str) -> str:
+    """The backend URL with any password replaced by ***."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def ago(seconds: float) -> str:
+    if seconds < 1:
+        return "0s"
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def when(at: float | None) -> str:
+    if at is None:
+        return "-"
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))
+    delta = at - time.time()
+    return f"{stamp} ({'in ' + ago(delta) if delta >= 0 else ago(-delta) + ' ago'})"
+
+
+def create_app(
+    app: App,
+    *,
+    token: str | None = None,
+    sample_every: float = 5.0,
+    sampler: Sampler | None = None,
+) -> Starlette:
+    """The dashboard of `app` as an ASGI application (serve it with any ASGI server)."""
+    guard = Guard(token)
+    sampler = sampler or Sampler(app, every=sample_every)
+    templates = Environment(
+        loader=PackageLoader("tasuki.web", "templates"),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+    )
+    templates.globals.update(ago=ago, when=when, quote=quote, actions=ACTIONS)
+    backend_url = safe_url(app.url)
+    inspection = app.backend.capabilities.inspection
+
+    def render(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
+        html = templates.get_template(name).render(
+            url=backend_url,
+            csrf=guard.csrf,
+            token_set=guard.token is not None,
+            notice=request.query_params.get("done", ""),
+            **context,
+        )
+        return HTMLResponse(html, status_code=status)
+
+    async def form(request: Request) -> dict[str, str]:
+        """The urlencoded form of a POST (no multipart: the dashboard's forms are small)."""
+        body = (await request.body()).decode("utf-8", "replace")
+        return {k: v[0] for k, v in parse_qs(body, keep_blank_values=True).items()}
+
+    def queue_of(request: Request) -> str:
+        return check_queue(request.path_params["queue"])
+
+    # -- pages -----------------------------------------------------------------------
+    async def queues_page(request: Request) -> Response:
+        def read() -> list[dict[str, Any]]:
+            rows = []
+            for name in app.queues():
+                stats = app.backend.stats(name)
+                rates = sampler.rates(name)
+                last = rates[-1] if rates else None
+                rows.append(
+                    {
+                        "name": name,
+                        "stats": stats,
+                        "rate": last,
+                        "chart": rate_chart(rates, time.time(), sampler.window),
+                    }
+                )
+            return rows
+
+        rows = await run_in_threadpool(read)
+        return render(
+            request,
+            "queues.html",
+            queues=rows,
+            counts=app.backend.capabilities.settled_counts,
+            every=sampler.every,
+        )
+
+    async def queue_page(request: Request) -> Response:
+        queue = queue_of(request)
+        try:
+            offset = max(0, int(request.query_params.get("offset", "0")))
+        except ValueError:
+            offset = 0
+
+        def read() -> tuple[Any, list[Any], list[Any] | None]:
+            backend = app.backend
+            stats = backend.stats(queue)
+            letters = backend.dead_letters(queue, limit=PAGE_SIZE + 1, offset=offset)
+            held = backend.in_flight(queue, IN_FLIGHT_SHOWN) if inspection else None
+            return stats, letters, held
+
+        stats, letters, held = await run_in_threadpool(read)
+        return render(
+            request,
+            "queue.html",
+            queue=queue,
+            stats=stats,
+            letters=letters[:PAGE_SIZE],
+            held=held,
+            held_shown=IN_FLIGHT_SHOWN,
+            offset=offset,
+            more=len(letters) > PAGE_SIZE,
+            page_size=PAGE_SIZE,
+            chart=rate_chart(sampler.rates(queue), time.time(), sampler.window),
+        )
+
+    async def find_message(request: Request) -> Response:
+        queue = queue_of(request)
+        message_id = request.query_params.get("id", "").strip()
+        if not message_id:
+            return RedirectResponse(f"/queues/{quote(queue)}", status_code=303)
+        return RedirectResponse(
+            f"/queues/{quote(queue)}/messages/{quote(message_id, safe='')}", status_code=303
+        )
+
+    async def message_page(request: Request) -> Response:
+        queue = queue_of(request)
+        message_id = check_message_id(request.path_params["id"])
+
+        def read() -> tuple[Any, Any]:
+            info = app.backend.inspect(queue, message_id)
+            letter = app.backend.dead_letter(queue, message_id) if info.state == "dead" else None
+            return info, letter
+
+        info, letter = await run_in_threadpool(read)
+        status = 404 if info.state == "unknown" else 200
+        body = None
+        if letter is not None:
+            body = letter.body[:4096].decode("utf-8", "replace")
+        return render(
+            request, "message.html", status, queue=queue, info=info, letter=letter, body=body
+        )
+
+    async def confirm_page(request: Request) -> Response:
+        queue = queue_of(request)
+        action = request.query_params.get("action", "")
+        if action not in ACTIONS:
+            return PlainTextResponse("unknown action", status_code=400)
+        message_id = request.query_params.get("id", "")
+        if action == "redrive":
+            check_message_id(message_id)
+        return render(request, "confirm.html", queue=queue, action=action, message_id=message_id)
+
+    async def act(request: Request) -> Response:
+        queue = queue_of(request)
+        action = request.path_params["action"]
+        if action not in ACTIONS:
+            return PlainTextResponse("unknown action", status_code=404)
+        fields = await form(request)
+        if not guard.bearer_ok(request.headers.get("authorization")) and not guard.csrf_ok(
+            fields.get("csrf")
+        ):
+            return PlainTextResponse("missing or wrong CSRF token", status_code=403)
+        message_id = fields.get("id", "")
+        if fields.get("confirm") != "yes":
+            query = urlencode({"action": action, **({"id": message_id} if message_id else {})})
+            return RedirectResponse(f"/queues/{quote(queue)}/confirm?{query}", status_code=303)
+
+        def run() -> str:
+            if action == "redrive":
+                count = app.redrive(queue, [check_message_id(message_id)])
+                return f"re-drove {count} message(s)"
+            if action == "redrive-all":
+                return f"re-drove {app.redrive(queue)} message(s)"
+            if action == "purge-dead":
+                return f"deleted {app.purge_dead(queue)} dead letter(s)"
+            return f"purged {app.purge(queue)} message(s)"
+
+        done = await run_in_threadpool(run)
+        return RedirectResponse(
+            f"/queues/{quote(queue)}?{urlencode({'done': done})}", status_code=303
+        )
+
+    async def api_queues(request: Request) -> Response:
+        def read() -> dict[str, Any]:
+            return {name: app.backend.stats(name).as_dict() for name in app.queues()}
+
+        return JSONResponse(await run_in_threadpool(read))
+
+    async def login_page(request: Request) -> Response:
+        return render(request, "login.html", next=_local_path(request.query_params.get("next")))
+
+    async def login(request: Request) -> Response:
+        fields = await form(request)
+        if not guard.csrf_ok(fields.get("csrf")):
+            return PlainTextResponse("missing or wrong CSRF token", status_code=403)
+        if guard.token is None:
+            return RedirectResponse("/", status_code=303)
+        if not guard.token_ok(fields.get("token", "")):
+            return render(request, "login.html", 401, next=fields.get("next", "/"), failed=True)
+        response = RedirectResponse(_local_path(fields.get("next")), status_code=303)
+        response.set_cookie(
+            COOKIE,
+            guard.session_cookie,
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
+        )
+        return response
+
+    async def logout(request: Request) -> Response:
+        fields = await form(request)
+        if not guard.csrf_ok(fields.get("csrf")):
+            return PlainTextResponse("missing or wrong CSRF token", status_code=403)
+        response = RedirectResponse("/login", status_code=303)
+        response.delete_cookie(COOKIE)
+        return response
+
+    # -- the gate in front of every route ----------------------------------------------
+    async def gate(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        host = request.headers.get("host")
+        if not guard.host_ok(host):
+            return PlainTextResponse("this dashboard answers on the loopback only", 421)
+        bearer = guard.bearer_ok(request.headers.get("authorization"))
+        allowed = guard.token is None or bearer or guard.cookie_ok(request.cookies.get(COOKIE))
+        is_login = request.url.path == "/login"
+        if not allowed and not is_login:
+            if request.method == "GET" and "text/html" in request.headers.get("accept", ""):
+                target = "/login?" + urlencode({"next": request.url.path})
+                return RedirectResponse(target, status_code=303)
+            return PlainTextResponse(
+                "a token is required", status_code=401, headers={"WWW-Authenticate": "Bearer"}
+            )
+        if request.method not in ("GET", "HEAD") and not bearer:
+            origin, referer = request.headers.get("origin"), request.headers.get("referer")
+            if not same_origin(origin, referer, host):
+                return PlainTextResponse("cross-site request refused", status_code=403)
+        try:
+            response = await call_next(request)
+        except TasukiError as exc:
+            return PlainTextResponse(f"Error: {exc}", status_code=400)
+        response.headers.setdefault("Cache-Control", "no-store")
+        response.headers.setdefault("X-Frame-Options", "DENY")
+        response.headers.setdefault("Referrer-Policy", "same-origin")
+        response.headers.setdefault(
+            "Content-Security-Policy",
+            "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; "
+            "form-action 'self'; frame-ancestors 'none'",
+        )
+        return response
+
+    @asynccontextmanager
+    async def lifespan(_: Starlette) -> Any:
+        sampler.start()
+        try:
+            yield
+        finally:
+            sampler.stop()
+
+    routes = [
+        Route("/", queues_page),
+        Route("/login", login_page, methods=["GET"]),
+        Route("/login", login, methods=["POST"]),
+        Route("/logout", logout, methods=["POST"]),
+        Route("/api/queues", api_queues),
+        Route("/queues/{queue}", queue_page),
+        Route("/queues/{queue}/find", find_message),
+        Route("/queues/{queue}/confirm", confirm_page),
+        Route("/queues/{queue}/messages/{id:path}", message_page),
+        Route("/queues/{queue}/{action}", act, methods=["POST"]),
+    ]
+    return Starlette(
+        routes=routes,
+        middleware=[Middleware(BaseHTTPMiddleware, dispatch=gate)],
+        lifespan=lifespan,
+    )
+
+
+def _local_path(target: str | None) -> str:
+    """A redirect target on this site only (never `//evil.example` or a full URL)."""
+    if not target or not target.startswith("/") or target.startswith("//"):
+        return "/"
+    return target

@@ -1,0 +1,352 @@
+"""The dashboard in a real headless Chromium (Debian's `chromium`, driven by Playwright).
+
+The dashboard and a worker run as the user runs them (`tasuki dashboard`, `tasuki
+worker`), on one SQLite file; the browser logs in with the token, reads the counts,
+opens a dead letter's traceback, re-drives it with clicks (and the worker then runs
+it), and is asked before a purge. Requests without the token, and a POST from another
+origin, are refused. Screenshots go to the test's tmp dir; with
+TASUKI_UPDATE_SCREENSHOT=1 the queues page is also saved as docs/images/dashboard.png.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import playwright.sync_api as playwright_sync
+import pytest
+
+import tasuki
+from tests.e2e.dashboard_app import declare
+from tests.support.servers import env_with_src
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+TOKEN = "s3cret-dashboard-token"
+APP = "tests.e2e.dashboard_app:app"
+
+
+def _ensure_chromium() -> str:
+    """Debian's chromium; installed with apt-get when missing (never `playwright install`)."""
+    if not os.path.exists(CHROMIUM):
+        subprocess.run(["apt-get", "update", "-qq"], check=True, timeout=300)
+        subprocess.run(
+            ["apt-get", "install", "-y", "-qq", "chromium"],
+            check=True,
+            timeout=900,
+            env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
+        )
+    return CHROMIUM
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_for(check: Any, timeout: float = 30.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not met in {timeout}s")
+        time.sleep(0.05)
+
+
+@dataclass
+class Stack:
+    base: str
+    url: str
+    app: tasuki.App
+    fix: Path
+    done: Path
+    shots: Path
+    env: dict[str, str]
+
+
+def _request(
+    url: str, *, method: str = "GET", headers: dict[str, str] | None = None, data: bytes = b""
+) -> tuple[int, str]:
+    req = urllib.request.Request(
+        url, data=data if method == "POST" else None, method=method, headers=headers or {}
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+
+
+@pytest.fixture(scope="module")
+def chromium_path() -> str:
+    return _ensure_chromium()
+
+
+@pytest.fixture
+def stack(tmp_path: Path) -> Iterator[Stack]:
+    url = f"sqlite:///{tmp_path / 'dash.db'}"
+    env = env_with_src()
+    env.update(
+        TASUKI_URL=url,
+        TASUKI_TEST_FIX=str(tmp_path / "fixed"),
+        TASUKI_TEST_DONE=str(tmp_path / "done.txt"),
+    )
+    port = _free_port()
+    app = tasuki.App(url)
+    app.backend.ping()  # creates the database, which the dashboard expects to exist
+    dashboard = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "tasuki", "dashboard", "--url", url),
+            *("--port", str(port), "--token", TOKEN, "--sample-every", "0.3"),
+        ],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _wait_for(lambda: _reachable(base, dashboard), what="the dashboard answering")
+        shots = tmp_path / "screenshots"
+        shots.mkdir()
+        yield Stack(base, url, app, tmp_path / "fixed", tmp_path / "done.txt", shots, env)
+    finally:
+        dashboard.terminate()
+        dashboard.wait(timeout=30)
+        assert dashboard.stderr is not None
+        dashboard.stderr.close()
+        app.close()
+
+
+def _reachable(base: str, proc: subprocess.Popen[bytes]) -> bool:
+    if proc.poll() is not None:
+        assert proc.stderr is not None
+        raise AssertionError(f"the dashboard exited: {proc.stderr.read().decode()}")
+    try:
+        with socket.create_connection(("127.0.0.1", int(base.rsplit(":", 1)[1])), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def worker(stack: Stack) -> Iterator[subprocess.Popen[bytes]]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tasuki", "worker", APP, "-q", "billing,emails", "-c", "4"],
+        env=stack.env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    yield proc
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+@pytest.fixture
+def page(chromium_path: str) -> Iterator[Any]:
+    with playwright_sync.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        try:
+            yield context.new_page()
+        finally:
+            context.close()
+            browser.close()
+
+
+def _log_in(page: Any, stack: Stack) -> None:
+    page.goto(stack.base + "/")
+    assert "/login" in page.url  # no token yet: the login form
+    page.fill("input[name=token]", TOKEN)
+    page.click("button.primary")
+    page.wait_for_url(stack.base + "/")
+
+
+def _counts(page: Any, row: str) -> dict[str, str]:
+    cells = page.locator(f"{row} td[data-count]")
+    return {
+        cells.nth(i).get_attribute("data-count"): cells.nth(i).inner_text()
+        for i in range(cells.count())
+    }
+
+
+def test_counts_dead_letter_traceback_and_redrive(
+    stack: Stack, worker: subprocess.Popen[bytes], page: Any
+) -> None:
+    charge, send_email = declare(stack.app)
+    # A card that is declined: one attempt, then a dead letter with its traceback.
+    message_id = charge.options(message_id="order-1001").enqueue(1001)
+    _wait_for(lambda: stack.app.stats("billing")["dead"] == 1, what="the dead letter")
+    # Work in bursts for the rate chart, and a delayed message, so every count has a value.
+    send_email.options(delay=3600).enqueue(-1)
+    for burst in range(4):
+        send_email.enqueue_many([(i,) for i in range(100 * (burst + 1))])
+        time.sleep(0.6)
+    _wait_for(lambda: stack.app.stats("emails")["ready"] == 0, what="the emails drained")
+    time.sleep(0.7)  # a few more samples for the chart
+
+    _log_in(page, stack)
+    for queue in ("billing", "emails"):
+        shown = _counts(page, f"tr[data-queue={queue}]")
+        stats = stack.app.stats(queue)
+        assert {k: int(v) for k, v in shown.items() if k != "oldest_ready_age"} == {
+            "ready": stats["ready"],
+            "in_flight": stats["in_flight"],
+            "delayed": stats["delayed"],
+            "dead": stats["dead"],
+        }
+    assert _counts(page, "tr[data-queue=billing]")["dead"] == "1"
+    assert _counts(page, "tr[data-queue=emails]")["delayed"] == "1"
+    assert page.locator("svg.chart polyline.acked").count() >= 1
+    page.screenshot(path=str(stack.shots / "queues.png"), full_page=True)
+    if os.environ.get("TASUKI_UPDATE_SCREENSHOT") == "1":
+        shutil.copy(stack.shots / "queues.png", ROOT / "docs" / "images" / "dashboard.png")
+
+    # The dead letter, its reason and its traceback.
+    page.click("a[href='/queues/billing']")
+    row = page.locator(f"#dead-letters tr[data-id='{message_id}']")
+    assert "card declined for 1001" in row.inner_text()
+    row.locator(f"a:has-text('{message_id}')").click()
+    assert page.locator("[data-field=state]").inner_text() == "dead"
+    traceback = page.locator("#traceback").inner_text()
+    assert "Traceback (most recent call last)" in traceback
+    assert "ValueError: card declined for 1001" in traceback
+    assert "dead" in page.locator("#history").inner_text()
+    page.screenshot(path=str(stack.shots / "dead-letter.png"), full_page=True)
+
+    # The bug is fixed; re-drive by clicks: a confirmation first, then the worker runs it.
+    stack.fix.touch()
+    page.click("#redrive")
+    assert "Are you sure?" in page.content()
+    assert stack.app.stats("billing")["dead"] == 1  # nothing happened yet
+    page.click("#confirm")
+    assert "re-drove 1 message(s)" in page.locator(".notice").inner_text()
+    _wait_for(
+        lambda: stack.done.exists() and stack.done.read_text() == "1001\n",
+        what="the worker running the re-driven message",
+    )
+    _wait_for(lambda: stack.app.stats("billing")["dead"] == 0, what="no dead letter left")
+
+
+def test_purge_asks_first(stack: Stack, page: Any) -> None:
+    _, send_email = declare(stack.app)
+    send_email.enqueue_many([(i,) for i in range(7)])
+    held = stack.app.backend.lease("emails", 2)  # two in flight (no worker runs here)
+    _log_in(page, stack)
+    page.goto(stack.base + "/queues/emails")
+    # the in-flight messages, with attempt, fencing number and lease expiry
+    rows = page.locator("#in-flight tbody tr")
+    assert rows.count() == 2
+    for i, d in enumerate(held):
+        text = rows.nth(i).inner_text()
+        assert d.id in text and "1 of 10" in text
+        assert f"\t{d.fencing_token}\t" in text
+        assert re.search(r"\(in (2\d|30)s\)", text), text  # the job's 30 s lease
+    page.click("#purge")
+    assert "Are you sure?" in page.content()
+    assert "Delete EVERY message of the queue" in page.content()
+    page.screenshot(path=str(stack.shots / "purge-confirm.png"), full_page=True)
+    before = stack.app.stats("emails")
+    assert (before["ready"], before["in_flight"]) == (5, 2)  # asking changed nothing
+    page.click("text=Cancel")
+    assert stack.app.stats("emails") | {"oldest_ready_age": 0} == before | {"oldest_ready_age": 0}
+    page.click("#purge")
+    page.click("#confirm")
+    assert "purged 7 message(s)" in page.locator(".notice").inner_text()
+    assert stack.app.stats("emails")["ready"] == 0
+
+
+def test_requests_without_the_token_are_refused(stack: Stack, page: Any) -> None:
+    _, send_email = declare(stack.app)
+    send_email.enqueue(1)
+    assert _request(stack.base + "/api/queues")[0] == 401
+    assert _request(stack.base + "/queues/emails")[0] == 401
+    wrong = {"Authorization": "Bearer not-the-token"}
+    assert _request(stack.base + "/api/queues", headers=wrong)[0] == 401
+    status, body = _request(
+        stack.base + "/api/queues", headers={"Authorization": f"Bearer {TOKEN}"}
+    )
+    assert status == 200 and '"emails"' in body
+    # A browser without the session cookie is sent to the login form, and a wrong
+    # token does not get in.
+    page.goto(stack.base + "/queues/emails")
+    assert "/login" in page.url
+    page.fill("input[name=token]", "guess")
+    page.click("button.primary")
+    assert "not the dashboard's token" in page.content()
+    assert page.context.cookies() == []
+
+
+def test_a_cross_site_post_is_refused(stack: Stack, page: Any) -> None:
+    _, send_email = declare(stack.app)
+    send_email.enqueue_many([(i,) for i in range(3)])
+    _log_in(page, stack)
+    page.goto(stack.base + "/queues/emails/confirm?action=purge")
+    csrf = page.locator("main input[name=csrf]").get_attribute("value")
+    # Another origin (same host, another port: the session cookie is sent along), even
+    # holding a leaked CSRF token, cannot make the logged-in browser purge the queue.
+    evil = f"""<!doctype html><form id=f method=post
+        action="{stack.base}/queues/emails/purge">
+        <input name=csrf value="{csrf}"><input name=confirm value=yes></form>
+        <script>document.getElementById('f').submit()</script>"""
+    with _serve(evil) as evil_url:
+        page.goto(evil_url)
+        page.wait_for_url(stack.base + "/queues/emails/purge")
+        assert "cross-site request refused" in page.content()
+    assert stack.app.stats("emails")["ready"] == 3
+    # The same form from the dashboard's own page works.
+    page.goto(stack.base + "/queues/emails/confirm?action=purge")
+    page.click("#confirm")
+    assert stack.app.stats("emails")["ready"] == 0
+
+
+class _serve:
+    """A one-page web server on another port: the other origin."""
+
+    def __init__(self, html: str) -> None:
+        body = html.encode()
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> str:
+        self.thread.start()
+        return f"http://127.0.0.1:{self.server.server_address[1]}/"
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
