@@ -40,6 +40,10 @@ class Slots:
     def busy(self) -> int:
         return self.size - self._free
 
+    def contended(self) -> bool:
+        """Someone is waiting for a free slot."""
+        return self._waiters > 0
+
     def _wait_for(self, ready: Callable[[], bool], timeout: float) -> bool:
         """Condition.wait_for, counting waiters and resetting `_notified` before each wait."""
         if ready():
@@ -143,9 +147,14 @@ class Fetcher:
             try:
                 if finish is not None:
                     leased = finish()
-                else:
+                elif not self.empty:
                     leased = self.backend.lease(self.queue, reserved, self.visibility_timeout)
+                else:
+                    leased = []  # idle last round: straight to the waiting lease
                 if not leased:
+                    # A waiting lease takes what is there at once, so an idle fetcher
+                    # skips the quick look: on a backend that bills requests (SQS) the
+                    # look would double what an idle worker costs.
                     self.empty = True
                     self.slots.give_back(reserved - 1)
                     reserved = 1
@@ -162,6 +171,10 @@ class Fetcher:
             self.outage.worked()
             self.slots.give_back(reserved - len(leased))
             if not leased:
+                if self.slots.contended():
+                    # Another queue's fetcher waits for the slot this one just gave back
+                    # (concurrency below the number of queues): let it take its turn.
+                    time.sleep(0.001)
                 continue
             self.empty = False
             if self.stopping.is_set():
