@@ -187,9 +187,16 @@ class Injector:
         pause = self.vt + self.rng.uniform(0.5, 1.5)
         t = time.time()
         w.signal_group(signal.SIGSTOP)
+        # On SQLite a worker frozen inside a write transaction keeps the write lock: every
+        # other worker's extensions and acks wait for it, so the fault reaches them all.
+        locked = self.service.path is not None and w.pid in _write_lock_holders(
+            self.service.path.with_name(self.service.path.name + "-shm")
+        )
         time.sleep(pause)
         w.signal_group(signal.SIGCONT)
-        return Fault("stop", "stop", t, time.time(), frozenset({w.wid}), f"{pause:.1f}s")
+        reached = None if locked else frozenset({w.wid})
+        detail = f"{pause:.1f}s" + (" holding the write lock" if locked else "")
+        return Fault("stop", "stop", t, time.time(), reached, detail)
 
     def restart(self) -> Fault:
         t = time.time()

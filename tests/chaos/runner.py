@@ -102,7 +102,10 @@ def run_backend(backend: ChaosBackend, opts: Options, workdir: Path) -> Report:
             faults.append(fault)
             missing.discard(fault.kind)
             if opts.verbose:
-                print(f"  {backend.name}: {fault.kind} {fault.detail}".rstrip(), flush=True)
+                print(
+                    f"  {backend.name}: t={fault.start:.3f} {fault.kind} {fault.detail}".rstrip(),
+                    flush=True,
+                )
         producer.join()
         if proxy is not None:
             proxy.heal()
