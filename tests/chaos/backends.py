@@ -9,6 +9,7 @@ a worker caught holding the database's write lock, mid-transaction.
 
 from __future__ import annotations
 
+import os
 import signal
 import uuid
 from collections.abc import Callable
@@ -16,7 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from tests.support.servers import RedisCluster, RedisServer
+from tests.support.servers import (
+    DUMMY_AWS_ENV,
+    MotoServer,
+    PostgresServer,
+    RedisCluster,
+    RedisServer,
+)
 
 KINDS = ("kill", "stop", "restart", "net")
 
@@ -95,6 +102,53 @@ class ClusterService:
         self.cluster.stop()
 
 
+class PostgresService:
+    """A cluster of our own (the restart fault stops it as a crash would)."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.server = PostgresServer(workdir / "postgres", own=True).start()
+        self.port: int | None = self.server.port
+        self.path: Path | None = None
+        self.schema = f"chaos_{uuid.uuid4().hex[:8]}"
+        self.url = self.server.url(self.schema)
+
+    def worker_url(self, port: int | None) -> str:
+        base = self.url if port is None else self.url.replace(f":{self.port}/", f":{port}/")
+        return f"{base}&connect_timeout=2"
+
+    def restart(self) -> None:
+        self.server.restart()
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
+class SqsService:
+    """The local SQS server; it keeps its queues in memory, so no restart fault."""
+
+    def __init__(self, workdir: Path) -> None:
+        os.environ.update(DUMMY_AWS_ENV)  # the workers inherit the runner's environment
+        self.server = MotoServer().start()
+        self.port: int | None = self.server.port
+        self.path: Path | None = None
+        self.prefix = f"chaos{uuid.uuid4().hex[:8]}-"
+        self.locks = workdir / "sqs-locks.db"
+        self.url = self.worker_url(None)
+
+    def worker_url(self, port: int | None) -> str:
+        endpoint = f"http://127.0.0.1:{port or self.port}"
+        return (
+            f"sqs://us-east-1?endpoint_url={endpoint}&prefix={self.prefix}"
+            f"&locks=sqlite:///{self.locks}"
+        )
+
+    def restart(self) -> None:
+        raise NotImplementedError("the local SQS server keeps its queues in memory")
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
 @dataclass(frozen=True)
 class ChaosBackend:
     name: str
@@ -121,6 +175,10 @@ BACKENDS: list[ChaosBackend] = [
         "server",
     ),
     ChaosBackend("redis-cluster", ClusterService, frozenset({"kill", "stop"}), "server"),
+    ChaosBackend("postgresql", PostgresService, frozenset(KINDS), "server"),
+    # Run by name only (`./dev chaos sqs`): the local SQS server's ~130 messages a second
+    # make even a short run outlast the test suite's budget.
+    ChaosBackend("sqs", SqsService, frozenset({"kill", "stop", "net"}), "server", default=False),
     ChaosBackend(
         "redis-everysec-kill9",
         lambda d: RedisService(d, "everysec", signal.SIGKILL),
