@@ -28,12 +28,13 @@ SYSTEMS: dict[str, str] = {
     "taskiq": "benchmarks.peers.taskiq_runner:TaskiqPeer",
     "saq": "benchmarks.peers.saq_runner:SaqPeer",
     "tasuki-sqlite": "benchmarks.peers.tasuki_runner:TasukiSQLite",
+    "tasuki-postgres": "benchmarks.peers.tasuki_runner:TasukiPostgres",
     "raw-redis": "benchmarks.peers.raw_runner:RawPeer",
     # variants, run only when named with --only
     "rq-fork": "benchmarks.peers.rq_runner:RQForkPeer",
     "taskiq-list": "benchmarks.peers.taskiq_runner:TaskiqListPeer",
 }
-DEFAULT = [name for name in SYSTEMS if name not in {"rq-fork", "taskiq-list"}]
+DEFAULT = [name for name in SYSTEMS if name not in {"rq-fork", "taskiq-list", "tasuki-postgres"}]
 
 
 def load(name: str, ctx: Context) -> Peer:

@@ -9,7 +9,7 @@ from benchmarks.peers.base import Context, SyncPeer, Unavailable, python_argv
 from benchmarks.peers.tasuki_app import URL_ENV, build
 
 #: worker threads (`-c`); chosen with `python -m benchmarks --sweep` (see README)
-CONCURRENCY = {"redis": 256, "sqlite": 256}
+CONCURRENCY = {"redis": 256, "sqlite": 256, "postgres": 256}
 
 
 class TasukiPeer(SyncPeer):
@@ -80,3 +80,28 @@ class TasukiSQLite(TasukiPeer):
 
     def reset(self) -> None:
         self.app.purge("default")
+
+
+#: the PostgreSQL server the PostgreSQL section measures (every peer there uses it)
+POSTGRES_ENV = "BENCH_POSTGRES_URL"
+POSTGRES_DEFAULT = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+class TasukiPostgres(TasukiPeer):
+    name = "tasuki-postgres"
+    title = "tasuki (PostgreSQL)"
+    backend = "postgres"
+
+    def backend_url(self) -> str:
+        base = postgres_url()
+        self.settings += "; `postgresql://…?schema=tasuki_bench` (server defaults)"
+        return f"{base}{'&' if '?' in base else '?'}schema=tasuki_bench"
+
+    def reset(self) -> None:
+        self.app.purge("default")
+
+
+def postgres_url() -> str:
+    import os
+
+    return os.environ.get(POSTGRES_ENV, POSTGRES_DEFAULT)

@@ -37,7 +37,7 @@ import re
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from importlib import resources
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -47,7 +47,7 @@ from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
 from tasuki.backends.base import Capabilities
-from tasuki.backends.sql.base import Connection, QueryName, SQLBackend, load_dialect_queries
+from tasuki.backends.sql.base import Connection, Queries, SQLBackend, load_dialect_queries
 from tasuki.errors import BackendError, BackendUnavailable, InvalidArgument, InvalidURL
 
 Q = load_dialect_queries("tasuki.backends.postgres")
@@ -142,7 +142,7 @@ class PostgresDialect:
         self.capabilities = Capabilities(
             max_message_size=max_message_size, transactional_enqueue=True
         )
-        self.qualified: Mapping[QueryName, str] = {
+        self.qualified: Queries = {
             name: _TABLE.sub(f'"{schema}".\\1', sql) for name, sql in Q.items()
         }
         self._pool_size = pool_size
@@ -240,7 +240,19 @@ class PostgresDialect:
         except psycopg.Error as exc:
             raise BackendError(f"PostgreSQL at {self.display_url}: {exc}") from exc
 
-    def joined(self, connection: object) -> tuple[Connection, Mapping[QueryName, str]]:
+    @contextlib.contextmanager
+    def statements(self) -> Iterator[Connection]:
+        """An autocommit connection: a statement that does a whole step (the lease, a
+        batch of acks) is its own transaction, one round trip without BEGIN and COMMIT."""
+        try:
+            with self.pool().connection() as conn:
+                yield conn
+        except psycopg.OperationalError as exc:
+            raise BackendUnavailable(f"PostgreSQL at {self.display_url}: {exc}") from exc
+        except psycopg.Error as exc:
+            raise BackendError(f"PostgreSQL at {self.display_url}: {exc}") from exc
+
+    def joined(self, connection: object) -> tuple[Connection, Queries]:
         """The caller's psycopg connection; queries name our schema (its search_path is
         the caller's business) and read rows as tuples whatever its row factory."""
         if not isinstance(connection, psycopg.Connection):

@@ -21,6 +21,7 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
+from operator import itemgetter
 from typing import Any, Literal, Protocol, get_args
 
 import orjson
@@ -39,7 +40,7 @@ from tasuki.backends.base import (
     Receipt,
     Release,
 )
-from tasuki.backends.sqlfiles import load_queries
+from tasuki.backends.sqlfiles import check_names, load_queries
 from tasuki.backends.waiting import lease_until
 from tasuki.core.message import DeadLetter, ErrorInfo
 
@@ -47,9 +48,7 @@ QueryName = Literal[
     "known_id",
     "insert_message",
     "replace_waiting_payload",
-    "due_candidates",
-    "lease_rows",
-    "bury_exhausted",
+    "lease",
     "next_visible_at",
     "ack",
     "remember_finished",
@@ -74,16 +73,24 @@ QueryName = Literal[
     "lock_drop_owned",
     "locks_forget_expired",
 ]
-# Every SQL backend's query file defines exactly these names.
+# Every SQL backend's query file defines exactly these names...
 REQUIRED: frozenset[QueryName] = frozenset(get_args(QueryName))
+# ... and may define these, where the engine can do in one statement what the shared
+# layer otherwise does in several (`insert_batch`: a plain batch from parallel arrays).
+OptionalQueryName = Literal["insert_batch"]
+OPTIONAL: frozenset[OptionalQueryName] = frozenset(get_args(OptionalQueryName))
 
-Queries = Mapping[QueryName, str]
+Queries = Mapping[QueryName | OptionalQueryName, str]
 CLEANUP_EVERY = 30.0
+_SEQ = itemgetter(1)  # a `lease` row's seq
 
 
 def load_dialect_queries(package: str, filename: str = "queries.sql") -> Queries:
-    """A backend's named queries, checked against `REQUIRED` (raises at import on a typo)."""
-    return load_queries(package, filename, REQUIRED)  # type: ignore[return-value]
+    """A backend's named queries, checked against `REQUIRED` and `OPTIONAL` (raises at
+    import on a typo)."""
+    queries = load_queries(package, filename)
+    check_names(queries, REQUIRED | (OPTIONAL & queries.keys()), f"{package}/{filename}")
+    return queries  # type: ignore[return-value]
 
 
 class Cursor(Protocol):
@@ -113,6 +120,11 @@ class Dialect(Protocol):
 
     def write(self) -> AbstractContextManager[Connection]:
         """A write transaction, committed when the block ends, rolled back on error."""
+
+    def statements(self) -> AbstractContextManager[Connection]:
+        """A connection for writes whose every statement is atomic on its own: no
+        transaction around them where the engine can spare its round trips (PostgreSQL's
+        autocommit), else `write()`."""
 
     def joined(self, connection: object) -> tuple[Connection, Queries]:
         """The caller's connection, checked, and the queries to run on it."""
@@ -204,8 +216,11 @@ class SQLBackend(Backend):
     def _enqueue_plain(
         self, conn: Connection, q: Queries, envelopes: Sequence[Envelope], now: float
     ) -> list[Enqueued]:
-        """A batch in two statements' worth of round trips: which ids are known, then the
-        inserts of the others (`Dialect.many` pipelines them where the engine can)."""
+        """A batch in one `insert_batch` statement where the dialect has one, else in two
+        steps' worth of round trips: which ids are known, then the inserts of the others
+        (`Dialect.many` pipelines them where the engine can)."""
+        if "insert_batch" in q:
+            return self._insert_batch(conn, q["insert_batch"], envelopes, now)
         many = self.dialect.many
         known = many(
             conn, q["known_id"], [{"queue": e.queue, "id": e.id, "now": now} for e in envelopes]
@@ -215,6 +230,27 @@ class SQLBackend(Backend):
         stored = {env.id for env, (count, _) in zip(fresh, inserted, strict=True) if count}
         return [
             Enqueued(env.id, "enqueued" if env.id in stored else "duplicate") for env in envelopes
+        ]
+
+    def _insert_batch(
+        self, conn: Connection, sql: str, envelopes: Sequence[Envelope], now: float
+    ) -> list[Enqueued]:
+        values = self.dialect.values
+        params = {
+            "now": now,
+            "queues": values([e.queue for e in envelopes]),
+            "ids": values([e.id for e in envelopes]),
+            "bodies": values([e.body for e in envelopes]),
+            "headers": values([_headers_json(e.headers) for e in envelopes]),
+            "delays": values([e.delay for e in envelopes]),
+            "max_attempts": values([e.max_attempts for e in envelopes]),
+            "visibility_timeouts": values([e.visibility_timeout for e in envelopes]),
+            "keep_ids": values([e.keep_id for e in envelopes]),
+        }
+        stored = {(queue, msg_id) for queue, msg_id in conn.execute(sql, params).fetchall()}
+        return [
+            Enqueued(e.id, "enqueued" if (e.queue, e.id) in stored else "duplicate")
+            for e in envelopes
         ]
 
     def _enqueue_one(self, conn: Connection, q: Queries, env: Envelope, now: float) -> Enqueued:
@@ -284,47 +320,43 @@ class SQLBackend(Backend):
         return lease_until(wait, try_lease, wait_for_change)
 
     def _lease_now(self, queue: str, max_messages: int, vt: float) -> list[Delivery]:
-        q, values = self.q, self.dialect.values
+        """One `lease` statement leases the due rows and buries the exhausted ones; it runs
+        again only to fill the places the buried ones took."""
         leased: list[Delivery] = []
-        with self.dialect.write() as conn:
+        with self.dialect.statements() as conn:
             now = self.clock()
             while len(leased) < max_messages:
-                rows = conn.execute(
-                    q["due_candidates"],
-                    {"queue": queue, "now": now, "limit": max_messages - len(leased)},
-                ).fetchall()
+                params = {
+                    "queue": queue,
+                    "now": now,
+                    "limit": max_messages - len(leased),
+                    "nonce": os.urandom(6).hex(),
+                    "visibility_timeout": vt,
+                }
+                rows = conn.execute(self.q["lease"], params).fetchall()
                 if not rows:
                     break
-                exhausted = [seq for seq, done in rows if done]
-                fresh = [seq for seq, done in rows if not done]
-                if exhausted:
-                    buried = conn.execute(
-                        q["bury_exhausted"], {"seqs": values(exhausted), "now": now}
-                    ).fetchall()
-                    self._drop_unique_locks(conn, buried)
-                if fresh:
-                    params = {
-                        "seqs": values(fresh),
-                        "now": now,
-                        "nonce": os.urandom(6).hex(),
-                        "visibility_timeout": vt,
-                    }
-                    for row in conn.execute(q["lease_rows"], params).fetchall():
-                        leased.append(
-                            Delivery(
-                                queue=queue,
-                                id=row[0],
-                                body=bytes(row[1]),
-                                headers=orjson.loads(row[2]),
-                                attempt=row[3],
-                                max_attempts=row[4],
-                                enqueued_at=float(row[5]),
-                                token=row[6],
-                                fencing_token=row[7],
-                                visibility_timeout=float(row[8]),
-                            )
-                        )
-                if not exhausted:
+                rows.sort(key=_SEQ)  # oldest first, whatever order the engine returned
+                dead = [(row[2], row[11]) for row in rows if row[0]]
+                if dead:
+                    self._drop_unique_locks(conn, dead)
+                leased.extend(
+                    Delivery(
+                        queue,
+                        row[2],
+                        bytes(row[3]),
+                        orjson.loads(row[4]),
+                        row[5],
+                        row[6],
+                        float(row[7]),
+                        row[8],
+                        row[9],
+                        float(row[10]),
+                    )
+                    for row in rows
+                    if not row[0]
+                )
+                if not dead:
                     break
         return leased
 
@@ -336,20 +368,36 @@ class SQLBackend(Backend):
             return [count == 1 for count, _ in self.dialect.many(conn, query, params)]
 
     def ack(self, receipts: Sequence[Receipt]) -> list[bool]:
-        q, many = self.q, self.dialect.many
-        with self.dialect.write() as conn:
+        """The whole batch in one `ack` statement; ids with a window are remembered by it,
+        or after it where it returns their keep_id."""
+        if not receipts:
+            return []
+        values = self.dialect.values
+        with self.dialect.statements() as conn:
             now = self.clock()
-            acked = many(
-                conn, q["ack"], [{"queue": r.queue, "id": r.id, "token": r.token} for r in receipts]
-            )
+            params = {
+                "queues": values([r.queue for r in receipts]),
+                "ids": values([r.id for r in receipts]),
+                "tokens": values([r.token for r in receipts]),
+                # The same as one list of triples, for engines without parallel arrays.
+                "receipts": values([list(r) for r in receipts]),
+                "now": now,
+            }
+            rows = conn.execute(self.q["ack"], params).fetchall()
             remember = [
-                {"queue": r.queue, "id": r.id, "now": now, "keep_id": rows[0][0]}
-                for r, (_, rows) in zip(receipts, acked, strict=True)
-                if rows and rows[0][0] > 0
+                {"queue": queue, "id": msg_id, "now": now, "keep_id": keep_id}
+                for queue, msg_id, _, keep_id in rows
+                if keep_id > 0
             ]
             if remember:
-                many(conn, q["remember_finished"], remember)
-        return [bool(rows) for _, rows in acked]
+                self.dialect.many(conn, self.q["remember_finished"], remember)
+        deleted = {(queue, msg_id, token) for queue, msg_id, token, _ in rows}
+        results = []
+        for r in receipts:
+            key = (r.queue, r.id, r.token)
+            results.append(key in deleted)
+            deleted.discard(key)  # the same receipt twice: only the first settles
+        return results
 
     def extend(self, receipts: Sequence[Receipt], visibility_timeout: float) -> list[bool]:
         return self._settle(
@@ -510,6 +558,13 @@ class SQLLockStore(LockStore):
         return None if row is None else LockHolder(row[0], row[1] - now)
 
 
+_EMPTY_HEADERS_JSON = "{}"
+
+
+def _headers_json(headers: Mapping[str, str]) -> str:
+    return orjson.dumps(dict(headers)).decode() if headers else _EMPTY_HEADERS_JSON
+
+
 def _insert_params(
     env: Envelope, now: float, headers: str | None = None, unique_key: str | None = None
 ) -> dict[str, Any]:
@@ -517,7 +572,7 @@ def _insert_params(
         "queue": env.queue,
         "id": env.id,
         "body": env.body,
-        "headers": orjson.dumps(dict(env.headers)).decode() if headers is None else headers,
+        "headers": _headers_json(env.headers) if headers is None else headers,
         "now": now,
         "delay": env.delay,
         "max_attempts": env.max_attempts,
