@@ -9,7 +9,7 @@ from benchmarks.peers.base import Context, SyncPeer, Unavailable, python_argv
 from benchmarks.peers.tasuki_app import URL_ENV, build
 
 #: worker threads (`-c`); chosen with `python -m benchmarks --sweep` (see README)
-CONCURRENCY = {"redis": 256, "sqlite": 256, "postgres": 256}
+CONCURRENCY = {"redis": 256, "sqlite": 256, "postgres": 512}
 
 
 class TasukiPeer(SyncPeer):

@@ -61,7 +61,7 @@ def test_migrate_false_and_the_cli_command(url: str) -> None:
     runner = CliRunner()
     first = runner.invoke(cli, ["migrate", "--url", url])
     assert first.exit_code == 0, first.output
-    assert "applied 1 migration" in first.output
+    assert f"applied {len(migrations())} migration" in first.output
     again = runner.invoke(cli, ["migrate", "--url", url])
     assert again.exit_code == 0 and "up to date" in again.output
     assert backend.enqueue([Envelope("q", "a", b"x")])[0].status == "enqueued"
