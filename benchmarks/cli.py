@@ -1,4 +1,4 @@
-"""`python -m benchmarks [--messages N] [--rounds N] [--only a,b] [--quick] [--sweep]`."""
+"""`python -m benchmarks [redis|postgres] [--messages N] [--rounds N] [--only a,b] [--quick]`."""
 
 from __future__ import annotations
 
@@ -29,6 +29,13 @@ SWEEP = (8, 64, 128, 256, 512)
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
+    p.add_argument(
+        "section",
+        nargs="?",
+        choices=sorted(peers.SECTIONS),
+        default="redis",
+        help="redis (default): the Redis queues; postgres: the PostgreSQL queues",
+    )
     p.add_argument("--messages", type=int, help="jobs per drain (default 20000; --quick 2000)")
     p.add_argument("--rounds", type=int, help="interleaved rounds, median kept (default 3)")
     p.add_argument("--only", help=f"comma-separated systems, of: {', '.join(peers.SYSTEMS)}")
@@ -225,7 +232,9 @@ def main(argv: list[str] | None = None) -> int:
         settings.idle_probes = 4
     if args.messages:
         settings.messages = args.messages
-    names = peers.DEFAULT if not args.only else [n.strip() for n in args.only.split(",")]
+    systems, reference = peers.SECTIONS[args.section]
+    report.set_reference(reference)
+    names = systems if not args.only else [n.strip() for n in args.only.split(",")]
     unknown = [n for n in names if n not in peers.SYSTEMS]
     if unknown:
         say(f"unknown system(s) {unknown}; known: {', '.join(peers.SYSTEMS)}")
@@ -236,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         out_dir: Path | None = args.out
     elif official:
-        out_dir = DOCS
+        out_dir = DOCS if args.section == "redis" else DOCS / args.section
     else:
         out_dir = None
 

@@ -101,6 +101,21 @@ class TasukiPostgres(TasukiPeer):
         self.app.purge("default")
 
 
+class TasukiPostgresIO(TasukiPostgres):
+    """The job does one round trip of I/O: `SELECT 1` on its worker thread's connection."""
+
+    name = "tasuki-postgres-io"
+    title = "tasuki (PostgreSQL), SELECT 1 job"
+
+    def __init__(self, ctx: Context, concurrency: int | None = None) -> None:
+        super().__init__(ctx, concurrency)
+        self.job = self.app.jobs["select_one"]
+        self.settings += "; the job runs `SELECT 1` on a connection of its thread's own"
+
+    def worker_env(self) -> dict[str, str]:
+        return {**super().worker_env(), POSTGRES_ENV: postgres_url()}
+
+
 def postgres_url() -> str:
     import os
 
