@@ -13,7 +13,10 @@ from benchmarks.marks import mark
 
 URL_ENV = "BENCH_TASUKI_URL"
 POSTGRES_ENV = "BENCH_POSTGRES_URL"
-_local = threading.local()
+#: connections the SELECT 1 job shares between the worker's threads
+IO_POOL = 4
+_pool: Any = None
+_pool_mutex = threading.Lock()
 
 
 def noop(i: int) -> None:
@@ -21,13 +24,19 @@ def noop(i: int) -> None:
 
 
 def select_one(i: int) -> None:
-    """One round trip of I/O: `SELECT 1` on a connection of the worker thread's own."""
-    conn: Any = getattr(_local, "conn", None)
-    if conn is None:
-        import psycopg
+    """One round trip of I/O: `SELECT 1` on a connection from a pool of the worker's own
+    (IO_POOL connections, whatever the worker's concurrency)."""
+    global _pool
+    if _pool is None:
+        with _pool_mutex:
+            if _pool is None:
+                from psycopg_pool import ConnectionPool
 
-        conn = _local.conn = psycopg.connect(os.environ[POSTGRES_ENV], autocommit=True)
-    conn.execute("SELECT 1").fetchone()
+                url = os.environ[POSTGRES_ENV]
+                kwargs = {"autocommit": True}
+                _pool = ConnectionPool(url, min_size=IO_POOL, max_size=IO_POOL, kwargs=kwargs)
+    with _pool.connection() as conn:
+        conn.execute("SELECT 1").fetchone()
     mark(i)
 
 

@@ -110,7 +110,9 @@ class TasukiPostgresIO(TasukiPostgres):
     def __init__(self, ctx: Context, concurrency: int | None = None) -> None:
         super().__init__(ctx, concurrency)
         self.job = self.app.jobs["select_one"]
-        self.settings += "; the job runs `SELECT 1` on a connection of its thread's own"
+        self.settings += (
+            "; the job runs `SELECT 1` on a connection from a pool of 4 of the worker's own"
+        )
 
     def worker_env(self) -> dict[str, str]:
         return {**super().worker_env(), POSTGRES_ENV: postgres_url()}

@@ -70,12 +70,19 @@ PLANNER = "-c enable_bitmapscan=off -c enable_seqscan=off"
 
 log = logging.getLogger("tasuki.postgres")
 # URL options read by tasuki; any other (sslmode, connect_timeout ...) goes to libpq.
-OPTIONS = {"schema", "migrate", "pool_size", "max_message_size"}
+OPTIONS = {"schema", "migrate", "pool_size", "max_message_size", "pgbouncer", "listen_url"}
 
 
 def redact(url: str) -> str:
-    """The URL with its password replaced, for messages and `Backend.url`."""
+    """The URL with its password replaced (and `listen_url`'s), for messages and `Backend.url`."""
     parts = urlsplit(url)
+    if "listen_url=" in parts.query:
+        query = [
+            (name, redact(value) if name == "listen_url" else value)
+            for name, value in parse_qsl(parts.query, keep_blank_values=True)
+        ]
+        parts = parts._replace(query=urlencode(query))
+        url = urlunsplit(parts)
     if parts.password is None:
         return url
     host = parts.hostname or ""
@@ -139,8 +146,16 @@ class PostgresDialect:
         pool_size: int,
         max_message_size: int,
         display_url: str,
+        pgbouncer: bool = False,
+        listen_conninfo: str | None = None,
     ) -> None:
         self.conninfo = conninfo
+        # Behind pgBouncer in transaction mode a session is not ours from one transaction
+        # to the next: no startup options (search_path, planner settings), no prepared
+        # statements, and LISTEN only on a direct connection (`listen_url`), else polling.
+        self.pgbouncer = pgbouncer
+        self.listen_conninfo = listen_conninfo if listen_conninfo else conninfo
+        self.polls_only = pgbouncer and not listen_conninfo
         self.schema = schema
         self.channel = f"tasuki:{schema}"
         # What pg_stat_activity shows for our sessions (unless the URL names its own).
@@ -152,6 +167,8 @@ class PostgresDialect:
         self.qualified: Queries = {
             name: _TABLE.sub(f'"{schema}".\\1', sql) for name, sql in Q.items()
         }
+        if pgbouncer:  # no search_path of ours: every query names the schema
+            self.queries = self.qualified
         self._pool_size = pool_size
         self._idle_since: weakref.WeakKeyDictionary[psycopg.Connection[Any], float] = (
             weakref.WeakKeyDictionary()
@@ -201,15 +218,19 @@ class PostgresDialect:
             if self._closed:
                 raise BackendError("the PostgreSQL backend is closed")
             if self._pool is None or self._pid != os.getpid():
+                kwargs: dict[str, Any] = {
+                    "autocommit": True,
+                    "fallback_application_name": self.application_name,
+                }
+                if self.pgbouncer:
+                    kwargs["prepare_threshold"] = None
+                else:
+                    kwargs["options"] = f"-c search_path={self.schema} {PLANNER}"
                 self._pool = ConnectionPool(
                     self.conninfo,
                     min_size=1,
                     max_size=self._pool_size,
-                    kwargs={
-                        "autocommit": True,
-                        "options": f"-c search_path={self.schema} {PLANNER}",
-                        "fallback_application_name": self.application_name,
-                    },
+                    kwargs=kwargs,
                     open=True,
                     name=f"tasuki-{self.schema}",
                     check=self._check,
@@ -304,6 +325,8 @@ class PostgresDialect:
         """Waiters, here and elsewhere, hear the NOTIFY sent with the commit."""
 
     def wait_hint(self) -> int:
+        if self.polls_only:
+            return self._version
         self._ensure_listener()
         return self._version
 
@@ -314,7 +337,7 @@ class PostgresDialect:
                 remaining = until - time.monotonic()
                 if remaining <= 0:
                     return
-                if not self._listening:
+                if not self._listening or self.polls_only:
                     remaining = min(remaining, FALLBACK_POLL)
                     self._changed.wait(remaining)
                     return
@@ -345,7 +368,7 @@ class PostgresDialect:
         while not self._closed:
             try:
                 with psycopg.connect(
-                    self.conninfo,
+                    self.listen_conninfo,
                     autocommit=True,
                     fallback_application_name=self.application_name,
                 ) as conn:
@@ -397,6 +420,8 @@ class PostgresBackend(SQLBackend):
         migrate: bool = True,
         pool_size: int = 8,
         max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+        pgbouncer: bool = False,
+        listen_url: str | None = None,
     ) -> None:
         if not _SCHEMA_NAME.match(schema):
             raise InvalidURL(f"bad schema name {schema!r}: lower-case letters, digits and _")
@@ -409,7 +434,15 @@ class PostgresBackend(SQLBackend):
             pool_size=pool_size,
             max_message_size=max_message_size,
             display_url=redact(url),
+            pgbouncer=pgbouncer,
+            listen_conninfo=listen_url,
         )
+        if self.postgres.polls_only:
+            log.info(
+                "%s: behind pgBouncer without listen_url: waiting workers poll every %.2fs",
+                redact(url),
+                FALLBACK_POLL,
+            )
         super().__init__(redact(url), self.postgres)
         self._ahead: ThreadPoolExecutor | None = None
         self._ahead_pid = 0
