@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from benchmarks import chart, machine, peers, procs, report
 from benchmarks.marks import Marks
@@ -201,6 +202,25 @@ def describe_sweep(m: dict[str, float]) -> str:
     )
 
 
+def own_postgres(workdir: Path) -> Any:
+    """The PostgreSQL section's server: `BENCH_POSTGRES_URL`, or the local one on 5432
+    when it answers, else a cluster of our own on a free port (the tests' helper:
+    Debian's binaries, `fsync=off`), stopped at the end. Returns that cluster, or None."""
+    from benchmarks.peers.tasuki_runner import POSTGRES_ENV
+
+    if os.environ.get(POSTGRES_ENV):
+        return None
+    from tests.support.servers import PostgresServer
+
+    server = PostgresServer(workdir / "postgres")
+    server.start()
+    if server.process_dir is None:  # the local server answered
+        return None
+    os.environ[POSTGRES_ENV] = f"postgresql://postgres@127.0.0.1:{server.port}/test"
+    say(f"PostgreSQL of our own on port {server.port} (nothing answered on 5432)")
+    return server
+
+
 def on_sigterm(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt  # the same clean-up as Ctrl-C: no worker outlives the harness
 
@@ -255,7 +275,10 @@ def main(argv: list[str] | None = None) -> int:
         loaded: dict[str, Peer] = {}
         marks_path = Path("/dev/shm") if Path("/dev/shm").is_dir() else workdir
         marks = Marks(str(marks_path / f"tasuki-bench-{Path(tmp).name}.marks"), settings.capacity)
+        postgres: Any = None
         try:
+            if args.section == "postgres":
+                postgres = own_postgres(workdir)
             server = RedisServer(workdir)
             say(f"redis-server {server.version} on port {server.port} (pid {server.pid})")
             # Before any peer module is imported: they all read it at import time.
@@ -278,6 +301,8 @@ def main(argv: list[str] | None = None) -> int:
                     peer.close()
             if server is not None:
                 server.stop()
+            if postgres is not None:
+                postgres.stop()
             marks.close()
             Path(marks.path).unlink(missing_ok=True)
 
