@@ -1,4 +1,4 @@
-"""`python -m benchmarks [--messages N] [--rounds N] [--only a,b] [--quick] [--sweep]`."""
+"""`python -m benchmarks [redis|postgres] [--messages N] [--rounds N] [--only a,b] [--quick]`."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from benchmarks import chart, machine, peers, procs, report
 from benchmarks.marks import Marks
@@ -29,6 +30,13 @@ SWEEP = (8, 64, 128, 256, 512)
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
+    p.add_argument(
+        "section",
+        nargs="?",
+        choices=sorted(peers.SECTIONS),
+        default="redis",
+        help="redis (default): the Redis queues; postgres: the PostgreSQL queues",
+    )
     p.add_argument("--messages", type=int, help="jobs per drain (default 20000; --quick 2000)")
     p.add_argument("--rounds", type=int, help="interleaved rounds, median kept (default 3)")
     p.add_argument("--only", help=f"comma-separated systems, of: {', '.join(peers.SYSTEMS)}")
@@ -194,6 +202,25 @@ def describe_sweep(m: dict[str, float]) -> str:
     )
 
 
+def own_postgres(workdir: Path) -> Any:
+    """The PostgreSQL section's server: `BENCH_POSTGRES_URL`, or the local one on 5432
+    when it answers, else a cluster of our own on a free port (the tests' helper:
+    Debian's binaries, `fsync=off`), stopped at the end. Returns that cluster, or None."""
+    from benchmarks.peers.tasuki_runner import POSTGRES_ENV
+
+    if os.environ.get(POSTGRES_ENV):
+        return None
+    from tests.support.servers import PostgresServer
+
+    server = PostgresServer(workdir / "postgres")
+    server.start()
+    if server.process_dir is None:  # the local server answered
+        return None
+    os.environ[POSTGRES_ENV] = f"postgresql://postgres@127.0.0.1:{server.port}/test"
+    say(f"PostgreSQL of our own on port {server.port} (nothing answered on 5432)")
+    return server
+
+
 def on_sigterm(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt  # the same clean-up as Ctrl-C: no worker outlives the harness
 
@@ -225,7 +252,9 @@ def main(argv: list[str] | None = None) -> int:
         settings.idle_probes = 4
     if args.messages:
         settings.messages = args.messages
-    names = peers.DEFAULT if not args.only else [n.strip() for n in args.only.split(",")]
+    systems, reference = peers.SECTIONS[args.section]
+    report.set_reference(reference)
+    names = systems if not args.only else [n.strip() for n in args.only.split(",")]
     unknown = [n for n in names if n not in peers.SYSTEMS]
     if unknown:
         say(f"unknown system(s) {unknown}; known: {', '.join(peers.SYSTEMS)}")
@@ -236,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         out_dir: Path | None = args.out
     elif official:
-        out_dir = DOCS
+        out_dir = DOCS if args.section == "redis" else DOCS / args.section
     else:
         out_dir = None
 
@@ -246,7 +275,10 @@ def main(argv: list[str] | None = None) -> int:
         loaded: dict[str, Peer] = {}
         marks_path = Path("/dev/shm") if Path("/dev/shm").is_dir() else workdir
         marks = Marks(str(marks_path / f"tasuki-bench-{Path(tmp).name}.marks"), settings.capacity)
+        postgres: Any = None
         try:
+            if args.section == "postgres":
+                postgres = own_postgres(workdir)
             server = RedisServer(workdir)
             say(f"redis-server {server.version} on port {server.port} (pid {server.pid})")
             # Before any peer module is imported: they all read it at import time.
@@ -269,6 +301,8 @@ def main(argv: list[str] | None = None) -> int:
                     peer.close()
             if server is not None:
                 server.stop()
+            if postgres is not None:
+                postgres.stop()
             marks.close()
             Path(marks.path).unlink(missing_ok=True)
 

@@ -51,8 +51,15 @@ class SystemResult:
         }
 
 
+def set_reference(name: str) -> None:
+    """The system the ratios divide by (`tasuki-postgres` in the PostgreSQL section)."""
+    global REFERENCE
+    REFERENCE = name
+    COLUMNS[-1] = ("ratio", f"{name} ÷ system")
+
+
 def ratios(results: list[SystemResult]) -> dict[str, float | None]:
-    """tasuki-redis processing throughput divided by each system's."""
+    """`REFERENCE`'s processing throughput divided by each system's."""
     ref = next((r for r in results if r.name == REFERENCE and r.rounds), None)
     base = ref.median().get("processed_per_s") if ref else None
     out: dict[str, float | None] = {}

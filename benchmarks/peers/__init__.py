@@ -29,11 +29,30 @@ SYSTEMS: dict[str, str] = {
     "saq": "benchmarks.peers.saq_runner:SaqPeer",
     "tasuki-sqlite": "benchmarks.peers.tasuki_runner:TasukiSQLite",
     "raw-redis": "benchmarks.peers.raw_runner:RawPeer",
+    # the PostgreSQL section (`python -m benchmarks postgres`)
+    "tasuki-postgres": "benchmarks.peers.tasuki_runner:TasukiPostgres",
+    "procrastinate": "benchmarks.peers.procrastinate_runner:ProcrastinatePeer",
+    "pgqueuer": "benchmarks.peers.pgqueuer_runner:PgQueuerPeer",
+    "chancy": "benchmarks.peers.unported:Chancy",
+    "oban-py": "benchmarks.peers.unported:ObanPy",
+    "tasuki-postgres-io": "benchmarks.peers.tasuki_runner:TasukiPostgresIO",
+    "pgqueuer-io": "benchmarks.peers.pgqueuer_runner:PgQueuerIO",
     # variants, run only when named with --only
     "rq-fork": "benchmarks.peers.rq_runner:RQForkPeer",
     "taskiq-list": "benchmarks.peers.taskiq_runner:TaskiqListPeer",
 }
-DEFAULT = [name for name in SYSTEMS if name not in {"rq-fork", "taskiq-list"}]
+POSTGRES = [
+    "tasuki-postgres",
+    "procrastinate",
+    "pgqueuer",
+    "chancy",
+    "oban-py",
+    "tasuki-postgres-io",
+    "pgqueuer-io",
+]
+DEFAULT = [name for name in SYSTEMS if name not in {"rq-fork", "taskiq-list", *POSTGRES}]
+#: the sections of `python -m benchmarks [SECTION]`: their systems and reference
+SECTIONS = {"redis": (DEFAULT, "tasuki-redis"), "postgres": (POSTGRES, "tasuki-postgres")}
 
 
 def load(name: str, ctx: Context) -> Peer:
@@ -43,4 +62,4 @@ def load(name: str, ctx: Context) -> Peer:
     return cls(ctx)
 
 
-__all__ = ["DEFAULT", "SYSTEMS", "load"]
+__all__ = ["DEFAULT", "POSTGRES", "SECTIONS", "SYSTEMS", "load"]

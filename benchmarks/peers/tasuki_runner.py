@@ -9,7 +9,7 @@ from benchmarks.peers.base import Context, SyncPeer, Unavailable, python_argv
 from benchmarks.peers.tasuki_app import URL_ENV, build
 
 #: worker threads (`-c`); chosen with `python -m benchmarks --sweep` (see README)
-CONCURRENCY = {"redis": 256, "sqlite": 256}
+CONCURRENCY = {"redis": 256, "sqlite": 256, "postgres": 512}
 
 
 class TasukiPeer(SyncPeer):
@@ -80,3 +80,45 @@ class TasukiSQLite(TasukiPeer):
 
     def reset(self) -> None:
         self.app.purge("default")
+
+
+#: the PostgreSQL server the PostgreSQL section measures (every peer there uses it)
+POSTGRES_ENV = "BENCH_POSTGRES_URL"
+POSTGRES_DEFAULT = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+class TasukiPostgres(TasukiPeer):
+    name = "tasuki-postgres"
+    title = "tasuki (PostgreSQL)"
+    backend = "postgres"
+
+    def backend_url(self) -> str:
+        base = postgres_url()
+        self.settings += "; `postgresql://…?schema=tasuki_bench` (server defaults)"
+        return f"{base}{'&' if '?' in base else '?'}schema=tasuki_bench"
+
+    def reset(self) -> None:
+        self.app.purge("default")
+
+
+class TasukiPostgresIO(TasukiPostgres):
+    """The job does one round trip of I/O: `SELECT 1` on its worker thread's connection."""
+
+    name = "tasuki-postgres-io"
+    title = "tasuki (PostgreSQL), SELECT 1 job"
+
+    def __init__(self, ctx: Context, concurrency: int | None = None) -> None:
+        super().__init__(ctx, concurrency)
+        self.job = self.app.jobs["select_one"]
+        self.settings += (
+            "; the job runs `SELECT 1` on a connection from a pool of 4 of the worker's own"
+        )
+
+    def worker_env(self) -> dict[str, str]:
+        return {**super().worker_env(), POSTGRES_ENV: postgres_url()}
+
+
+def postgres_url() -> str:
+    import os
+
+    return os.environ.get(POSTGRES_ENV, POSTGRES_DEFAULT)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tasuki.backends.sql.base import REQUIRED
+from tasuki.backends.sql.base import OPTIONAL, REQUIRED
 from tasuki.backends.sqlfiles import QueryNamesError, check_names, load_queries
 
 
@@ -44,9 +44,9 @@ def test_sqlite_defines_exactly_the_required_queries() -> None:
 
 
 def test_a_misspelt_query_name_fails_at_import(package: Path) -> None:
-    names = [*sorted(REQUIRED - {"lease_rows"}), "lease_row"]
+    names = [*sorted(REQUIRED - {"lease"}), "lease_one"]
     package.joinpath("queries.sql").write_text(_file(names))
-    with pytest.raises(QueryNamesError, match="missing lease_rows; unknown lease_row"):
+    with pytest.raises(QueryNamesError, match="missing lease; unknown lease_one"):
         importlib.import_module("fake_dialect")
 
 
@@ -54,6 +54,17 @@ def test_a_complete_query_file_imports(package: Path) -> None:
     package.joinpath("queries.sql").write_text(_file(sorted(REQUIRED)))
     module = importlib.import_module("fake_dialect")
     assert set(module.Q) == REQUIRED
+
+
+def test_an_optional_query_may_be_defined_and_a_misspelt_one_still_fails(
+    package: Path,
+) -> None:
+    package.joinpath("queries.sql").write_text(_file([*sorted(REQUIRED), *sorted(OPTIONAL)]))
+    assert set(importlib.import_module("fake_dialect").Q) == REQUIRED | OPTIONAL
+    sys.modules.pop("fake_dialect", None)
+    package.joinpath("queries.sql").write_text(_file([*sorted(REQUIRED), "insert_batches"]))
+    with pytest.raises(QueryNamesError, match="unknown insert_batches"):
+        importlib.import_module("fake_dialect")
 
 
 def test_check_names_reports_missing_and_unknown() -> None:
@@ -67,4 +78,6 @@ def test_check_names_reports_missing_and_unknown() -> None:
 def test_sqlite_and_postgresql_define_the_same_queries() -> None:
     sqlite = load_queries("tasuki.backends.sqlite", "queries.sql")
     postgres = load_queries("tasuki.backends.postgres", "queries.sql")
-    assert set(sqlite) == set(postgres) == REQUIRED
+    # The required names are the same; an optional one is a single-statement shortcut.
+    assert set(sqlite) - OPTIONAL == set(postgres) - OPTIONAL == REQUIRED
+    assert set(postgres) & OPTIONAL == {"insert_batch"}

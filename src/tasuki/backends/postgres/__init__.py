@@ -21,6 +21,13 @@ def from_url(url: str) -> PostgresBackend:
     _, ours = split_options(url, OPTIONS)
     options = query_options(
         f"postgresql://?{ours}",
-        {"schema": str, "migrate": _flag, "pool_size": int, "max_message_size": int},
+        {
+            "schema": str,
+            "migrate": _flag,
+            "pool_size": int,
+            "max_message_size": int,
+            "pgbouncer": _flag,
+            "listen_url": str,
+        },
     )
     return PostgresBackend(url, **options)  # type: ignore[arg-type]

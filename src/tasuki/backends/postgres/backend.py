@@ -37,7 +37,8 @@ import re
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -46,8 +47,8 @@ import psycopg
 from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
-from tasuki.backends.base import Capabilities
-from tasuki.backends.sql.base import Connection, QueryName, SQLBackend, load_dialect_queries
+from tasuki.backends.base import DEFAULT_VISIBILITY_TIMEOUT, Capabilities, Delivery
+from tasuki.backends.sql.base import Connection, Queries, SQLBackend, load_dialect_queries
 from tasuki.errors import BackendError, BackendUnavailable, InvalidArgument, InvalidURL
 
 Q = load_dialect_queries("tasuki.backends.postgres")
@@ -61,14 +62,27 @@ FALLBACK_POLL = 0.25
 # A pooled connection idle longer than this is checked before it is handed out.
 IDLE_CHECK = 1.0
 
+# Our sessions walk indexes in order rather than gather a bitmap of every match and sort
+# it: with statistics gone stale after a burst of inserts the planner can think a queue
+# holds 40 rows when it holds a million, and a bitmap plan for the lease then reads every
+# due row to return 256. Both are costs added, not bans: a query with no index still runs.
+PLANNER = "-c enable_bitmapscan=off -c enable_seqscan=off"
+
 log = logging.getLogger("tasuki.postgres")
 # URL options read by tasuki; any other (sslmode, connect_timeout ...) goes to libpq.
-OPTIONS = {"schema", "migrate", "pool_size", "max_message_size"}
+OPTIONS = {"schema", "migrate", "pool_size", "max_message_size", "pgbouncer", "listen_url"}
 
 
 def redact(url: str) -> str:
-    """The URL with its password replaced, for messages and `Backend.url`."""
+    """The URL with its password replaced (and `listen_url`'s), for messages and `Backend.url`."""
     parts = urlsplit(url)
+    if "listen_url=" in parts.query:
+        query = [
+            (name, redact(value) if name == "listen_url" else value)
+            for name, value in parse_qsl(parts.query, keep_blank_values=True)
+        ]
+        parts = parts._replace(query=urlencode(query))
+        url = urlunsplit(parts)
     if parts.password is None:
         return url
     host = parts.hostname or ""
@@ -123,6 +137,7 @@ class PostgresDialect:
     """A psycopg pool (remade after a fork), autocommit connections, explicit transactions."""
 
     queries = Q
+    lease_records_lost = True  # in its `lease` CTE
 
     def __init__(
         self,
@@ -132,8 +147,16 @@ class PostgresDialect:
         pool_size: int,
         max_message_size: int,
         display_url: str,
+        pgbouncer: bool = False,
+        listen_conninfo: str | None = None,
     ) -> None:
         self.conninfo = conninfo
+        # Behind pgBouncer in transaction mode a session is not ours from one transaction
+        # to the next: no startup options (search_path, planner settings), no prepared
+        # statements, and LISTEN only on a direct connection (`listen_url`), else polling.
+        self.pgbouncer = pgbouncer
+        self.listen_conninfo = listen_conninfo if listen_conninfo else conninfo
+        self.polls_only = pgbouncer and not listen_conninfo
         self.schema = schema
         self.channel = f"tasuki:{schema}"
         # What pg_stat_activity shows for our sessions (unless the URL names its own).
@@ -142,9 +165,11 @@ class PostgresDialect:
         self.capabilities = Capabilities(
             max_message_size=max_message_size, transactional_enqueue=True
         )
-        self.qualified: Mapping[QueryName, str] = {
+        self.qualified: Queries = {
             name: _TABLE.sub(f'"{schema}".\\1', sql) for name, sql in Q.items()
         }
+        if pgbouncer:  # no search_path of ours: every query names the schema
+            self.queries = self.qualified
         self._pool_size = pool_size
         self._idle_since: weakref.WeakKeyDictionary[psycopg.Connection[Any], float] = (
             weakref.WeakKeyDictionary()
@@ -194,15 +219,19 @@ class PostgresDialect:
             if self._closed:
                 raise BackendError("the PostgreSQL backend is closed")
             if self._pool is None or self._pid != os.getpid():
+                kwargs: dict[str, Any] = {
+                    "autocommit": True,
+                    "fallback_application_name": self.application_name,
+                }
+                if self.pgbouncer:
+                    kwargs["prepare_threshold"] = None
+                else:
+                    kwargs["options"] = f"-c search_path={self.schema} {PLANNER}"
                 self._pool = ConnectionPool(
                     self.conninfo,
                     min_size=1,
                     max_size=self._pool_size,
-                    kwargs={
-                        "autocommit": True,
-                        "options": f"-c search_path={self.schema}",
-                        "fallback_application_name": self.application_name,
-                    },
+                    kwargs=kwargs,
                     open=True,
                     name=f"tasuki-{self.schema}",
                     check=self._check,
@@ -240,7 +269,19 @@ class PostgresDialect:
         except psycopg.Error as exc:
             raise BackendError(f"PostgreSQL at {self.display_url}: {exc}") from exc
 
-    def joined(self, connection: object) -> tuple[Connection, Mapping[QueryName, str]]:
+    @contextlib.contextmanager
+    def statements(self) -> Iterator[Connection]:
+        """An autocommit connection: a statement that does a whole step (the lease, a
+        batch of acks) is its own transaction, one round trip without BEGIN and COMMIT."""
+        try:
+            with self.pool().connection() as conn:
+                yield conn
+        except psycopg.OperationalError as exc:
+            raise BackendUnavailable(f"PostgreSQL at {self.display_url}: {exc}") from exc
+        except psycopg.Error as exc:
+            raise BackendError(f"PostgreSQL at {self.display_url}: {exc}") from exc
+
+    def joined(self, connection: object) -> tuple[Connection, Queries]:
         """The caller's psycopg connection; queries name our schema (its search_path is
         the caller's business) and read rows as tuples whatever its row factory."""
         if not isinstance(connection, psycopg.Connection):
@@ -285,6 +326,8 @@ class PostgresDialect:
         """Waiters, here and elsewhere, hear the NOTIFY sent with the commit."""
 
     def wait_hint(self) -> int:
+        if self.polls_only:
+            return self._version
         self._ensure_listener()
         return self._version
 
@@ -295,7 +338,7 @@ class PostgresDialect:
                 remaining = until - time.monotonic()
                 if remaining <= 0:
                     return
-                if not self._listening:
+                if not self._listening or self.polls_only:
                     remaining = min(remaining, FALLBACK_POLL)
                     self._changed.wait(remaining)
                     return
@@ -326,7 +369,7 @@ class PostgresDialect:
         while not self._closed:
             try:
                 with psycopg.connect(
-                    self.conninfo,
+                    self.listen_conninfo,
                     autocommit=True,
                     fallback_application_name=self.application_name,
                 ) as conn:
@@ -378,6 +421,8 @@ class PostgresBackend(SQLBackend):
         migrate: bool = True,
         pool_size: int = 8,
         max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+        pgbouncer: bool = False,
+        listen_url: str | None = None,
     ) -> None:
         if not _SCHEMA_NAME.match(schema):
             raise InvalidURL(f"bad schema name {schema!r}: lower-case letters, digits and _")
@@ -390,10 +435,43 @@ class PostgresBackend(SQLBackend):
             pool_size=pool_size,
             max_message_size=max_message_size,
             display_url=redact(url),
+            pgbouncer=pgbouncer,
+            listen_conninfo=listen_url,
         )
+        if self.postgres.polls_only:
+            log.info(
+                "%s: behind pgBouncer without listen_url: waiting workers poll every %.2fs",
+                redact(url),
+                FALLBACK_POLL,
+            )
         super().__init__(redact(url), self.postgres)
+        self._ahead: ThreadPoolExecutor | None = None
+        self._ahead_pid = 0
         if migrate:  # on first use, so a worker can start while the server is down
             self.postgres.first_use = self.migrate
+
+    def lease_soon(
+        self,
+        queue: str,
+        max_messages: int,
+        visibility_timeout: float = DEFAULT_VISIBILITY_TIMEOUT,
+    ) -> Callable[[], list[Delivery]]:
+        """The next batch is leased on a helper thread while the worker runs the current
+        one: the round trip and the server's work overlap the jobs (psycopg waits for the
+        server without the GIL)."""
+        future = self._ahead_pool().submit(self.lease, queue, max_messages, visibility_timeout)
+        return future.result
+
+    def _ahead_pool(self) -> ThreadPoolExecutor:
+        if self._ahead is None or self._ahead_pid != os.getpid():  # a forked child: its own
+            self._ahead = ThreadPoolExecutor(1, thread_name_prefix="tasuki-postgres-ahead")
+            self._ahead_pid = os.getpid()
+        return self._ahead
+
+    def close(self) -> None:
+        if self._ahead is not None and self._ahead_pid == os.getpid():
+            self._ahead.shutdown(wait=True)
+        super().close()
 
     def migrate(self) -> list[str]:
         """Apply the migrations this schema lacks; returns their names."""

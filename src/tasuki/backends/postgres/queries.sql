@@ -18,49 +18,98 @@ VALUES
      %(visibility_timeout)s, %(keep_id)s, %(unique_key)s)
 ON CONFLICT (queue, id) DO NOTHING;
 
+-- name: insert_batch
+-- Many plain messages (no unique claim, no id twice) in one statement, from parallel
+-- arrays (sent in binary: nothing to escape): those whose id is neither stored nor
+-- remembered as finished are inserted.
+-- Returns (queue, id) of each inserted; the others were duplicates.
+INSERT INTO tasuki_messages
+    (queue, id, body, headers, visible_at, enqueued_at, max_attempts, visibility_timeout, keep_id)
+SELECT b.queue, b.id, b.body, b.headers, %(now)s + b.delay, %(now)s, b.max_attempts,
+       b.visibility_timeout, b.keep_id
+FROM unnest(%(queues)b::text[], %(ids)b::text[], %(bodies)b::bytea[], %(headers)b::text[],
+            %(delays)b::float8[], %(max_attempts)b::integer[],
+            %(visibility_timeouts)b::float8[], %(keep_ids)b::float8[])
+     AS b(queue, id, body, headers, delay, max_attempts, visibility_timeout, keep_id)
+WHERE NOT EXISTS (
+    SELECT 1 FROM tasuki_finished f
+    WHERE f.queue = b.queue AND f.id = b.id AND f.expires_at > %(now)s
+)
+ON CONFLICT (queue, id) DO NOTHING
+RETURNING queue, id;
+
 -- name: replace_waiting_payload
 UPDATE tasuki_messages SET body = %(body)s, headers = %(headers)s
 WHERE queue = %(queue)s AND id = %(id)s AND state = 0;
 
--- name: due_candidates
--- Ready messages and expired leases, oldest visible first.
-SELECT seq, attempt >= max_attempts AS exhausted
-FROM tasuki_messages
-WHERE queue = %(queue)s AND state < 2 AND visible_at <= %(now)s
-ORDER BY visible_at, seq
-LIMIT %(limit)s
-FOR UPDATE SKIP LOCKED;
-
--- name: lease_rows
+-- name: lease
+-- One statement, one round trip: lock the oldest due rows (ready messages and expired
+-- leases, walking the partial index `tasuki_messages_due`) without waiting on rows
+-- another leaser holds, lease them, and bury the exhausted ones (attempts used up) with
+-- their uniqueness locks dropped. Returns every row it changed: `dead` marks the buried
+-- ones, and `unique_key` is the lock still to drop — none here, the statement did it.
 -- The token is unique per lease: a per-batch random nonce plus the message's new fence.
-UPDATE tasuki_messages
-SET state = 1,
-    attempt = attempt + 1,
-    fence = fence + 1,
-    token = %(nonce)s::text || '.' || (fence + 1),
-    visible_at = %(now)s + coalesce(visibility_timeout, %(visibility_timeout)s)
-WHERE seq = ANY(%(seqs)s::bigint[])
-RETURNING id, body, headers, attempt, max_attempts, enqueued_at, token, fence,
-          coalesce(visibility_timeout, %(visibility_timeout)s);
-
--- name: bury_exhausted
-UPDATE tasuki_messages
-SET reason = CASE state
-        WHEN 1 THEN 'lease expired ' || attempt || ' times'
-        ELSE 'attempts exhausted (' || attempt || ' of ' || max_attempts || ')'
-    END,
-    state = 2, token = NULL, died_at = %(now)s,
-    error_type = NULL, error_message = NULL, error_traceback = NULL
-WHERE seq = ANY(%(seqs)s::bigint[])
-RETURNING id, unique_key;
+WITH due AS (
+    SELECT seq, attempt >= max_attempts AS dead
+    FROM tasuki_messages
+    WHERE queue = %(queue)s AND state < 2 AND visible_at <= %(now)s
+    ORDER BY visible_at, seq
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), lost AS (
+    -- Sub-statements see the rows as they were: in flight here means the lease lapsed.
+    INSERT INTO tasuki_history (queue, id, at, event, fence, detail)
+    SELECT m.queue, m.id, m.visible_at, 'lease lost', m.fence, ''
+    FROM tasuki_messages m JOIN due ON m.seq = due.seq
+    WHERE m.state = 1
+), changed AS (
+    UPDATE tasuki_messages m
+    SET state = CASE WHEN due.dead THEN 2 ELSE 1 END,
+        attempt = m.attempt + CASE WHEN due.dead THEN 0 ELSE 1 END,
+        fence = m.fence + CASE WHEN due.dead THEN 0 ELSE 1 END,
+        token = CASE WHEN due.dead THEN NULL ELSE %(nonce)s::text || '.' || (m.fence + 1) END,
+        visible_at = CASE WHEN due.dead THEN m.visible_at
+            ELSE %(now)s + coalesce(m.visibility_timeout, %(visibility_timeout)s) END,
+        died_at = CASE WHEN due.dead THEN %(now)s ELSE m.died_at END,
+        reason = CASE
+            WHEN NOT due.dead THEN m.reason
+            WHEN m.state = 1 THEN 'lease expired ' || m.attempt || ' times'
+            ELSE 'attempts exhausted (' || m.attempt || ' of ' || m.max_attempts || ')'
+        END,
+        error_type = CASE WHEN due.dead THEN NULL ELSE m.error_type END,
+        error_message = CASE WHEN due.dead THEN NULL ELSE m.error_message END,
+        error_traceback = CASE WHEN due.dead THEN NULL ELSE m.error_traceback END
+    FROM due
+    WHERE m.seq = due.seq
+    RETURNING due.dead, m.seq, m.id, m.body, m.headers, m.attempt, m.max_attempts,
+              m.enqueued_at, m.token, m.fence,
+              coalesce(m.visibility_timeout, %(visibility_timeout)s) AS vt, m.unique_key
+), unlocked AS (
+    DELETE FROM tasuki_locks l USING changed c
+    WHERE c.dead AND l.key = c.unique_key AND l.owner = c.id
+)
+SELECT dead, seq, id, body, headers, attempt, max_attempts, enqueued_at, token, fence,
+       vt, NULL::text
+FROM changed;
 
 -- name: next_visible_at
 SELECT min(visible_at) FROM tasuki_messages WHERE queue = %(queue)s AND state < 2;
 
 -- name: ack
-DELETE FROM tasuki_messages
-WHERE queue = %(queue)s AND id = %(id)s AND token = %(token)s AND state = 1
-RETURNING keep_id;
+-- A batch of receipts in one statement (three parallel arrays): delete the messages whose
+-- lease the token still holds, and remember the ids of those with an id window. Returns
+-- the deleted (queue, id, token, keep_id, remembered): remembered here, not by the caller.
+WITH gone AS (
+    DELETE FROM tasuki_messages m
+    USING unnest(%(queues)b::text[], %(ids)b::text[], %(tokens)b::text[]) AS r(queue, id, token)
+    WHERE m.queue = r.queue AND m.id = r.id AND m.token = r.token AND m.state = 1
+    RETURNING m.queue, m.id, m.token, m.keep_id
+), kept AS (
+    INSERT INTO tasuki_finished (queue, id, expires_at)
+    SELECT queue, id, %(now)s + keep_id FROM gone WHERE keep_id > 0
+    ON CONFLICT (queue, id) DO UPDATE SET expires_at = excluded.expires_at
+)
+SELECT queue, id, token, keep_id, true FROM gone;
 
 -- name: remember_finished
 INSERT INTO tasuki_finished (queue, id, expires_at) VALUES (%(queue)s, %(id)s, %(now)s + %(keep_id)s)
@@ -173,13 +222,18 @@ INSERT INTO tasuki_history (queue, id, at, event, fence, detail)
 VALUES (%(queue)s, %(id)s, %(now)s, %(event)s, %(fence)s, %(detail)s);
 
 -- name: record_lost_leases
--- Among messages about to be leased or buried, those still in flight lost their lease
--- (recorded at the time it expired).
+-- Among the rows the next `lease` takes, those still in flight lost their lease. The
+-- PostgreSQL `lease` records them itself, in its CTE; this is the same on its own.
 INSERT INTO tasuki_history (queue, id, at, event, fence, detail)
 SELECT queue, id, visible_at, 'lease lost', fence, ''
-FROM tasuki_messages
-WHERE seq = ANY(%(seqs)s::bigint[]) AND state = 1
-RETURNING queue, id;
+FROM (
+    SELECT queue, id, visible_at, fence, state
+    FROM tasuki_messages
+    WHERE queue = %(queue)s AND state < 2 AND visible_at <= %(now)s
+    ORDER BY visible_at, seq
+    LIMIT %(limit)s
+) due
+WHERE state = 1;
 
 -- name: prune_history
 -- Keep the last `keep` entries of a message's history.

@@ -22,6 +22,7 @@ import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
+from operator import itemgetter
 from typing import Any, Literal, Protocol, get_args
 
 import orjson
@@ -43,7 +44,7 @@ from tasuki.backends.base import (
     Release,
     SettledTotals,
 )
-from tasuki.backends.sqlfiles import load_queries
+from tasuki.backends.sqlfiles import check_names, load_queries
 from tasuki.backends.waiting import lease_until
 from tasuki.core.message import DeadLetter, ErrorInfo
 from tasuki.core.records import (
@@ -59,9 +60,7 @@ QueryName = Literal[
     "known_id",
     "insert_message",
     "replace_waiting_payload",
-    "due_candidates",
-    "lease_rows",
-    "bury_exhausted",
+    "lease",
     "next_visible_at",
     "ack",
     "remember_finished",
@@ -96,17 +95,25 @@ QueryName = Literal[
     "settled_totals",
     "in_flight",
 ]
-# Every SQL backend's query file defines exactly these names.
+# Every SQL backend's query file defines exactly these names...
 REQUIRED: frozenset[QueryName] = frozenset(get_args(QueryName))
+# ... and may define these, where the engine can do in one statement what the shared
+# layer otherwise does in several (`insert_batch`: a plain batch from parallel arrays).
+OptionalQueryName = Literal["insert_batch"]
+OPTIONAL: frozenset[OptionalQueryName] = frozenset(get_args(OptionalQueryName))
 
-Queries = Mapping[QueryName, str]
+Queries = Mapping[QueryName | OptionalQueryName, str]
 CLEANUP_EVERY = 30.0
 COUNT_SHARDS = 16
+_SEQ = itemgetter(1)  # a `lease` row's seq
 
 
 def load_dialect_queries(package: str, filename: str = "queries.sql") -> Queries:
-    """A backend's named queries, checked against `REQUIRED` (raises at import on a typo)."""
-    return load_queries(package, filename, REQUIRED)  # type: ignore[return-value]
+    """A backend's named queries, checked against `REQUIRED` and `OPTIONAL` (raises at
+    import on a typo)."""
+    queries = load_queries(package, filename)
+    check_names(queries, REQUIRED | (OPTIONAL & queries.keys()), f"{package}/{filename}")
+    return queries  # type: ignore[return-value]
 
 
 class Cursor(Protocol):
@@ -130,12 +137,20 @@ class Dialect(Protocol):
     queries: Queries
     # What `SQLBackend` reports as its capabilities.
     capabilities: Capabilities
+    # The `lease` statement itself records the leases it finds lost (PostgreSQL, in its
+    # CTE); else `record_lost_leases` runs just before it, in the same transaction.
+    lease_records_lost: bool
 
     def read(self) -> AbstractContextManager[Connection]:
         """A connection for a read outside any transaction of ours."""
 
     def write(self) -> AbstractContextManager[Connection]:
         """A write transaction, committed when the block ends, rolled back on error."""
+
+    def statements(self) -> AbstractContextManager[Connection]:
+        """A connection for writes whose every statement is atomic on its own: no
+        transaction around them where the engine can spare its round trips (PostgreSQL's
+        autocommit), else `write()`."""
 
     def joined(self, connection: object) -> tuple[Connection, Queries]:
         """The caller's connection, checked, and the queries to run on it."""
@@ -252,8 +267,11 @@ class SQLBackend(Backend):
     def _enqueue_plain(
         self, conn: Connection, q: Queries, envelopes: Sequence[Envelope], now: float
     ) -> list[Enqueued]:
-        """A batch in two statements' worth of round trips: which ids are known, then the
-        inserts of the others (`Dialect.many` pipelines them where the engine can)."""
+        """A batch in one `insert_batch` statement where the dialect has one, else in two
+        steps' worth of round trips: which ids are known, then the inserts of the others
+        (`Dialect.many` pipelines them where the engine can)."""
+        if "insert_batch" in q:
+            return self._insert_batch(conn, q["insert_batch"], envelopes, now)
         many = self.dialect.many
         known = many(
             conn, q["known_id"], [{"queue": e.queue, "id": e.id, "now": now} for e in envelopes]
@@ -263,6 +281,27 @@ class SQLBackend(Backend):
         stored = {env.id for env, (count, _) in zip(fresh, inserted, strict=True) if count}
         return [
             Enqueued(env.id, "enqueued" if env.id in stored else "duplicate") for env in envelopes
+        ]
+
+    def _insert_batch(
+        self, conn: Connection, sql: str, envelopes: Sequence[Envelope], now: float
+    ) -> list[Enqueued]:
+        values = self.dialect.values
+        params = {
+            "now": now,
+            "queues": values([e.queue for e in envelopes]),
+            "ids": values([e.id for e in envelopes]),
+            "bodies": values([e.body for e in envelopes]),
+            "headers": values([_headers_json(e.headers) for e in envelopes]),
+            "delays": values([e.delay for e in envelopes]),
+            "max_attempts": values([e.max_attempts for e in envelopes]),
+            "visibility_timeouts": values([e.visibility_timeout for e in envelopes]),
+            "keep_ids": values([e.keep_id for e in envelopes]),
+        }
+        stored = {(queue, msg_id) for queue, msg_id in conn.execute(sql, params).fetchall()}
+        return [
+            Enqueued(e.id, "enqueued" if (e.queue, e.id) in stored else "duplicate")
+            for e in envelopes
         ]
 
     def _enqueue_one(self, conn: Connection, q: Queries, env: Envelope, now: float) -> Enqueued:
@@ -332,56 +371,46 @@ class SQLBackend(Backend):
         return lease_until(wait, try_lease, wait_for_change)
 
     def _lease_now(self, queue: str, max_messages: int, vt: float) -> list[Delivery]:
-        q, values = self.q, self.dialect.values
+        """One `lease` statement leases the due rows and buries the exhausted ones; it runs
+        again only to fill the places the buried ones took."""
         leased: list[Delivery] = []
-        with self.dialect.write() as conn:
+        with self.dialect.statements() as conn:
             now = self.clock()
             while len(leased) < max_messages:
-                rows = conn.execute(
-                    q["due_candidates"],
-                    {"queue": queue, "now": now, "limit": max_messages - len(leased)},
-                ).fetchall()
+                params = {
+                    "queue": queue,
+                    "now": now,
+                    "limit": max_messages - len(leased),
+                    "nonce": os.urandom(6).hex(),
+                    "visibility_timeout": vt,
+                }
+                if not self.dialect.lease_records_lost:
+                    conn.execute(self.q["record_lost_leases"], params)
+                rows = conn.execute(self.q["lease"], params).fetchall()
                 if not rows:
                     break
-                exhausted = [seq for seq, done in rows if done]
-                fresh = [seq for seq, done in rows if not done]
-                lost = conn.execute(
-                    q["record_lost_leases"], {"seqs": values([seq for seq, _ in rows]), "now": now}
-                ).fetchall()
-                for lost_queue, lost_id in lost:
-                    conn.execute(
-                        q["prune_history"],
-                        {"queue": lost_queue, "id": lost_id, "keep": HISTORY_LIMIT},
+                rows.sort(key=_SEQ)  # oldest first, whatever order the engine returned
+                dead = [(row[2], row[11]) for row in rows if row[0]]
+                if dead:
+                    self._drop_unique_locks(conn, dead)
+                    self._count(conn, queue, dead=len(dead))
+                leased.extend(
+                    Delivery(
+                        queue,
+                        row[2],
+                        bytes(row[3]),
+                        orjson.loads(row[4]),
+                        row[5],
+                        row[6],
+                        float(row[7]),
+                        row[8],
+                        row[9],
+                        float(row[10]),
                     )
-                if exhausted:
-                    buried = conn.execute(
-                        q["bury_exhausted"], {"seqs": values(exhausted), "now": now}
-                    ).fetchall()
-                    self._drop_unique_locks(conn, buried)
-                    self._count(conn, queue, dead=len(buried))
-                if fresh:
-                    params = {
-                        "seqs": values(fresh),
-                        "now": now,
-                        "nonce": os.urandom(6).hex(),
-                        "visibility_timeout": vt,
-                    }
-                    for row in conn.execute(q["lease_rows"], params).fetchall():
-                        leased.append(
-                            Delivery(
-                                queue=queue,
-                                id=row[0],
-                                body=bytes(row[1]),
-                                headers=orjson.loads(row[2]),
-                                attempt=row[3],
-                                max_attempts=row[4],
-                                enqueued_at=float(row[5]),
-                                token=row[6],
-                                fencing_token=row[7],
-                                visibility_timeout=float(row[8]),
-                            )
-                        )
-                if not exhausted:
+                    for row in rows
+                    if not row[0]
+                )
+                if not dead:
                     break
         return leased
 
@@ -393,28 +422,44 @@ class SQLBackend(Backend):
             return [count == 1 for count, _ in self.dialect.many(conn, query, params)]
 
     def ack(self, receipts: Sequence[Receipt]) -> list[bool]:
-        q, many = self.q, self.dialect.many
-        acked: dict[str, int] = {}
-        with self.dialect.write() as conn:
+        """The whole batch in one `ack` statement; ids with a window are remembered by it,
+        or after it where it returns their keep_id."""
+        if not receipts:
+            return []
+        values = self.dialect.values
+        with self.dialect.statements() as conn:
             now = self.clock()
-            answers = many(
-                conn, q["ack"], [{"queue": r.queue, "id": r.id, "token": r.token} for r in receipts]
-            )
-            remember = []
-            for r, (_, rows) in zip(receipts, answers, strict=True):
-                if not rows:
-                    continue
-                acked[r.queue] = acked.get(r.queue, 0) + 1
-                if rows[0][0] > 0:
-                    remember.append(
-                        {"queue": r.queue, "id": r.id, "now": now, "keep_id": rows[0][0]}
-                    )
-                    self._remember(conn, r, now, "acked")
+            params = {
+                "queues": values([r.queue for r in receipts]),
+                "ids": values([r.id for r in receipts]),
+                "tokens": values([r.token for r in receipts]),
+                # The same as one list of triples, for engines without parallel arrays.
+                "receipts": values([list(r) for r in receipts]),
+                "now": now,
+            }
+            rows = conn.execute(self.q["ack"], params).fetchall()
+            remember = [
+                {"queue": queue, "id": msg_id, "now": now, "keep_id": keep_id}
+                for queue, msg_id, _, keep_id, remembered in rows
+                if keep_id > 0 and not remembered
+            ]
             if remember:
-                many(conn, q["remember_finished"], remember)
+                self.dialect.many(conn, self.q["remember_finished"], remember)
+            for queue, msg_id, token, keep_id, _ in rows:  # a caller-given id's history
+                if keep_id > 0:  # outlives the message, for `inspect`
+                    self._remember(conn, Receipt(queue, msg_id, token), now, "acked")
+            acked: dict[str, int] = {}
+            for queue, *_ in rows:
+                acked[queue] = acked.get(queue, 0) + 1
             for name, count in acked.items():
                 self._count(conn, name, acked=count)
-        return [bool(rows) for _, rows in answers]
+        deleted = {(queue, msg_id, token) for queue, msg_id, token, *_ in rows}
+        results = []
+        for r in receipts:
+            key = (r.queue, r.id, r.token)
+            results.append(key in deleted)
+            deleted.discard(key)  # the same receipt twice: only the first settles
+        return results
 
     def extend(self, receipts: Sequence[Receipt], visibility_timeout: float) -> list[bool]:
         return self._settle(
@@ -652,6 +697,13 @@ class SQLLockStore(LockStore):
         return None if row is None else LockHolder(row[0], row[1] - now)
 
 
+_EMPTY_HEADERS_JSON = "{}"
+
+
+def _headers_json(headers: Mapping[str, str]) -> str:
+    return orjson.dumps(dict(headers)).decode() if headers else _EMPTY_HEADERS_JSON
+
+
 def _insert_params(
     env: Envelope, now: float, headers: str | None = None, unique_key: str | None = None
 ) -> dict[str, Any]:
@@ -659,7 +711,7 @@ def _insert_params(
         "queue": env.queue,
         "id": env.id,
         "body": env.body,
-        "headers": orjson.dumps(dict(env.headers)).decode() if headers is None else headers,
+        "headers": _headers_json(env.headers) if headers is None else headers,
         "now": now,
         "delay": env.delay,
         "max_attempts": env.max_attempts,

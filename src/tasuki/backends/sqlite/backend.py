@@ -21,7 +21,8 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
 from importlib import resources
 from typing import Any
 
@@ -30,7 +31,7 @@ import orjson
 from tasuki.backends.base import Capabilities
 from tasuki.backends.sql.base import (
     Connection,
-    QueryName,
+    Queries,
     SQLBackend,
     SQLLockStore,
     load_dialect_queries,
@@ -55,6 +56,7 @@ class SQLiteDialect:
     """One connection per thread (and per process after a fork), WAL, IMMEDIATE writes."""
 
     queries = Q
+    lease_records_lost = False
 
     def __init__(
         self,
@@ -106,6 +108,10 @@ class SQLiteDialect:
     def read(self) -> Iterator[Connection]:
         yield self.conn()
 
+    def statements(self) -> AbstractContextManager[Connection]:
+        """SQLite's writes are local: the same short transaction as `write()`."""
+        return self.write()
+
     @contextlib.contextmanager
     def write(self) -> Iterator[Connection]:
         """A short IMMEDIATE transaction: the write lock is taken up front, never upgraded."""
@@ -127,7 +133,7 @@ class SQLiteDialect:
                     conn.execute("ROLLBACK")
                 raise BackendError(f"SQLite commit failed on {self.path!r}: {exc}") from exc
 
-    def joined(self, connection: object) -> tuple[Connection, Mapping[QueryName, str]]:
+    def joined(self, connection: object) -> tuple[Connection, Queries]:
         """A `sqlite3` connection of the caller's, to the same database file."""
         if not isinstance(connection, sqlite3.Connection):
             raise InvalidArgument(

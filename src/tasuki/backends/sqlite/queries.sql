@@ -20,44 +20,57 @@ VALUES
 UPDATE tasuki_messages SET body = :body, headers = :headers
 WHERE queue = :queue AND id = :id AND state = 0;
 
--- name: due_candidates
--- Ready messages and expired leases, oldest visible first.
-SELECT seq, attempt >= max_attempts AS exhausted
-FROM tasuki_messages
-WHERE queue = :queue AND state < 2 AND visible_at <= :now
-ORDER BY visible_at, seq
-LIMIT :limit;
-
--- name: lease_rows
+-- name: lease
+-- The oldest due rows (ready messages and expired leases), leased, and the exhausted
+-- ones (attempts used up) buried, in one statement. Returns every row it changed:
+-- `dead` marks the buried ones, `unique_key` the lock the caller still has to drop.
 -- The token is unique per lease: a per-batch random nonce plus the message's new fence.
-UPDATE tasuki_messages
-SET state = 1,
-    attempt = attempt + 1,
-    fence = fence + 1,
-    token = :nonce || '.' || (fence + 1),
-    visible_at = :now + coalesce(visibility_timeout, :visibility_timeout)
-WHERE seq IN (SELECT value FROM json_each(:seqs))
-RETURNING id, body, headers, attempt, max_attempts, enqueued_at, token, fence,
-          coalesce(visibility_timeout, :visibility_timeout);
-
--- name: bury_exhausted
-UPDATE tasuki_messages
-SET reason = CASE state
-        WHEN 1 THEN 'lease expired ' || attempt || ' times'
-        ELSE 'attempts exhausted (' || attempt || ' of ' || max_attempts || ')'
+WITH due AS (
+    SELECT seq, attempt >= max_attempts AS dead
+    FROM tasuki_messages
+    WHERE queue = :queue AND state < 2 AND visible_at <= :now
+    ORDER BY visible_at, seq
+    LIMIT :limit
+)
+UPDATE tasuki_messages AS m
+SET state = CASE WHEN due.dead THEN 2 ELSE 1 END,
+    attempt = m.attempt + CASE WHEN due.dead THEN 0 ELSE 1 END,
+    fence = m.fence + CASE WHEN due.dead THEN 0 ELSE 1 END,
+    token = CASE WHEN due.dead THEN NULL ELSE :nonce || '.' || (m.fence + 1) END,
+    visible_at = CASE WHEN due.dead THEN m.visible_at
+        ELSE :now + coalesce(m.visibility_timeout, :visibility_timeout) END,
+    died_at = CASE WHEN due.dead THEN :now ELSE m.died_at END,
+    reason = CASE
+        WHEN NOT due.dead THEN m.reason
+        WHEN m.state = 1 THEN 'lease expired ' || m.attempt || ' times'
+        ELSE 'attempts exhausted (' || m.attempt || ' of ' || m.max_attempts || ')'
     END,
-    state = 2, token = NULL, died_at = :now,
-    error_type = NULL, error_message = NULL, error_traceback = NULL
-WHERE seq IN (SELECT value FROM json_each(:seqs))
-RETURNING id, unique_key;
+    error_type = CASE WHEN due.dead THEN NULL ELSE m.error_type END,
+    error_message = CASE WHEN due.dead THEN NULL ELSE m.error_message END,
+    error_traceback = CASE WHEN due.dead THEN NULL ELSE m.error_traceback END
+FROM due
+WHERE m.seq = due.seq
+RETURNING state = 2, seq, id, body, headers, attempt, max_attempts, enqueued_at, token, fence,
+          coalesce(visibility_timeout, :visibility_timeout), unique_key;
 
 -- name: next_visible_at
 SELECT min(visible_at) FROM tasuki_messages WHERE queue = :queue AND state < 2;
 
 -- name: ack
+-- A batch of receipts, read from `:receipts` (one JSON array of [queue, id, token]):
+-- delete the messages whose lease the token still holds. Returns the deleted
+-- (queue, id, token, keep_id, remembered); the caller remembers the ids whose keep_id is
+-- over 0 (remembered: 0).
+-- CROSS JOIN keeps the receipts outside, each found by the (queue, id) index.
 DELETE FROM tasuki_messages
-WHERE queue = :queue AND id = :id AND token = :token AND state = 1
-RETURNING keep_id;
+WHERE seq IN (
+    SELECT m.seq
+    FROM json_each(:receipts) AS r
+    CROSS JOIN tasuki_messages AS m
+    WHERE m.queue = json_extract(r.value, '$[0]') AND m.id = json_extract(r.value, '$[1]')
+      AND m.token = json_extract(r.value, '$[2]') AND m.state = 1
+)
+RETURNING queue, id, token, keep_id, 0;
 
 -- name: remember_finished
 INSERT INTO tasuki_finished (queue, id, expires_at) VALUES (:queue, :id, :now + :keep_id)
@@ -178,13 +191,18 @@ INSERT INTO tasuki_history (queue, id, at, event, fence, detail)
 VALUES (:queue, :id, :now, :event, :fence, :detail);
 
 -- name: record_lost_leases
--- Among messages about to be leased or buried, those still in flight lost their lease
--- (recorded at the time it expired).
+-- Among the rows the next `lease` takes (the same selection, in the same transaction),
+-- those still in flight lost their lease: recorded at the time it expired.
 INSERT INTO tasuki_history (queue, id, at, event, fence, detail)
 SELECT queue, id, visible_at, 'lease lost', fence, ''
-FROM tasuki_messages
-WHERE seq IN (SELECT value FROM json_each(:seqs)) AND state = 1
-RETURNING queue, id;
+FROM (
+    SELECT queue, id, visible_at, fence, state
+    FROM tasuki_messages
+    WHERE queue = :queue AND state < 2 AND visible_at <= :now
+    ORDER BY visible_at, seq
+    LIMIT :limit
+)
+WHERE state = 1;
 
 -- name: prune_history
 -- Keep the last `keep` entries of a message's history.

@@ -1,0 +1,29 @@
+"""PostgreSQL peers the harness names but cannot run here, each saying why."""
+
+from __future__ import annotations
+
+import importlib
+
+from benchmarks.peers.base import Context
+
+
+class _Unported:
+    module = ""
+    why = ""
+
+    def __init__(self, ctx: Context) -> None:
+        # Not installed: the import error says so (the table shows FAILED: not installed).
+        importlib.import_module(self.module)
+        raise RuntimeError(self.why)
+
+
+class Chancy(_Unported):
+    name = "chancy"
+    module = "chancy"
+    why = "installed, but no runner written for it yet (benchmarks/peers/unported.py)"
+
+
+class ObanPy(_Unported):
+    name = "oban-py"
+    module = "oban"
+    why = "oban-py needs Python 3.12 or later; the benchmark runs on this machine's Python"

@@ -1,0 +1,86 @@
+"""The lease keeps its plan at depth: an ordered walk of the partial due index, whatever
+the queue holds and however stale the planner's statistics are."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import pytest
+
+from tasuki.backends.postgres import PostgresBackend, from_url
+from tests.support.servers import PostgresServer
+
+DEPTH = 100_000
+
+
+@pytest.fixture
+def backend(postgres_server: PostgresServer) -> Any:
+    backend = from_url(postgres_server.url(f"t_{uuid.uuid4().hex[:12]}"))
+    assert isinstance(backend, PostgresBackend)
+    backend.migrate()
+    yield backend
+    backend.close()
+
+
+def fill(backend: PostgresBackend, queue: str, count: int, now: float) -> None:
+    """`count` ready messages, made by the server (generate_series), oldest first."""
+    with backend.postgres.write() as conn:
+        conn.execute(
+            "INSERT INTO tasuki_messages"
+            " (queue, id, body, headers, visible_at, enqueued_at, max_attempts)"
+            " SELECT %(queue)s, 'm' || i, '{}'::bytea, '{}', %(now)s - 3600 + i * 0.001,"
+            " %(now)s, 10 FROM generate_series(1, %(count)s) AS i",
+            {"queue": queue, "now": now, "count": count},
+        )
+
+
+def lease_plan(backend: PostgresBackend, queue: str, now: float) -> str:
+    """EXPLAIN (ANALYZE) of the lease on one of the backend's own sessions, rolled back."""
+    params = {
+        "queue": queue,
+        "now": now,
+        "limit": 256,
+        "nonce": "x",
+        "visibility_timeout": 30.0,
+    }
+    with backend.postgres.read() as conn:
+        cursor: Any = conn
+        with cursor.transaction(force_rollback=True):
+            rows = conn.execute(
+                "EXPLAIN (ANALYZE, BUFFERS) " + backend.q["lease"], params
+            ).fetchall()
+    return "\n".join(row[0] for row in rows)
+
+
+def assert_walks_the_due_index(plan: str) -> None:
+    # The part that picks the rows: the `due` CTE, up to where the update starts.
+    picking = plan[plan.index("CTE due") : plan.index("CTE changed")]
+    assert "Index Scan using tasuki_messages_due on tasuki_messages" in picking, plan
+    for bad in ("Seq Scan", "Bitmap", "Sort"):
+        assert bad not in picking, plan
+    # The walk stops after the 256 rows it leases: it does not visit the whole queue.
+    walk = next(line for line in picking.splitlines() if "tasuki_messages_due" in line)
+    assert "rows=256 " in walk, walk
+
+
+def test_the_lease_walks_the_due_index_at_depth_even_with_stale_statistics(
+    backend: PostgresBackend,
+) -> None:
+    now = time.time()
+    with backend.postgres.write() as conn:
+        conn.execute("ANALYZE tasuki_messages")  # statistics of an empty table
+    fill(backend, "deep", DEPTH, now)
+    fill(backend, "other", 1_000, now)
+    assert_walks_the_due_index(lease_plan(backend, "deep", now))
+
+    with backend.postgres.write() as conn:
+        conn.execute("ANALYZE tasuki_messages")  # and with up-to-date ones
+    assert_walks_the_due_index(lease_plan(backend, "deep", now))
+
+    # The oldest come out first, and the queue next door is untouched.
+    leased = backend.lease("deep", 5)
+    assert [d.id for d in leased] == ["m1", "m2", "m3", "m4", "m5"]
+    assert backend.stats("other").ready == 1_000
+    assert backend.stats("deep").ready == DEPTH - 5
