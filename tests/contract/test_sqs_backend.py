@@ -330,7 +330,7 @@ def test_an_idle_worker_long_polls(sqs_url: str, queue: str, wait: float) -> Non
 
 
 def test_job_group_option_sets_the_fifo_message_group(sqs_url: str) -> None:
-    from tasuki.backends.sqs import MessageGroups
+    from tasuki.middleware import MessageGroups
 
     queue = f"g-{uuid.uuid4().hex[:8]}.fifo"
     app = tasuki.App(sqs_url)

@@ -20,6 +20,8 @@ SIGNATURE_HEADER = "tasuki-signature"
 # Epoch seconds before which a message must not run: a delay longer than the backend
 # holds in one go travels in hops (see `tasuki.producer`).
 NOT_BEFORE_HEADER = "tasuki-not-before"
+# The FIFO message group of a message on an SQS `.fifo` queue (`middleware/groups.py`).
+GROUP_HEADER = "tasuki-group"
 
 
 def new_id() -> str:

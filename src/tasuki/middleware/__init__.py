@@ -5,6 +5,7 @@ from __future__ import annotations
 from tasuki.middleware.base import Middleware, MiddlewareChain, Outcome, Outgoing
 from tasuki.middleware.dedup import DedupGuard
 from tasuki.middleware.errors import ReportErrors
+from tasuki.middleware.groups import MessageGroups
 from tasuki.middleware.logging import Logging
 from tasuki.middleware.metrics import Metrics
 from tasuki.middleware.retry import Retries
@@ -27,6 +28,7 @@ def default_middleware() -> list[Middleware]:
 __all__ = [
     "DedupGuard",
     "Logging",
+    "MessageGroups",
     "Metrics",
     "Middleware",
     "MiddlewareChain",

@@ -69,9 +69,9 @@ class TraceContext(Middleware):
 
     def _get_tracer(self, trace: Any) -> Any:
         if self._tracer is None:
-            from tasuki import __version__
+            from importlib.metadata import version  # the package's, not `tasuki` above us
 
-            self._tracer = trace.get_tracer("tasuki", __version__, self._provider)
+            self._tracer = trace.get_tracer("tasuki", version("tasuki"), self._provider)
         return self._tracer
 
     # -- producer ----------------------------------------------------------------------

@@ -11,10 +11,9 @@ Credentials come from boto3's usual chain. The mapping and its limits: docs/sqs.
 from __future__ import annotations
 
 from tasuki.backends.sqs.backend import SqsBackend
-from tasuki.backends.sqs.groups import MessageGroups
 from tasuki.backends.sqs.options import SqsOptions, parse_url
 
-__all__ = ["MessageGroups", "SqsBackend", "SqsOptions", "from_url"]
+__all__ = ["SqsBackend", "SqsOptions", "from_url"]
 
 
 def from_url(url: str) -> SqsBackend:

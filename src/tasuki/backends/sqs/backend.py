@@ -46,7 +46,6 @@ from tasuki.backends.sqs.codec import Meta, attributes, attributes_size, encode_
 from tasuki.backends.sqs.codec import decode_body as _decode_body
 from tasuki.backends.sqs.codec import received_meta as _received_meta
 from tasuki.backends.sqs.fencing import Fences, fences_for
-from tasuki.backends.sqs.groups import GROUP_HEADER
 from tasuki.backends.sqs.options import (
     SQS_BATCH,
     SQS_MAX_VISIBILITY,
@@ -54,7 +53,7 @@ from tasuki.backends.sqs.options import (
     SqsOptions,
 )
 from tasuki.backends.sqs.queues import DEFAULT_MAX_SIZE, QueueInfo, Queues, tasuki_name
-from tasuki.core.message import JOB_HEADER, DeadLetter, ErrorInfo, new_id
+from tasuki.core.message import GROUP_HEADER, JOB_HEADER, DeadLetter, ErrorInfo, new_id
 from tasuki.errors import (
     BackendError,
     BackendUnavailable,

@@ -12,11 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tasuki.backends.base import Enqueued
+from tasuki.core.message import GROUP_HEADER
+from tasuki.core.records import Enqueued
 from tasuki.errors import InvalidArgument
 from tasuki.middleware.base import EnqueueNext, Middleware, Outgoing
-
-GROUP_HEADER = "tasuki-group"
 
 Group = str | Callable[[tuple[Any, ...], Mapping[str, Any]], str]
 
