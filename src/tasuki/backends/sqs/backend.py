@@ -1,6 +1,7 @@
 """`sqs://` — Amazon SQS (or any server that speaks its API), on boto3.
 
-The mapping of DESIGN §2 onto SQS, and what SQS cannot promise, is in docs/sqs.md.
+The mapping of DESIGN §2 onto SQS, and what SQS cannot promise, is in
+docs/backends/sqs.md.
 In short: a lease is a ReceiveMessage (10 per call, long-polled when the caller waits),
 its token the receipt handle; the attempt is SQS's ApproximateReceiveCount plus the
 attempts of earlier copies of the message, carried in the `tasuki` attribute, so a
@@ -14,6 +15,11 @@ receipt handles and the id window makes enqueue idempotent (see fencing.py).
 Every settling call is batched by 10 (SQS's batch size). A message is always sent to
 its new place before it is deleted from the old one, so a crash in between leaves a
 duplicate, never a loss.
+
+Long (some 970 lines) because every lifecycle operation here is several SQS calls plus
+the bookkeeping SQS lacks (attempt compensation, hops, dead-letter moves); the pieces
+that stand alone are split out already (codec, queues, fencing, options). Splitting the
+lifecycle itself is the next step.
 """
 
 from __future__ import annotations
