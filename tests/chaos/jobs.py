@@ -3,15 +3,23 @@
 Every job records its start and its end (see `recorder`). `chaos` runs in the worker's
 threads, `chaos_process` in its process pool (so a killed process group has children),
 `frozen` waits for as long as asked on its first attempt only, for the frozen-worker test.
+
+Each worker process also measures what the runner does not do to it: a probe thread that
+asks to sleep 50 ms at a time records every wake-up that came late by a quarter second or
+more (the process got no CPU, or its threads no GIL, for that long: the lease keeper
+would have waited as long), and a middleware records the keeper's late extensions and
+lost leases. The checker reads them to tell a starved worker from a broken promise.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+import threading
 import time
 
 import tasuki
-from tests.chaos.recorder import record
+from tests.chaos.recorder import note, record
 
 VT = float(os.environ.get("TASUKI_CHAOS_VT", "2.0"))
 # Crashes count as attempts; a chaos run may hit one message many times.
@@ -19,19 +27,49 @@ RETRY = tasuki.Retry(max_attempts=1000, backoff=tasuki.exponential(base=0.1, cap
 
 app = tasuki.App(os.environ.get("TASUKI_URL", "memory://chaos"))
 
+PROBE_TICK = 0.05
+STALL = 0.25  # a wake-up this much later than asked is written down
+LATE = 0.25  # so is an extension this much later than due
+
+
+class KeeperProbe(tasuki.Middleware):
+    def lease_extended(self, ctx: tasuki.Context, lag: float) -> None:
+        if lag >= LATE:
+            note("late", id=ctx.message.id, fence=ctx.fencing_token, lag=lag)
+
+    def lease_lost(self, ctx: tasuki.Context) -> None:
+        note("lost", id=ctx.message.id, fence=ctx.fencing_token)
+
+
+def _probe() -> None:
+    before = time.time()
+    while True:
+        time.sleep(PROBE_TICK)
+        now = time.time()
+        if now - before - PROBE_TICK >= STALL:
+            note("stall", **{"from": before + PROBE_TICK})
+        before = now
+
+
+if "TASUKI_CHAOS_WORKER" in os.environ and multiprocessing.parent_process() is None:
+    app.middleware.append(KeeperProbe())
+    threading.Thread(target=_probe, name="chaos-stall-probe", daemon=True).start()
+
 
 @app.job(visibility_timeout=VT, retry=RETRY)
 def chaos(n: int, sleep: float) -> None:
     record("start", n)
     time.sleep(sleep)
-    record("end", n, should_stop=tasuki.current().should_stop)
+    ctx = tasuki.current()
+    record("end", n, should_stop=ctx.should_stop, stop_reason=ctx.stop_reason)
 
 
 @app.job(visibility_timeout=VT, retry=RETRY, executor="process")
 def chaos_process(n: int, sleep: float) -> None:
     record("start", n)
     time.sleep(sleep)
-    record("end", n, should_stop=tasuki.current().should_stop)
+    ctx = tasuki.current()
+    record("end", n, should_stop=ctx.should_stop, stop_reason=ctx.stop_reason)
 
 
 @app.job(visibility_timeout=VT, retry=RETRY)

@@ -20,14 +20,23 @@ import tasuki
 
 
 def record(event: str, n: int, **fields: object) -> None:
+    """A job's own start or end."""
     ctx = tasuki.current()
+    note(
+        event,
+        n=n,
+        id=ctx.message.id,
+        attempt=ctx.attempt,
+        fence=ctx.fencing_token,
+        token=ctx.message.lease.token if ctx.message.lease else "",
+        **fields,
+    )
+
+
+def note(event: str, **fields: object) -> None:
+    """Any line of the record, stamped with its process, worker and time."""
     line = {
         "event": event,
-        "n": n,
-        "id": ctx.message.id,
-        "attempt": ctx.attempt,
-        "fence": ctx.fencing_token,
-        "token": ctx.message.lease.token if ctx.message.lease else "",
         "pid": os.getpid(),
         "worker": os.environ.get("TASUKI_CHAOS_WORKER", "?"),
         "t": time.time(),
@@ -53,6 +62,7 @@ class Execution:
     started: float
     ended: float | None = None
     should_stop: bool = False
+    stop_reason: str = ""
 
 
 def read(log: Path) -> list[dict[str, Any]]:
@@ -72,6 +82,8 @@ def executions(log: Path) -> dict[int, list[Execution]]:
     runs: dict[int, list[Execution]] = {}
     open_: dict[tuple[str, int, int], Execution] = {}
     for r in read(log):
+        if r["event"] not in ("start", "end"):
+            continue
         key = (r["id"], r["fence"], r["pid"])
         if r["event"] == "start":
             e = Execution(r["n"], r["id"], r["attempt"], r["fence"], r["worker"], r["pid"], r["t"])
@@ -81,6 +93,43 @@ def executions(log: Path) -> dict[int, list[Execution]]:
             e = open_.pop(key)
             e.ended = r["t"]
             e.should_stop = bool(r.get("should_stop"))
+            e.stop_reason = str(r.get("stop_reason") or "")
     for list_ in runs.values():
         list_.sort(key=lambda e: e.started)
     return runs
+
+
+@dataclass
+class Stall:
+    """A worker process that got no CPU (or no GIL) for a while: measured, not injected."""
+
+    worker: str
+    pid: int
+    start: float
+    end: float
+
+
+@dataclass
+class KeeperNote:
+    """What a worker's lease keeper saw: an extension made late, or a lease lost."""
+
+    event: str  # "late" or "lost"
+    worker: str
+    id: str
+    fence: int
+    t: float
+    lag: float = 0.0
+
+
+def stalls(log: Path) -> list[Stall]:
+    return [
+        Stall(r["worker"], r["pid"], r["from"], r["t"]) for r in read(log) if r["event"] == "stall"
+    ]
+
+
+def keeper_notes(log: Path) -> list[KeeperNote]:
+    return [
+        KeeperNote(r["event"], r["worker"], r["id"], r["fence"], r["t"], r.get("lag", 0.0))
+        for r in read(log)
+        if r["event"] in ("late", "lost")
+    ]

@@ -24,7 +24,7 @@ from tests.chaos.backends import BACKENDS, BY_NAME, KINDS, ChaosBackend
 from tests.chaos.checker import Report, check
 from tests.chaos.faults import Fault, Injector, Pool
 from tests.chaos.proxy import Proxy
-from tests.chaos.recorder import executions
+from tests.chaos.recorder import executions, keeper_notes, stalls
 
 
 @dataclass
@@ -111,7 +111,16 @@ def run_backend(backend: ChaosBackend, opts: Options, workdir: Path) -> Report:
             proxy.heal()
         _drain(producer_app, log, producer.enqueued, opts.settle)
         dead = len(producer_app.dead_letters("default"))
-        return check(backend.name, producer.enqueued, executions(log), faults, opts.vt, dead)
+        return check(
+            backend.name,
+            producer.enqueued,
+            executions(log),
+            faults,
+            opts.vt,
+            dead,
+            stalls(log),
+            keeper_notes(log),
+        )
     finally:
         if pool is not None:
             pool.stop()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tests.chaos.checker import check
 from tests.chaos.faults import Fault
-from tests.chaos.recorder import Execution
+from tests.chaos.recorder import Execution, KeeperNote, Stall
 
 VT = 2.0
 
@@ -51,3 +51,22 @@ def test_a_repeated_fencing_token_fails_the_run() -> None:
     everyone = Fault("restart", "restart", 10.5, 11.0, None)
     report = check("x", [0], runs, [everyone], VT)
     assert report.fence_violations and not report.ok
+
+
+def test_a_duplicate_after_a_measured_stall_of_its_worker_is_starved_not_unexplained() -> None:
+    runs = {0: [run(0, 1, "w1", 10.0, 13.0), run(0, 2, "w2", 12.5, 12.9)]}
+    stalled = [Stall("w1", 100, 10.3, 11.6)]
+    report = check("x", [0], runs, [], VT, stalls=stalled)
+    assert report.unexplained == [] and report.ok
+    assert len(report.starved) == 1 and "w1 stalled 1.30s" in report.starved[0]
+    assert report.redelivery == []  # not a fault of the run's: no redelivery time
+
+
+def test_a_short_stall_or_one_on_another_worker_explains_nothing() -> None:
+    runs = {0: [run(0, 1, "w1", 10.0, 13.0), run(0, 2, "w2", 12.5, 12.9)]}
+    short = Stall("w1", 100, 10.3, 10.5)  # under a third of the lease
+    other = Stall("w3", 101, 10.3, 12.0)
+    late = KeeperNote("late", "w1", "m-0", 1, 11.5, 0.9)
+    report = check("x", [0], runs, [], VT, stalls=[short, other], notes=[late])
+    assert len(report.unexplained) == 1 and not report.ok
+    assert "late 0.90s at 11.500" in report.unexplained[0]
