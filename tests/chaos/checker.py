@@ -42,6 +42,8 @@ class Report:
     duplicates: int = 0
     unexplained: list[str] = field(default_factory=list)
     redelivery: list[float] = field(default_factory=list)
+    # (seconds, message number, the duplicate's start) of each redelivery, for diagnosis
+    redelivered: list[tuple[float, int, float]] = field(default_factory=list)
     fence_violations: list[str] = field(default_factory=list)
     dead: int = 0
     stale_starts: int = 0  # a run that began after a newer lease's run had begun
@@ -50,6 +52,7 @@ class Report:
     longest_stall: float = 0.0
     late_extensions: int = 0
     leases_lost: int = 0
+    notes: list[str] = field(default_factory=list)  # the runner's own observations
 
     @property
     def ok(self) -> bool:
@@ -68,6 +71,9 @@ class Report:
             f"unexplained={len(self.unexplained)} p99_redelivery_s={self.p99():.2f}"
         )
 
+    def slowest(self, count: int = 3) -> list[tuple[float, int, float]]:
+        return sorted(self.redelivered, reverse=True)[:count]
+
     def details(self) -> list[str]:
         kinds = Counter(f.kind for f in self.faults)
         out = [
@@ -82,6 +88,7 @@ class Report:
             f"leases lost={self.leases_lost}, duplicates after a stall={len(self.starved)}",
         ]
         out += [f"  STARVED {s}" for s in self.starved[:20]]
+        out += self.notes
         out += [f"  LOST message {n}" for n in self.lost[:20]]
         out += [f"  UNEXPLAINED {u}" for u in self.unexplained[:20]]
         out += [f"  FENCE {v}" for v in self.fence_violations[:20]]
@@ -130,7 +137,9 @@ def check(
                 f"then on {after.worker} (fence {after.fence}, {after.started:.3f})"
             )
             if causes:
-                report.redelivery.append(after.started - max(_recovery_from(f) for f in causes))
+                took = after.started - max(_recovery_from(f) for f in causes)
+                report.redelivery.append(took)
+                report.redelivered.append((took, n, after.started))
             elif starved:
                 worst = max(starved, key=lambda s: s.end - s.start)
                 report.starved.append(

@@ -93,6 +93,8 @@ def run_backend(backend: ChaosBackend, opts: Options, workdir: Path) -> Report:
         producer_app = jobs.producer(service.url, opts.vt)
         producer = Producer(producer_app, opts.jobs, opts.duration * 0.8, rng)
         producer.start()
+        depth = Depth(producer_app)
+        depth.start()
         injector = Injector(backend, service, pool, proxy, opts.vt, rng, opts.faults)
         ends = time.monotonic() + opts.duration
         missing = injector.kinds() if opts.cover else set()
@@ -111,7 +113,8 @@ def run_backend(backend: ChaosBackend, opts: Options, workdir: Path) -> Report:
             proxy.heal()
         _drain(producer_app, log, producer.enqueued, opts.settle)
         dead = len(producer_app.dead_letters("default"))
-        return check(
+        depth.stop()
+        report = check(
             backend.name,
             producer.enqueued,
             executions(log),
@@ -121,6 +124,13 @@ def run_backend(backend: ChaosBackend, opts: Options, workdir: Path) -> Report:
             stalls(log),
             keeper_notes(log),
         )
+        report.notes += [
+            f"  slow redelivery: message {n} after {took:.2f}s; ready when it started: "
+            f"{depth.at(started)}"
+            for took, n, started in report.slowest()
+            if took > opts.vt + 2.0
+        ]
+        return report
     finally:
         if pool is not None:
             pool.stop()
@@ -129,6 +139,33 @@ def run_backend(backend: ChaosBackend, opts: Options, workdir: Path) -> Report:
         if proxy is not None:
             proxy.stop()
         service.stop()
+
+
+class Depth(threading.Thread):
+    """How many messages were ready, twice a second: a redelivered message waits its turn
+    behind those, so a slow redelivery under a backlog is a queue, not a lost lease."""
+
+    def __init__(self, app: tasuki.App) -> None:
+        super().__init__(name="chaos-depth", daemon=True)
+        self.app = app
+        self.samples: list[tuple[float, int]] = []
+        self._halt = threading.Event()
+
+    def run(self) -> None:
+        while not self._halt.wait(0.5):
+            try:
+                ready = self.app.stats("default")["ready"]
+            except tasuki.TasukiError:
+                continue
+            self.samples.append((time.time(), ready))
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join(5.0)
+
+    def at(self, t: float) -> str:
+        before = [ready for when, ready in self.samples if when <= t]
+        return str(before[-1]) if before else "unknown"
 
 
 def _drain(app: tasuki.App, log: Path, enqueued: list[int], timeout: float) -> None:
