@@ -176,9 +176,7 @@ BACKENDS: list[ChaosBackend] = [
     ),
     ChaosBackend("redis-cluster", ClusterService, frozenset({"kill", "stop"}), "server"),
     ChaosBackend("postgresql", PostgresService, frozenset(KINDS), "server"),
-    # Run by name only (`./dev chaos sqs`): the local SQS server's ~130 messages a second
-    # make even a short run outlast the test suite's budget.
-    ChaosBackend("sqs", SqsService, frozenset({"kill", "stop", "net"}), "server", default=False),
+    ChaosBackend("sqs", SqsService, frozenset({"kill", "stop", "net"}), "server"),
     ChaosBackend(
         "redis-everysec-kill9",
         lambda d: RedisService(d, "everysec", signal.SIGKILL),

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import tasuki
+from tasuki.errors import BackendUnavailable
 from tests.chaos import jobs
 from tests.chaos.backends import BACKENDS, BY_NAME, KINDS, ChaosBackend
 from tests.chaos.checker import Report, check
@@ -51,15 +52,25 @@ class Producer(threading.Thread):
         self.plan = [_job_for(n, rng) for n in range(total)]
         self.enqueued: list[int] = []
         self.errors = 0
+        self.failure: BaseException | None = None
 
     def run(self) -> None:
+        try:
+            self._produce()
+        except BaseException as exc:
+            self.failure = exc
+            raise
+
+    def _produce(self) -> None:
         began = time.monotonic()
         for n, (job, sleep) in enumerate(self.plan):
             while True:
                 try:
                     self.app.jobs[job].options(message_id=f"m-{n}").enqueue(n, sleep)
                     break
-                except tasuki.TasukiError:
+                except BackendUnavailable:
+                    # The faults at work: the same id makes the retry idempotent. Any
+                    # other error is the run's own mistake and ends it (never loop on it).
                     self.errors += 1
                     time.sleep(0.1)
             self.enqueued.append(n)
@@ -109,6 +120,8 @@ def run_backend(backend: ChaosBackend, opts: Options, workdir: Path) -> Report:
                     flush=True,
                 )
         producer.join()
+        if producer.failure is not None:
+            raise RuntimeError("the chaos producer failed") from producer.failure
         if proxy is not None:
             proxy.heal()
         _drain(producer_app, log, producer.enqueued, opts.settle)
