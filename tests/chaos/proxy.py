@@ -5,7 +5,9 @@ It runs an asyncio loop in a thread of its own. Faults:
 - `latency(seconds)`: every chunk, both ways, waits that long before it is forwarded;
 - `drop()`: every open connection is reset at once (clients reconnect);
 - `blackhole(seconds)`: nothing is forwarded and new connections hang, for that long;
-  then every connection that lived through it is reset (its requests were swallowed).
+  then every connection that lived through it is reset (its requests were swallowed);
+- `refuse()` ... `accept()`: the server is down: every connection is reset and new ones
+  are refused, until `accept()` listens again on the same port.
 """
 
 from __future__ import annotations
@@ -48,6 +50,12 @@ class Proxy:
         self._blackhole_until = time.monotonic() + seconds
         self._loop.call_soon_threadsafe(self._loop.call_later, seconds, self._abort_all)
 
+    def refuse(self) -> None:
+        asyncio.run_coroutine_threadsafe(self._close(), self._loop).result(10)
+
+    def accept(self) -> None:
+        asyncio.run_coroutine_threadsafe(self._listen(), self._loop).result(10)
+
     def heal(self) -> None:
         self.latency = 0.0
         self._blackhole_until = 0.0
@@ -60,12 +68,20 @@ class Proxy:
     # -- the loop ---------------------------------------------------------------------
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)
-        self._server = self._loop.run_until_complete(
-            asyncio.start_server(self._serve, "127.0.0.1", self.port)
-        )
+        self._loop.run_until_complete(self._listen())
         self._ready.set()
         self._loop.run_forever()
         self._loop.close()
+
+    async def _listen(self) -> None:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port)
+
+    async def _close(self) -> None:
+        server, self._server = self._server, None
+        self._abort_all()
+        if server is not None:
+            server.close()
+            await server.wait_closed()
 
     def _shutdown(self) -> None:
         if self._server is not None:

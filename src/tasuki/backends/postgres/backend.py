@@ -48,6 +48,7 @@ from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
 from tasuki.backends.base import DEFAULT_VISIBILITY_TIMEOUT, Capabilities, Delivery
+from tasuki.backends.postgres import pool_logs
 from tasuki.backends.sql.base import Connection, Queries, SQLBackend, load_dialect_queries
 from tasuki.errors import BackendError, BackendUnavailable, InvalidArgument, InvalidURL
 
@@ -227,6 +228,7 @@ class PostgresDialect:
                     kwargs["prepare_threshold"] = None
                 else:
                     kwargs["options"] = f"-c search_path={self.schema} {PLANNER}"
+                pool_logs.quiet()
                 self._pool = ConnectionPool(
                     self.conninfo,
                     min_size=1,
