@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import shutil
 import sys
 import tempfile
 import threading
@@ -143,6 +144,9 @@ def run_backend(backend: ChaosBackend, opts: Options, workdir: Path) -> Report:
             for took, n, started in report.slowest()
             if took > opts.vt + 2.0
         ]
+        report.notes += _what_happened(producer_app, report.lost[:5])
+        if not report.ok:
+            report.notes.append(f"  kept for a look: {_keep(workdir, backend.name)}")
         return report
     finally:
         if pool is not None:
@@ -179,6 +183,33 @@ class Depth(threading.Thread):
     def at(self, t: float) -> str:
         before = [ready for when, ready in self.samples if when <= t]
         return str(before[-1]) if before else "unknown"
+
+
+def _what_happened(app: tasuki.App, lost: list[int]) -> list[str]:
+    """The backend's own account of a message the records say never finished."""
+    out = []
+    for n in lost:
+        try:
+            info = app.inspect("default", f"m-{n}")
+        except tasuki.TasukiError as exc:
+            out.append(f"  message {n}: inspect failed: {exc}")
+            continue
+        history = ", ".join(f"{h.event}@{h.at:.3f}#{h.fencing_token}" for h in info.history)
+        out.append(
+            f"  message {n}: {info.state}, attempt {info.attempt}, fence {info.fencing_token}, "
+            f"visible at {info.visible_at}, lease until {info.lease_expires_at}, "
+            f"history: {history or '-'}"
+        )
+    return out
+
+
+def _keep(workdir: Path, name: str) -> Path:
+    """A failed run's records and logs, copied out of its temporary directory."""
+    kept = Path(tempfile.mkdtemp(prefix=f"chaos-kept-{name}-"))
+    for path in workdir.iterdir():
+        if path.is_file():
+            shutil.copy2(path, kept / path.name)
+    return kept
 
 
 def _drain(app: tasuki.App, log: Path, enqueued: list[int], timeout: float) -> None:
