@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
@@ -92,3 +93,48 @@ def test_server_restarted_under_a_running_worker(
         app.close()
     finally:
         server.stop()
+
+
+@pytest.mark.slow
+def test_the_pool_fails_fast_in_an_outage_and_is_back_within_a_second(tmp_path: Path) -> None:
+    """While the server is down a call waits at most the pool's 5 s for a connection (not
+    psycopg_pool's 30 s); after a restart the pool's next attempt comes within ~1 s of the
+    server being back, not after the stock doubling backoff (1, 3, 7 s after the failure),
+    which every lease that lapsed during the restart would wait out before redelivery."""
+    server = PostgresServer(tmp_path / "pg", own=True).start()
+    app = tasuki.App(server.url(f"r_{uuid.uuid4().hex[:8]}") + "&connect_timeout=2")
+    down = threading.Event()
+    slowest = [0.0]
+
+    def keep_asking() -> None:  # as a worker's fetcher does through an outage
+        while down.is_set():
+            began = time.monotonic()
+            with contextlib.suppress(tasuki.TasukiError):
+                app.stats("default")
+            slowest[0] = max(slowest[0], time.monotonic() - began)
+            time.sleep(0.05)
+
+    try:
+        app.stats("default")  # connected
+        server.kill()
+        down.set()
+        asker = threading.Thread(target=keep_asking)
+        asker.start()
+        time.sleep(6.0)  # stock attempts: 0, ~1, ~3, then ~7 s: after the server is back
+        server.start()
+        up = time.monotonic()
+        while True:
+            try:
+                app.stats("default")
+                break
+            except tasuki.TasukiError:
+                time.sleep(0.02)
+        back = time.monotonic() - up
+        down.clear()
+        asker.join(10)
+    finally:
+        app.close()
+        server.stop()
+    assert slowest[0] < 6.0, f"a call waited {slowest[0]:.1f}s for a connection"
+    # Ours: at most 1 s between attempts, plus the connection itself on a loaded machine.
+    assert back < 2.0, f"back {back:.2f}s after the server"

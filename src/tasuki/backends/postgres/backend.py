@@ -48,7 +48,7 @@ from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
 from tasuki.backends.base import DEFAULT_VISIBILITY_TIMEOUT, Capabilities, Delivery
-from tasuki.backends.postgres import pool_logs
+from tasuki.backends.postgres import connections
 from tasuki.backends.sql.base import Connection, Queries, SQLBackend, load_dialect_queries
 from tasuki.errors import BackendError, BackendUnavailable, InvalidArgument, InvalidURL
 
@@ -228,14 +228,15 @@ class PostgresDialect:
                     kwargs["prepare_threshold"] = None
                 else:
                     kwargs["options"] = f"-c search_path={self.schema} {PLANNER}"
-                pool_logs.quiet()
-                self._pool = ConnectionPool(
+                connections.quiet()
+                self._pool = connections.Pool(
                     self.conninfo,
                     min_size=1,
                     max_size=self._pool_size,
                     kwargs=kwargs,
                     open=True,
                     name=f"tasuki-{self.schema}",
+                    timeout=connections.POOL_WAIT,
                     check=self._check,
                     reset=self._returned,
                 )
