@@ -21,6 +21,7 @@ from pathlib import Path
 
 from tests.chaos.backends import ChaosBackend, Service
 from tests.chaos.proxy import Proxy
+from tests.chaos.recorder import read
 from tests.support.servers import env_with_src
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -168,7 +169,11 @@ class Injector:
         return self.network()
 
     def _victim(self) -> Worker:
-        return self.rng.choice(self.pool.workers)
+        """A worker in the middle of a job when there is one: a fault on an idle worker
+        proves little (a short run could end with nothing interrupted)."""
+        busy = _busy(self.pool.log)
+        running = [w for w in self.pool.workers if w.wid in busy and w.alive()]
+        return self.rng.choice(running or self.pool.workers)
 
     def kill(self) -> Fault:
         w = self._victim()
@@ -243,6 +248,17 @@ class Injector:
             time.sleep(length + 0.05)
             detail = f"{length:.1f}s"
         return Fault(kind, "net", t, time.time(), None, detail)
+
+
+def _busy(log: Path) -> set[str]:
+    """Workers with a run started and not ended, from the execution records."""
+    open_runs: dict[tuple[str, int, int], str] = {}
+    for r in read(log):
+        if r["event"] == "start":
+            open_runs[(r["id"], r["fence"], r["pid"])] = r["worker"]
+        elif r["event"] == "end":
+            open_runs.pop((r["id"], r["fence"], r["pid"]), None)
+    return set(open_runs.values())
 
 
 # The unix VFS keeps WAL locks as POSIX byte locks on the -shm file; byte 120 is the
