@@ -1,7 +1,9 @@
 """The dashboard's routes: queues, one queue with its dead letters, one message, actions.
 
 Every page reads what `tasuki stats`, `tasuki dead list` and `tasuki inspect` read: the
-stats of each queue (index counts), one page of dead letters, one message by id. The
+stats of each queue (index counts), one page of dead letters, one message by id; and the
+reliability counts the backend keeps per queue (`Backend.reliability`: a few counters,
+whatever the queue's depth). The
 actions (re-drive one, re-drive all, purge the dead letters, purge the queue) are POSTs
 behind a confirmation page; see `tasuki.web.security` for who may send them.
 """
@@ -31,6 +33,7 @@ from starlette.routing import Route
 
 from tasuki.app import App
 from tasuki.core.job import check_message_id, check_queue
+from tasuki.core.reliability import Histogram, Reliability
 from tasuki.errors import TasukiError
 from tasuki.web.chart import rate_chart
 from tasuki.web.sampler import Sampler
@@ -69,6 +72,23 @@ def ago(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
+def seconds(value: float | None) -> str:
+    """A duration for a table cell: `-` when there is none, else 3 significant digits."""
+    if value is None:
+        return "-"
+    return f"{value * 1000:.3g} ms" if value < 1 else f"{value:.3g} s"
+
+
+def bound(hist: Histogram, q: float) -> str:
+    """The bucket a quantile falls in, as its upper bound (`≤ 0.25 s`, `> 300 s`)."""
+    top = hist.quantile(q)
+    if top is None:
+        return "-"
+    if top == float("inf"):
+        return f"> {seconds(hist.bounds[-1])}"
+    return f"≤ {seconds(top)}"
+
+
 def when(at: float | None) -> str:
     if at is None:
         return "-"
@@ -91,9 +111,12 @@ def create_app(
         loader=PackageLoader("tasuki.web", "templates"),
         autoescape=select_autoescape(default=True, default_for_string=True),
     )
-    templates.globals.update(ago=ago, when=when, quote=quote, actions=ACTIONS)
+    templates.globals.update(
+        ago=ago, when=when, quote=quote, actions=ACTIONS, seconds=seconds, bound=bound
+    )
     backend_url = safe_url(app.url)
     inspection = app.backend.capabilities.inspection
+    kept = app.backend.capabilities.reliability_counts
 
     def render(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
         html = templates.get_template(name).render(
@@ -126,6 +149,7 @@ def create_app(
                         "name": name,
                         "stats": stats,
                         "rate": last,
+                        "reliability": app.backend.reliability(name) if kept else None,
                         "chart": rate_chart(rates, time.time(), sampler.window),
                     }
                 )
@@ -137,6 +161,7 @@ def create_app(
             "queues.html",
             queues=rows,
             counts=app.backend.capabilities.settled_counts,
+            kept=kept,
             every=sampler.every,
         )
 
@@ -147,14 +172,14 @@ def create_app(
         except ValueError:
             offset = 0
 
-        def read() -> tuple[Any, list[Any], list[Any] | None]:
+        def read() -> tuple[Any, list[Any], list[Any] | None, Reliability | None]:
             backend = app.backend
             stats = backend.stats(queue)
             letters = backend.dead_letters(queue, limit=PAGE_SIZE + 1, offset=offset)
             held = backend.in_flight(queue, IN_FLIGHT_SHOWN) if inspection else None
-            return stats, letters, held
+            return stats, letters, held, backend.reliability(queue) if kept else None
 
-        stats, letters, held = await run_in_threadpool(read)
+        stats, letters, held, reliability = await run_in_threadpool(read)
         return render(
             request,
             "queue.html",
@@ -163,6 +188,7 @@ def create_app(
             letters=letters[:PAGE_SIZE],
             held=held,
             held_shown=IN_FLIGHT_SHOWN,
+            reliability=reliability,
             offset=offset,
             more=len(letters) > PAGE_SIZE,
             page_size=PAGE_SIZE,
@@ -238,7 +264,13 @@ def create_app(
 
     async def api_queues(request: Request) -> Response:
         def read() -> dict[str, Any]:
-            return {name: app.backend.stats(name).as_dict() for name in app.queues()}
+            out: dict[str, Any] = {}
+            for name in app.queues():
+                out[name] = app.backend.stats(name).as_dict()
+                kept_counts = app.backend.reliability(name) if kept else None
+                if kept_counts is not None:
+                    out[name]["reliability"] = kept_counts.as_dict()
+            return out
 
         return JSONResponse(await run_in_threadpool(read))
 
