@@ -4,8 +4,10 @@ The dashboard and a worker run as the user runs them (`tasuki dashboard`, `tasuk
 worker`), on one SQLite file; the browser logs in with the token, reads the counts,
 opens a dead letter's traceback, re-drives it with clicks (and the worker then runs
 it), and is asked before a purge. Requests without the token, and a POST from another
-origin, are refused. Screenshots go to the test's tmp dir; with
-TASUKI_UPDATE_SCREENSHOT=1 the queues page is also saved as docs/images/dashboard.png.
+origin, are refused. A scripted run's reliability counts (a lost lease, redeliveries,
+heartbeat lags) are shown as the backend counted them. Screenshots go to the test's tmp
+dir; with TASUKI_UPDATE_SCREENSHOT=1 the queues page is also saved as
+docs/images/dashboard.png and the reliability section as dashboard-reliability.png.
 """
 
 from __future__ import annotations
@@ -297,6 +299,9 @@ def test_reliability_counts_on_the_pages(stack: Stack, page: Any) -> None:
         assert [int(cells.nth(i).inner_text()) for i in range(cells.count())] == list(hist.counts)
     page.locator("#reliability").scroll_into_view_if_needed()
     page.screenshot(path=str(stack.shots / "reliability.png"), full_page=True)
+    if os.environ.get("TASUKI_UPDATE_SCREENSHOT") == "1":
+        section = page.locator("#reliability-section")
+        section.screenshot(path=str(ROOT / "docs" / "images" / "dashboard-reliability.png"))
 
     status, body = _request(
         stack.base + "/api/queues", headers={"Authorization": f"Bearer {TOKEN}"}
