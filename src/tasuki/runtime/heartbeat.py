@@ -118,17 +118,22 @@ class LeaseKeeper:
         self._stopped.set()
         self._wake.set()
         self._thread.join(5.0)
-        self.report()
+        self.report(last=True)
 
-    def report(self) -> None:
-        """Add the heartbeat lags observed since the last report to the backend's meters."""
+    def report(self, last: bool = False) -> None:
+        """Add the heartbeat lags observed since the last report to the backend's meters;
+        kept for the next report if the backend fails, dropped with a log line if `last`."""
         with self._lags_mutex:
             lags, self._lags = self._lags, {}
         for queue, meters in lags.items():
             try:
                 self._backend.add_meters(queue, meters)
-            except TasukiError as exc:  # a count, not a message: lost with a log line
-                logs.logger.warning("heartbeat lags of queue %s not reported: %s", queue, exc)
+            except TasukiError as exc:
+                if last:
+                    logs.logger.warning("heartbeat lags of queue %s not reported: %s", queue, exc)
+                    continue
+                with self._lags_mutex:
+                    reliability.add(self._lags.setdefault(queue, {}), meters)
 
     def _run(self) -> None:
         while not self._stopped.is_set():
