@@ -10,11 +10,12 @@ behind a confirmation page; see `tasuki.web.security` for who may send them.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
-from urllib.parse import parse_qs, quote, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qs, parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.applications import Starlette
@@ -49,17 +50,46 @@ ACTIONS = {
 }
 
 
+_SECRET_NAME = re.compile(r"pass|secret|token|key", re.IGNORECASE)
+
+
 def safe_url(url: str) -> str:
-    """The backend URL with any password replaced by ***."""
-    parts = urlsplit(url)
-    if parts.password is None:
+    """The backend URL with every password replaced by ***: its own, those of URLs in its
+    options (`locks=redis://:pw@...`, `listen_url=`), and secret-looking options
+    (`password=`, `...token=`, `...secret...=`, `...key...=`)."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:  # too broken to parse: show none of it
+        return url.split("://", 1)[0] + "://***"
+    original = parts
+    if parts.query:
+        query = [
+            (
+                name,
+                "***"
+                if _SECRET_NAME.search(name)
+                else safe_url(value)
+                if "://" in value
+                else value,
+            )
+            for name, value in parse_qsl(parts.query, keep_blank_values=True)
+        ]
+        if query != parse_qsl(parts.query, keep_blank_values=True):
+            parts = parts._replace(query=urlencode(query, safe=":/@*[]"))
+    if parts.password is not None:
+        user = parts.username or ""
+        host = parts.hostname or ""
+        if ":" in host:
+            host = f"[{host}]"
+        netloc = f"{user}:***@{host}" + (f":{port}" if port else "")
+        parts = parts._replace(netloc=netloc)
+    if parts == original:
         return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+    shown: str = urlunsplit(parts)
+    if not parts.netloc and url.startswith(f"{parts.scheme}://"):  # sqlite:///path
+        shown = f"{parts.scheme}://{shown[len(parts.scheme) + 1 :]}"
+    return shown
 
 
 def ago(seconds: float) -> str:
