@@ -170,7 +170,7 @@ def create_app(
     async def queues_page(request: Request) -> Response:
         def read() -> list[dict[str, Any]]:
             rows = []
-            for name in app.queues():
+            for name in sampler.queues():
                 stats = app.backend.stats(name)
                 rates = sampler.rates(name)
                 last = rates[-1] if rates else None
@@ -295,7 +295,7 @@ def create_app(
     async def api_queues(request: Request) -> Response:
         def read() -> dict[str, Any]:
             out: dict[str, Any] = {}
-            for name in app.queues():
+            for name in sampler.queues():
                 out[name] = app.backend.stats(name).as_dict()
                 kept_counts = app.backend.reliability(name) if kept else None
                 if kept_counts is not None:
