@@ -4,8 +4,10 @@ The dashboard and a worker run as the user runs them (`tasuki dashboard`, `tasuk
 worker`), on one SQLite file; the browser logs in with the token, reads the counts,
 opens a dead letter's traceback, re-drives it with clicks (and the worker then runs
 it), and is asked before a purge. Requests without the token, and a POST from another
-origin, are refused. Screenshots go to the test's tmp dir; with
-TASUKI_UPDATE_SCREENSHOT=1 the queues page is also saved as docs/images/dashboard.png.
+origin, are refused. A scripted run's reliability counts (a lost lease, redeliveries,
+heartbeat lags) are shown as the backend counted them. Screenshots go to the test's tmp
+dir; with TASUKI_UPDATE_SCREENSHOT=1 the queues page is also saved as
+docs/images/dashboard.png and the reliability section as dashboard-reliability.png.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ import playwright.sync_api as playwright_sync
 import pytest
 
 import tasuki
-from tests.e2e.dashboard_app import declare
+from tasuki.web.app import bound, seconds
+from tests.e2e.dashboard_app import declare, declare_report
 from tests.support.servers import env_with_src
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -185,10 +188,10 @@ def _log_in(page: Any, stack: Stack) -> None:
     page.wait_for_url(stack.base + "/")
 
 
-def _counts(page: Any, row: str) -> dict[str, str]:
-    cells = page.locator(f"{row} td[data-count]")
+def _counts(page: Any, row: str, attribute: str = "data-count") -> dict[str, str]:
+    cells = page.locator(f"{row} td[{attribute}]")
     return {
-        cells.nth(i).get_attribute("data-count"): cells.nth(i).inner_text()
+        cells.nth(i).get_attribute(attribute): cells.nth(i).inner_text()
         for i in range(cells.count())
     }
 
@@ -249,6 +252,63 @@ def test_counts_dead_letter_traceback_and_redrive(
         what="the worker running the re-driven message",
     )
     _wait_for(lambda: stack.app.stats("billing")["dead"] == 0, what="no dead letter left")
+
+
+def test_reliability_counts_on_the_pages(stack: Stack, page: Any) -> None:
+    """Redeliveries, a lost lease, its expiry-to-start time and heartbeat lags, as the
+    backend counted them during a scripted run, shown on the queues and queue pages."""
+    report = declare_report(stack.app)
+    # A worker that dies holding message 2: its lease (the job's 0.6 s) lapses unsettled,
+    # and the worker below takes it back as soon as it does.
+    crashed = report.enqueue(2)
+    [held] = stack.app.backend.lease("reports", 1)
+    assert held.id == crashed
+    report.enqueue(1)  # fails once: a retry
+    stack.app.worker(queues="reports", concurrency=2).run(until_idle=True, timeout=30)
+    kept = stack.app.backend.reliability("reports")
+    assert kept is not None
+    assert (kept.redeliveries, kept.leases_lost, kept.expiry_to_start.count) == (2, 1, 1)
+    assert kept.heartbeat_lag.count >= 3  # 3 runs of 0.8 s under a 0.6 s lease
+
+    assert stack.app.stats("reports")["ready"] + stack.app.stats("reports")["delayed"] == 0
+    _log_in(page, stack)
+    # Drained, the queue stays listed: the dashboard saw it hold messages.
+    shown = _counts(page, "tr[data-queue=reports]", "data-reliability")
+    assert (shown["redeliveries"], shown["leases_lost"]) == ("2", "1")
+    assert shown["expiry_to_start"] == (
+        f"{seconds(kept.expiry_to_start.mean)} p95 {bound(kept.expiry_to_start, 0.95)}"
+    )
+    assert shown["heartbeat_lag"] == (
+        f"{seconds(kept.heartbeat_lag.mean)} p99 {bound(kept.heartbeat_lag, 0.99)}"
+    )
+    page.screenshot(path=str(stack.shots / "queues-reliability.png"), full_page=True)
+
+    page.click("a[href='/queues/reports']")
+    assert _counts(page, "#reliability", "data-reliability") == {
+        "redeliveries": "2",
+        "leases_lost": "1",
+        "expiry_to_start_count": "1",
+        "expiry_to_start_mean": seconds(kept.expiry_to_start.mean),
+        "heartbeat_lag_count": str(kept.heartbeat_lag.count),
+        "heartbeat_lag_mean": seconds(kept.heartbeat_lag.mean),
+    }
+    for table, hist in (
+        ("#expiry-to-start", kept.expiry_to_start),
+        ("#heartbeat-lag", kept.heartbeat_lag),
+    ):
+        cells = page.locator(f"{table} td[data-bucket]")
+        assert [int(cells.nth(i).inner_text()) for i in range(cells.count())] == list(hist.counts)
+    page.locator("#reliability").scroll_into_view_if_needed()
+    page.screenshot(path=str(stack.shots / "reliability.png"), full_page=True)
+    if os.environ.get("TASUKI_UPDATE_SCREENSHOT") == "1":
+        section = page.locator("#reliability-section")
+        section.screenshot(path=str(ROOT / "docs" / "images" / "dashboard-reliability.png"))
+
+    status, body = _request(
+        stack.base + "/api/queues", headers={"Authorization": f"Bearer {TOKEN}"}
+    )
+    assert status == 200
+    assert '"redeliveries":2' in body.replace(" ", "")
 
 
 def test_purge_asks_first(stack: Stack, page: Any) -> None:

@@ -77,6 +77,20 @@ def test_passwords_are_never_shown() -> None:
         == "postgresql://app:***@db.internal/jobs?schema=t"
     )
     assert safe_url("sqlite:///tasuki.db") == "sqlite:///tasuki.db"
+    # Passwords in options: another URL's (the SQS lock store, PostgreSQL's LISTEN
+    # session) and secret-looking ones; the other options stay as they were.
+    assert (
+        safe_url("sqs://eu-west-1?prefix=app-&locks=redis://:hunter2@cache:6379/1")
+        == "sqs://eu-west-1?prefix=app-&locks=redis://:***@cache:6379/1"
+    )
+    shown = safe_url(
+        "postgresql://app@db/jobs?password=hunter2&listen_url=postgresql://app:hunter3@db/jobs"
+        "&sslmode=require"
+    )
+    assert "hunter" not in shown
+    assert shown.startswith("postgresql://app@db/jobs?password=***&listen_url=")
+    assert shown.endswith("&sslmode=require")
+    assert "hunter" not in safe_url("redis://:hunter2@cache:notaport/0")
 
 
 def test_login_redirects_stay_on_the_site() -> None:

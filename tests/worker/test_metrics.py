@@ -8,13 +8,14 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
 from prometheus_client import CollectorRegistry
 
 import tasuki
 from tasuki.backends.base import Release
 from tasuki.middleware.metrics import Metrics, QueueCollector
 from tests.support.servers import free_port
-from tests.worker.helpers import WorkerProcess, wait_until
+from tests.worker.helpers import WorkerProcess, read_log, wait_until
 
 
 def test_runs_are_counted_by_outcome(any_url: str) -> None:
@@ -146,4 +147,54 @@ def test_reliability_metrics(any_url: str) -> None:
     lag_count = value("tasuki_heartbeat_lag_seconds_count", queue="r")
     assert lag_count >= 2  # two runs of 0.5 s under a 0.3 s lease: extended every 0.1 s
     assert value("tasuki_heartbeat_lag_seconds_sum", queue="r") < 0.25 * lag_count
+
+    # The backend's counts, which the dashboard shows (another process could read them).
+    # Its "leases lost" are leases that expired unsettled (message 1's crash); the
+    # middleware's are extensions refused to this worker (message 0): one each here.
+    kept = app.backend.reliability("r")
+    assert kept is not None
+    assert (kept.redeliveries, kept.leases_lost, kept.expiry_to_start.count) == (2, 1, 1)
+    assert 0.0 <= kept.expiry_to_start.seconds <= recovery + 0.05
+    # The heartbeat lags are the same observations, bucket by bucket.
+    lag = kept.heartbeat_lag
+    assert lag.count == lag_count
+    cumulative = 0
+    for bound, n in zip(lag.bounds, lag.counts, strict=False):
+        cumulative += n
+        le = value("tasuki_heartbeat_lag_seconds_bucket", queue="r", le=str(bound))
+        assert cumulative == le, f"bucket {bound}"
+    sum_ = value("tasuki_heartbeat_lag_seconds_sum", queue="r")
+    assert lag.seconds == pytest.approx(sum_, abs=1e-5 * lag_count)
+    app.close()
+
+
+def test_reliability_counts_after_a_sigkill(
+    shared_url: str, log: Path, tmp_path: Path, workers: list[WorkerProcess]
+) -> None:
+    """A worker process SIGKILLed mid-job: the next worker's lease of its message is a
+    redelivery of a lost lease, and the backend times it from the lease's expiry."""
+    vt = 1.0
+    app = tasuki.App(shared_url)
+    ran: list[int] = []
+
+    @app.job(name="work", visibility_timeout=vt)
+    def work(n: int, sleep: float = 0.0) -> None:
+        ran.append(tasuki.current().attempt)
+
+    work.enqueue(7, 30.0)
+    w = WorkerProcess(shared_url, log, "-c", "1", vt=vt, stderr=tmp_path / "w.log")
+    workers.append(w)
+    wait_until(lambda: any(r["event"] == "start" for r in read_log(log)), 20)
+    w.kill()
+    [started] = [r for r in read_log(log) if r["event"] == "start"]
+    assert started["attempt"] == 1
+    app.worker(queues="default", concurrency=1).run(until_idle=True, timeout=30)
+    assert ran == [2]
+    # The killed lease expired at most `vt` after the worker's last extension, which
+    # came at most `vt` after its start; the redelivery came after that expiry.
+    bound = time.time() - started["t"]
+    kept = app.backend.reliability("default")
+    assert kept is not None
+    assert (kept.redeliveries, kept.leases_lost, kept.expiry_to_start.count) == (1, 1, 1)
+    assert 0.0 <= kept.expiry_to_start.seconds <= bound
     app.close()

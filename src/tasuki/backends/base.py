@@ -14,7 +14,7 @@ producers and workers on machines with skewed clocks still agree.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from tasuki.core.locks import LockStore
 from tasuki.core.message import DeadLetter
@@ -36,6 +36,7 @@ from tasuki.core.records import (
     SettledTotals,
     UniqueClaim,
 )
+from tasuki.core.reliability import Reliability
 from tasuki.errors import InvalidArgument
 
 __all__ = [
@@ -55,6 +56,7 @@ __all__ = [
     "QueueStats",
     "Receipt",
     "Release",
+    "Reliability",
     "SettledTotals",
     "UniqueClaim",
 ]
@@ -175,6 +177,15 @@ class Backend(ABC):
         """Messages acked and dead-lettered so far (rates are their differences over
         time); None where the backend does not count them."""
         return None
+
+    def reliability(self, queue: str) -> Reliability | None:
+        """The queue's reliability counts (`tasuki.core.reliability`); None where the
+        backend does not keep them (`reliability_counts=False`)."""
+        return None
+
+    def add_meters(self, queue: str, increments: Mapping[str, int]) -> None:  # noqa: B027
+        """Add to the queue's reliability meters (what only a worker measures: the
+        heartbeat lag). A backend without `reliability_counts` ignores them."""
 
     def inspect(self, queue: str, id: str) -> MessageInfo:
         """One message's state, attempts, lease and the ends of its last few leases.

@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -29,9 +29,12 @@ from tasuki.backends.base import (
     Enqueued,
     Envelope,
     LockStore,
+    MessageInfo,
     QueueStats,
     Receipt,
     Release,
+    Reliability,
+    SettledTotals,
 )
 from tasuki.core.message import DeadLetter
 from tasuki.errors import BackendUnavailable, TasukiError
@@ -148,6 +151,21 @@ class FaultyBackend(Backend):
 
     def dead_letter(self, queue: str, id: str) -> DeadLetter | None:
         return self.inner.dead_letter(queue, id)
+
+    def in_flight(self, queue: str, limit: int = 100) -> list[MessageInfo]:
+        return self.inner.in_flight(queue, limit)
+
+    def settled_totals(self, queue: str) -> SettledTotals | None:
+        return self.inner.settled_totals(queue)
+
+    def reliability(self, queue: str) -> Reliability | None:
+        return self.inner.reliability(queue)
+
+    def add_meters(self, queue: str, increments: Mapping[str, int]) -> None:
+        self.inner.add_meters(queue, increments)
+
+    def inspect(self, queue: str, id: str) -> MessageInfo:
+        return self.inner.inspect(queue, id)
 
     def redrive(self, queue: str, ids: Sequence[str] | None = None) -> int:
         return self.inner.redrive(queue, ids)

@@ -16,7 +16,7 @@ import itertools
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -35,11 +35,13 @@ from tasuki.backends.base import (
     QueueStats,
     Receipt,
     Release,
+    Reliability,
     SettledTotals,
     refuse_connection,
 )
 from tasuki.backends.urls import query_options
 from tasuki.backends.waiting import lease_until
+from tasuki.core import reliability
 from tasuki.core.message import DeadLetter, ErrorInfo
 from tasuki.core.records import (
     HISTORY_LIMIT,
@@ -82,6 +84,7 @@ class _Queue:
         self.finished_history: dict[str, tuple[HistoryEntry, ...]] = {}
         self.acked = 0
         self.dead = 0
+        self.meters: dict[str, int] = {}
 
     def schedule(self, record: _Record, visible_at: float) -> None:
         record.visible_at = visible_at
@@ -245,8 +248,10 @@ class MemoryBackend(Backend):
             if record is None or record.stamp != stamp or record.state == DEAD:
                 continue
             env = record.envelope
-            if record.state == IN_FLIGHT:
+            lost = record.state == IN_FLIGHT
+            if lost:
                 record.remember(record.visible_at, "lease lost")  # when it expired
+                reliability.add(queue.meters, {reliability.LEASES_LOST: 1})
             if record.attempt >= env.max_attempts:
                 reason = (
                     f"lease expired {record.attempt} times"
@@ -256,8 +261,12 @@ class MemoryBackend(Backend):
                 self._bury(queue, record, reason, None, now)
                 continue
             vt = env.visibility_timeout or default_vt
+            if lost:
+                reliability.observe(queue.meters, reliability.RECOVERY, now - record.visible_at)
             record.state = IN_FLIGHT
             record.attempt += 1
+            if record.attempt > 1:
+                reliability.add(queue.meters, {reliability.REDELIVERIES: 1})
             record.fence += 1
             record.token = os.urandom(8).hex()
             queue.schedule(record, now + vt)
@@ -428,6 +437,14 @@ class MemoryBackend(Backend):
         with self._mutex:
             q = self._queue(queue)
             return SettledTotals(q.acked, q.dead)
+
+    def reliability(self, queue: str) -> Reliability:
+        with self._mutex:
+            return Reliability.from_meters(self._queue(queue).meters)
+
+    def add_meters(self, queue: str, increments: Mapping[str, int]) -> None:
+        with self._mutex:
+            reliability.add(self._queue(queue).meters, increments)
 
     def inspect(self, queue: str, id: str) -> MessageInfo:
         with self._mutex:

@@ -62,6 +62,9 @@ class Capabilities:
     inspection: bool = True
     # `settled_totals` counts acked and dead messages per queue (the dashboard's rates).
     settled_counts: bool = True
+    # `reliability` counts redeliveries, lost leases, expiry-to-start times and the
+    # heartbeat lag workers report with `add_meters` (`tasuki.core.reliability`).
+    reliability_counts: bool = True
 
 
 class UniqueClaim(NamedTuple):

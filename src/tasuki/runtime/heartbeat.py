@@ -7,6 +7,11 @@ delivery owns the message now: the job is told to stop and its result is never a
 with the stale token. A backend with a maximum visibility (SQS: 12 hours from receipt)
 gets extensions up to it and no further, with a log line: the message is then delivered
 again when that lease lapses.
+
+How late each extension was (the heartbeat lag) goes to the middleware that listen
+(`lease_extended`) and, summed per queue, to the backend's reliability meters every
+`REPORT_EVERY` seconds and when the keeper stops, so that a dashboard in another
+process shows it (`tasuki.core.reliability`): one small write per queue, off the hot path.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from tasuki import logs
 from tasuki.backends.base import Backend
+from tasuki.core import reliability
 from tasuki.errors import TasukiError
 from tasuki.runtime.outage import Outage
 
@@ -29,6 +35,7 @@ if TYPE_CHECKING:
 MIN_TICK = 0.01
 MAX_TICK = 0.5
 RETRY_TICK = 0.1
+REPORT_EVERY = 5.0
 
 
 @dataclass(eq=False, slots=True)
@@ -63,6 +70,10 @@ class LeaseKeeper:
         self.lost = 0
         self._next_wake = 0.0
         self._outage = Outage("extending leases")
+        self._reports = backend.capabilities.reliability_counts
+        self._lags: dict[str, dict[str, int]] = {}  # queue -> meters not yet reported
+        self._lags_mutex = threading.Lock()
+        self._report_at = time.monotonic() + REPORT_EVERY
         self._thread = threading.Thread(target=self._run, name="tasuki-lease-keeper", daemon=True)
         self._thread.start()
 
@@ -107,6 +118,22 @@ class LeaseKeeper:
         self._stopped.set()
         self._wake.set()
         self._thread.join(5.0)
+        self.report(last=True)
+
+    def report(self, last: bool = False) -> None:
+        """Add the heartbeat lags observed since the last report to the backend's meters;
+        kept for the next report if the backend fails, dropped with a log line if `last`."""
+        with self._lags_mutex:
+            lags, self._lags = self._lags, {}
+        for queue, meters in lags.items():
+            try:
+                self._backend.add_meters(queue, meters)
+            except TasukiError as exc:
+                if last:
+                    logs.logger.warning("heartbeat lags of queue %s not reported: %s", queue, exc)
+                    continue
+                with self._lags_mutex:
+                    reliability.add(self._lags.setdefault(queue, {}), meters)
 
     def _run(self) -> None:
         while not self._stopped.is_set():
@@ -118,6 +145,9 @@ class LeaseKeeper:
             still_due, next_at = self._plan(now, publish=True)
             if still_due:  # the backend refused to answer: try again soon
                 next_at = min(next_at, now + RETRY_TICK)
+            if now >= self._report_at:
+                self._report_at = now + REPORT_EVERY
+                self.report()
             self._wake.wait(max(MIN_TICK, next_at - now))
 
     def _plan(self, now: float, publish: bool = False) -> tuple[list[Held], float]:
@@ -150,14 +180,20 @@ class LeaseKeeper:
             self._outage.worked()
             lost = []
             listeners = self._listeners("lease_extended")
+            lags: list[tuple[str, float]] = []
             for h, ok in zip(group, results, strict=True):
                 if ok:
                     lag = max(0.0, started - h.due_at)
                     h.extended_at = started
+                    lags.append((h.ctx.message.queue, lag))
                     for m in listeners:
                         _tell(m.lease_extended, h.ctx, lag)
                 else:
                     lost.append(h)
+            if self._reports and lags:
+                with self._lags_mutex:
+                    for queue, lag in lags:
+                        reliability.observe(self._lags.setdefault(queue, {}), reliability.LAG, lag)
             if lost:
                 self._lose(lost)
 

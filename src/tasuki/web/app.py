@@ -1,18 +1,21 @@
 """The dashboard's routes: queues, one queue with its dead letters, one message, actions.
 
 Every page reads what `tasuki stats`, `tasuki dead list` and `tasuki inspect` read: the
-stats of each queue (index counts), one page of dead letters, one message by id. The
+stats of each queue (index counts), one page of dead letters, one message by id; and the
+reliability counts the backend keeps per queue (`Backend.reliability`: a few counters,
+whatever the queue's depth). The
 actions (re-drive one, re-drive all, purge the dead letters, purge the queue) are POSTs
 behind a confirmation page; see `tasuki.web.security` for who may send them.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
-from urllib.parse import parse_qs, quote, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qs, parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.applications import Starlette
@@ -31,6 +34,7 @@ from starlette.routing import Route
 
 from tasuki.app import App
 from tasuki.core.job import check_message_id, check_queue
+from tasuki.core.reliability import Histogram, Reliability
 from tasuki.errors import TasukiError
 from tasuki.web.chart import rate_chart
 from tasuki.web.sampler import Sampler
@@ -46,17 +50,46 @@ ACTIONS = {
 }
 
 
+_SECRET_NAME = re.compile(r"pass|secret|token|key", re.IGNORECASE)
+
+
 def safe_url(url: str) -> str:
-    """The backend URL with any password replaced by ***."""
-    parts = urlsplit(url)
-    if parts.password is None:
+    """The backend URL with every password replaced by ***: its own, those of URLs in its
+    options (`locks=redis://:pw@...`, `listen_url=`), and secret-looking options
+    (`password=`, `...token=`, `...secret...=`, `...key...=`)."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:  # too broken to parse: show none of it
+        return url.split("://", 1)[0] + "://***"
+    original = parts
+    if parts.query:
+        query = [
+            (
+                name,
+                "***"
+                if _SECRET_NAME.search(name)
+                else safe_url(value)
+                if "://" in value
+                else value,
+            )
+            for name, value in parse_qsl(parts.query, keep_blank_values=True)
+        ]
+        if query != parse_qsl(parts.query, keep_blank_values=True):
+            parts = parts._replace(query=urlencode(query, safe=":/@*[]"))
+    if parts.password is not None:
+        user = parts.username or ""
+        host = parts.hostname or ""
+        if ":" in host:
+            host = f"[{host}]"
+        netloc = f"{user}:***@{host}" + (f":{port}" if port else "")
+        parts = parts._replace(netloc=netloc)
+    if parts == original:
         return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+    shown: str = urlunsplit(parts)
+    if not parts.netloc and url.startswith(f"{parts.scheme}://"):  # sqlite:///path
+        shown = f"{parts.scheme}://{shown[len(parts.scheme) + 1 :]}"
+    return shown
 
 
 def ago(seconds: float) -> str:
@@ -67,6 +100,23 @@ def ago(seconds: float) -> str:
     if seconds < 7200:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
+
+
+def seconds(value: float | None) -> str:
+    """A duration for a table cell: `-` when there is none, else 3 significant digits."""
+    if value is None:
+        return "-"
+    return f"{value * 1000:.3g} ms" if value < 1 else f"{value:.3g} s"
+
+
+def bound(hist: Histogram, q: float) -> str:
+    """The bucket a quantile falls in, as its upper bound (`≤ 0.25 s`, `> 300 s`)."""
+    top = hist.quantile(q)
+    if top is None:
+        return "-"
+    if top == float("inf"):
+        return f"> {seconds(hist.bounds[-1])}"
+    return f"≤ {seconds(top)}"
 
 
 def when(at: float | None) -> str:
@@ -91,9 +141,12 @@ def create_app(
         loader=PackageLoader("tasuki.web", "templates"),
         autoescape=select_autoescape(default=True, default_for_string=True),
     )
-    templates.globals.update(ago=ago, when=when, quote=quote, actions=ACTIONS)
+    templates.globals.update(
+        ago=ago, when=when, quote=quote, actions=ACTIONS, seconds=seconds, bound=bound
+    )
     backend_url = safe_url(app.url)
     inspection = app.backend.capabilities.inspection
+    kept = app.backend.capabilities.reliability_counts
 
     def render(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
         html = templates.get_template(name).render(
@@ -117,7 +170,7 @@ def create_app(
     async def queues_page(request: Request) -> Response:
         def read() -> list[dict[str, Any]]:
             rows = []
-            for name in app.queues():
+            for name in sampler.queues():
                 stats = app.backend.stats(name)
                 rates = sampler.rates(name)
                 last = rates[-1] if rates else None
@@ -126,6 +179,7 @@ def create_app(
                         "name": name,
                         "stats": stats,
                         "rate": last,
+                        "reliability": app.backend.reliability(name) if kept else None,
                         "chart": rate_chart(rates, time.time(), sampler.window),
                     }
                 )
@@ -137,6 +191,7 @@ def create_app(
             "queues.html",
             queues=rows,
             counts=app.backend.capabilities.settled_counts,
+            kept=kept,
             every=sampler.every,
         )
 
@@ -147,14 +202,14 @@ def create_app(
         except ValueError:
             offset = 0
 
-        def read() -> tuple[Any, list[Any], list[Any] | None]:
+        def read() -> tuple[Any, list[Any], list[Any] | None, Reliability | None]:
             backend = app.backend
             stats = backend.stats(queue)
             letters = backend.dead_letters(queue, limit=PAGE_SIZE + 1, offset=offset)
             held = backend.in_flight(queue, IN_FLIGHT_SHOWN) if inspection else None
-            return stats, letters, held
+            return stats, letters, held, backend.reliability(queue) if kept else None
 
-        stats, letters, held = await run_in_threadpool(read)
+        stats, letters, held, reliability = await run_in_threadpool(read)
         return render(
             request,
             "queue.html",
@@ -163,6 +218,7 @@ def create_app(
             letters=letters[:PAGE_SIZE],
             held=held,
             held_shown=IN_FLIGHT_SHOWN,
+            reliability=reliability,
             offset=offset,
             more=len(letters) > PAGE_SIZE,
             page_size=PAGE_SIZE,
@@ -238,7 +294,13 @@ def create_app(
 
     async def api_queues(request: Request) -> Response:
         def read() -> dict[str, Any]:
-            return {name: app.backend.stats(name).as_dict() for name in app.queues()}
+            out: dict[str, Any] = {}
+            for name in sampler.queues():
+                out[name] = app.backend.stats(name).as_dict()
+                kept_counts = app.backend.reliability(name) if kept else None
+                if kept_counts is not None:
+                    out[name]["reliability"] = kept_counts.as_dict()
+            return out
 
         return JSONResponse(await run_in_threadpool(read))
 

@@ -70,10 +70,17 @@ class Sampler:
                 logs.event("dashboard sampling failed", error=str(exc))
             self._stop.wait(self.every)
 
+    def queues(self) -> list[str]:
+        """The queues that hold messages, and those that held some since the dashboard
+        started: a queue that drained stays listed, with its rates and reliability counts."""
+        with self._mutex:
+            seen = set(self._samples)
+        return sorted(seen.union(self.app.queues()))
+
     def sample(self) -> None:
         """Take one sample of every queue."""
         backend = self.app.backend
-        for queue in self.app.queues():
+        for queue in self.queues():
             stats = backend.stats(queue)
             totals = backend.settled_totals(queue) if self._counts else None
             self.add(queue, Sample(time.time(), stats, totals))

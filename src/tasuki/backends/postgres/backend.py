@@ -56,7 +56,7 @@ Q = load_dialect_queries("tasuki.backends.postgres")
 MIGRATIONS = "tasuki.backends.postgres.migrations"
 
 DEFAULT_MAX_MESSAGE_SIZE = 16 * 1024 * 1024
-_TABLE = re.compile(r"\b(tasuki_(?:messages|finished|locks|history|counts))\b")
+_TABLE = re.compile(r"\b(tasuki_(?:messages|finished|locks|history|counts|meters))\b")
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 # While the LISTEN session is down, waits poll at this interval.
 FALLBACK_POLL = 0.25

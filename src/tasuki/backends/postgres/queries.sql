@@ -47,7 +47,8 @@ WHERE queue = %(queue)s AND id = %(id)s AND state = 0;
 -- leases, walking the partial index `tasuki_messages_due`) without waiting on rows
 -- another leaser holds, lease them, and bury the exhausted ones (attempts used up) with
 -- their uniqueness locks dropped. Returns every row it changed: `dead` marks the buried
--- ones, and `unique_key` is the lock still to drop — none here, the statement did it.
+-- ones, and `unique_key` is the lock still to drop — none here, the statement did it;
+-- the last column is the expiry of a lease found lost (the reliability meters).
 -- The token is unique per lease: a per-batch random nonce plus the message's new fence.
 WITH due AS (
     SELECT seq, attempt >= max_attempts AS dead
@@ -62,6 +63,7 @@ WITH due AS (
     SELECT m.queue, m.id, m.visible_at, 'lease lost', m.fence, ''
     FROM tasuki_messages m JOIN due ON m.seq = due.seq
     WHERE m.state = 1
+    RETURNING id, at
 ), changed AS (
     UPDATE tasuki_messages m
     SET state = CASE WHEN due.dead THEN 2 ELSE 1 END,
@@ -88,9 +90,9 @@ WITH due AS (
     DELETE FROM tasuki_locks l USING changed c
     WHERE c.dead AND l.key = c.unique_key AND l.owner = c.id
 )
-SELECT dead, seq, id, body, headers, attempt, max_attempts, enqueued_at, token, fence,
-       vt, NULL::text
-FROM changed;
+SELECT c.dead, c.seq, c.id, c.body, c.headers, c.attempt, c.max_attempts, c.enqueued_at,
+       c.token, c.fence, c.vt, NULL::text, lost.at
+FROM changed c LEFT JOIN lost ON lost.id = c.id;
 
 -- name: next_visible_at
 SELECT min(visible_at) FROM tasuki_messages WHERE queue = %(queue)s AND state < 2;
@@ -224,6 +226,7 @@ VALUES (%(queue)s, %(id)s, %(now)s, %(event)s, %(fence)s, %(detail)s);
 -- name: record_lost_leases
 -- Among the rows the next `lease` takes, those still in flight lost their lease. The
 -- PostgreSQL `lease` records them itself, in its CTE; this is the same on its own.
+-- Returns (id, expiry) of each.
 INSERT INTO tasuki_history (queue, id, at, event, fence, detail)
 SELECT queue, id, visible_at, 'lease lost', fence, ''
 FROM (
@@ -233,7 +236,8 @@ FROM (
     ORDER BY visible_at, seq
     LIMIT %(limit)s
 ) due
-WHERE state = 1;
+WHERE state = 1
+RETURNING id, at;
 
 -- name: prune_history
 -- Keep the last `keep` entries of a message's history.
@@ -280,6 +284,16 @@ SET acked = tasuki_counts.acked + excluded.acked, dead = tasuki_counts.dead + ex
 -- name: settled_totals
 SELECT coalesce(sum(acked), 0), coalesce(sum(dead), 0) FROM tasuki_counts
 WHERE queue = %(queue)s;
+
+-- name: count_meters
+-- Add to a queue's reliability meters: `names` and `values` are parallel arrays.
+INSERT INTO tasuki_meters (queue, name, shard, value)
+SELECT %(queue)s, n, %(shard)s, v
+FROM unnest(%(names)s::text[], %(values)s::bigint[]) AS m(n, v)
+ON CONFLICT (queue, name, shard) DO UPDATE SET value = tasuki_meters.value + excluded.value;
+
+-- name: meters
+SELECT name, sum(value) FROM tasuki_meters WHERE queue = %(queue)s GROUP BY name;
 
 -- name: in_flight
 -- Current leases, soonest expiry first (a range of the state index).

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import orjson
@@ -42,6 +42,7 @@ from tasuki.backends.base import (
     QueueStats,
     Receipt,
     Release,
+    Reliability,
     SettledTotals,
     refuse_connection,
 )
@@ -447,6 +448,19 @@ class RedisBackend(Backend):
     def settled_totals(self, queue: str) -> SettledTotals:
         acked, dead = self._command("HMGET", self.keys.queue(queue).counts, "acked", "dead")
         return SettledTotals(int(acked or 0), int(dead or 0))
+
+    def reliability(self, queue: str) -> Reliability:
+        raw = self._command("HGETALL", self.keys.queue(queue).counts) or []
+        fields = {raw[i].decode(): int(raw[i + 1]) for i in range(0, len(raw), 2)}
+        return Reliability.from_meters(fields)
+
+    def add_meters(self, queue: str, increments: Mapping[str, int]) -> None:
+        args: list[Any] = []
+        for name, value in increments.items():
+            if value:
+                args += [name, int(value)]
+        if args:
+            self._eval("add_meters", [self.keys.queue(queue).counts], args)
 
     def inspect(self, queue: str, id: str) -> MessageInfo:
         keys = self.keys.queue(queue)

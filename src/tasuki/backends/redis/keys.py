@@ -14,7 +14,7 @@ touch all of it atomically. Per queue, with `B = <prefix>{<queue>}:`:
 | `B keep` | HASH | id -> `keep_id` (ms), for messages enqueued with a finished-id window |
 | `B done:<id>` | STRING, PX | a finished id, remembered for its `keep_id` window |
 | `B signal` | LIST, PX | wake-up tokens for blocked `lease(wait=...)` calls |
-| `B counts` | HASH | `acked`, `dead`: messages settled so far (the dashboard's rates) |
+| `B counts` | HASH | `acked`, `dead`: messages settled (rates); reliability meters |
 
 A message's state is the ZSET that holds its id, nothing else: there is no `state` field
 that could disagree with the index. "Ready" is `waiting` with score <= now, plus

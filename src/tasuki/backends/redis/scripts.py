@@ -37,6 +37,7 @@ NAMES = (
     "lock_release",
     "lock_swap",
     "lock_holder",
+    "add_meters",
 )
 
 

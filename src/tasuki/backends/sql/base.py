@@ -42,10 +42,12 @@ from tasuki.backends.base import (
     QueueStats,
     Receipt,
     Release,
+    Reliability,
     SettledTotals,
 )
 from tasuki.backends.sqlfiles import check_names, load_queries
 from tasuki.backends.waiting import lease_until
+from tasuki.core import reliability
 from tasuki.core.message import DeadLetter, ErrorInfo
 from tasuki.core.records import (
     HISTORY_LIMIT,
@@ -93,6 +95,8 @@ QueryName = Literal[
     "inspect_history",
     "count_settled",
     "settled_totals",
+    "count_meters",
+    "meters",
     "in_flight",
 ]
 # Every SQL backend's query file defines exactly these names...
@@ -384,9 +388,12 @@ class SQLBackend(Backend):
                     "nonce": os.urandom(6).hex(),
                     "visibility_timeout": vt,
                 }
-                if not self.dialect.lease_records_lost:
-                    conn.execute(self.q["record_lost_leases"], params)
-                rows = conn.execute(self.q["lease"], params).fetchall()
+                if self.dialect.lease_records_lost:
+                    rows = conn.execute(self.q["lease"], params).fetchall()
+                    lost = {row[2]: row[12] for row in rows if row[12] is not None}
+                else:
+                    lost = dict(conn.execute(self.q["record_lost_leases"], params).fetchall())
+                    rows = conn.execute(self.q["lease"], params).fetchall()
                 if not rows:
                     break
                 rows.sort(key=_SEQ)  # oldest first, whatever order the engine returned
@@ -394,6 +401,9 @@ class SQLBackend(Backend):
                 if dead:
                     self._drop_unique_locks(conn, dead)
                     self._count(conn, queue, dead=len(dead))
+                redelivered = sum(1 for row in rows if not row[0] and row[5] > 1)
+                if lost or redelivered:
+                    self._count_lease_meters(conn, queue, rows, lost, redelivered, now)
                 leased.extend(
                     Delivery(
                         queue,
@@ -413,6 +423,38 @@ class SQLBackend(Backend):
                 if not dead:
                     break
         return leased
+
+    def _count_lease_meters(
+        self,
+        conn: Connection,
+        queue: str,
+        rows: list[Any],
+        lost: dict[str, float],
+        redelivered: int,
+        now: float,
+    ) -> None:
+        """Redeliveries, lost leases and, for each lost lease leased again, the time from
+        its expiry to now (`tasuki.core.reliability`)."""
+        meters: dict[str, int] = {}
+        if redelivered:
+            meters[reliability.REDELIVERIES] = redelivered
+        if lost:
+            meters[reliability.LEASES_LOST] = len(lost)
+            for row in rows:
+                expired_at = lost.get(row[2])
+                if expired_at is not None and not row[0]:
+                    reliability.observe(meters, reliability.RECOVERY, now - float(expired_at))
+        self._add_meters(conn, queue, meters)
+
+    def _add_meters(self, conn: Connection, queue: str, meters: Mapping[str, int]) -> None:
+        values = self.dialect.values
+        params = {
+            "queue": queue,
+            "shard": random.randrange(COUNT_SHARDS),
+            "names": values(list(meters)),
+            "values": values(list(meters.values())),
+        }
+        conn.execute(self.q["count_meters"], params)
 
     def _settle(self, query: str, params: list[dict[str, Any]]) -> list[bool]:
         with self.dialect.write() as conn:
@@ -583,6 +625,17 @@ class SQLBackend(Backend):
         with self.dialect.read() as conn:
             row = conn.execute(self.q["settled_totals"], {"queue": queue}).fetchone()
         return SettledTotals(int(row[0]), int(row[1]))
+
+    def reliability(self, queue: str) -> Reliability:
+        with self.dialect.read() as conn:
+            rows = conn.execute(self.q["meters"], {"queue": queue}).fetchall()
+        return Reliability.from_meters({name: int(value) for name, value in rows})
+
+    def add_meters(self, queue: str, increments: Mapping[str, int]) -> None:
+        meters = {k: v for k, v in increments.items() if v}
+        if meters:
+            with self.dialect.statements() as conn:
+                self._add_meters(conn, queue, meters)
 
     def inspect(self, queue: str, id: str) -> MessageInfo:
         q, now = self.q, self.clock()

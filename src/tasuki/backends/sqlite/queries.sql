@@ -192,7 +192,8 @@ VALUES (:queue, :id, :now, :event, :fence, :detail);
 
 -- name: record_lost_leases
 -- Among the rows the next `lease` takes (the same selection, in the same transaction),
--- those still in flight lost their lease: recorded at the time it expired.
+-- those still in flight lost their lease: recorded at the time it expired. Returns
+-- (id, expiry) of each, for the reliability meters.
 INSERT INTO tasuki_history (queue, id, at, event, fence, detail)
 SELECT queue, id, visible_at, 'lease lost', fence, ''
 FROM (
@@ -202,7 +203,8 @@ FROM (
     ORDER BY visible_at, seq
     LIMIT :limit
 )
-WHERE state = 1;
+WHERE state = 1
+RETURNING id, at;
 
 -- name: prune_history
 -- Keep the last `keep` entries of a message's history.
@@ -248,6 +250,17 @@ SET acked = tasuki_counts.acked + excluded.acked, dead = tasuki_counts.dead + ex
 -- name: settled_totals
 SELECT coalesce(sum(acked), 0), coalesce(sum(dead), 0) FROM tasuki_counts
 WHERE queue = :queue;
+
+-- name: count_meters
+-- Add to a queue's reliability meters: `:names` and `:values` are parallel JSON arrays.
+INSERT INTO tasuki_meters (queue, name, shard, value)
+SELECT :queue, n.value, :shard, v.value
+FROM json_each(:names) AS n JOIN json_each(:values) AS v ON v.key = n.key
+WHERE true
+ON CONFLICT (queue, name, shard) DO UPDATE SET value = tasuki_meters.value + excluded.value;
+
+-- name: meters
+SELECT name, sum(value) FROM tasuki_meters WHERE queue = :queue GROUP BY name;
 
 -- name: in_flight
 -- Current leases, soonest expiry first (a range of the state index).

@@ -79,3 +79,14 @@ CREATE TABLE IF NOT EXISTS tasuki_counts (
     dead  INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (queue, shard)
 ) WITHOUT ROWID;
+
+-- Reliability meters per queue (`tasuki.core.reliability`): redeliveries, leases lost and
+-- the buckets of the expiry-to-start and heartbeat-lag histograms, by name, counted at
+-- lease time and added by workers' lease keepers; a few shards per queue, like the counts.
+CREATE TABLE IF NOT EXISTS tasuki_meters (
+    queue TEXT    NOT NULL,
+    name  TEXT    NOT NULL,
+    shard INTEGER NOT NULL,
+    value INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (queue, name, shard)
+) WITHOUT ROWID;

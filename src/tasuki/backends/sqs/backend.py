@@ -185,10 +185,11 @@ class SqsBackend(Backend):
             exact_stats=False,
             fencing=kept,
             timer_resolution=1.0,
-            # No per-message history or settled counts: SQS keeps neither, and a
-            # lock-store record per settle would double the requests per message.
+            # No per-message history, settled or reliability counts: SQS keeps none,
+            # and a lock-store record per settle would double the requests per message.
             inspection=False,
             settled_counts=False,
+            reliability_counts=False,
         )
         self._held: dict[str, _Held] = {}
         self._held_mutex = threading.Lock()

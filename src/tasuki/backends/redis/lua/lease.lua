@@ -4,7 +4,8 @@
 -- KEYS[2]  leased ZSET
 -- KEYS[3]  dead ZSET
 -- KEYS[4]  leases HASH (id -> token of the current lease)
--- KEYS[5]  counts HASH (`dead` grows by the exhausted messages buried here)
+-- KEYS[5]  counts HASH (`dead` grows by the exhausted messages buried here; the
+--          reliability meters of "meters" by lost leases and redeliveries)
 --
 -- ARGV[1]  queue key base, `<prefix>{<queue>}:`
 -- ARGV[2]  max messages
@@ -17,7 +18,8 @@
 -- walk goes on, so exhausted messages never eat the batch. Each leased message gets
 -- attempt + 1, fence + 1, a fresh token and expiry now + its visibility timeout. A
 -- message taken from an expired lease records "lease lost" in its history, at the time
--- that lease expired.
+-- that lease expired, and counts in the meters (with, if leased again, the time from that
+-- expiry to now); a lease of attempt 2 or more counts as a redelivery.
 --
 -- Returns {hint, then 9 fields per leased message: id, body, headers, attempt,
 -- max_attempts, enqueued_us, token, fence, own vt (µs, 0 = the lease call's)}.
@@ -28,6 +30,7 @@
 --- @include "batch"
 --- @include "to_dead"
 --- @include "history"
+--- @include "meters"
 
 local waiting, leased, dead, leases = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local base = ARGV[1]
@@ -37,6 +40,7 @@ local nonce = ARGV[4]
 local now = now_us()
 local out = {-1}
 local got = 0
+local redelivered = 0
 -- Bound the work of one call when a backlog of exhausted messages waits to be buried.
 local budget = want + 1000
 
@@ -68,8 +72,10 @@ while got < want and budget > 0 do
       'enqueued_us', 'fence')
     local attempt = tonumber(f[1]) or 0
     local max_attempts = tonumber(f[2])
-    if f[4] and not was_waiting then
+    local lost = f[4] and not was_waiting
+    if lost then
       push_history(mkey, expired_at, 'lease lost', f[7] or '0', '')
+      redis.call('HINCRBY', KEYS[5], 'leases_lost', 1)
     end
     if not f[4] then
       -- An index entry without its message: drop it.
@@ -88,6 +94,12 @@ while got < want and budget > 0 do
       redis.call('HINCRBY', KEYS[5], 'dead', 1)
     else
       attempt = attempt + 1
+      if attempt > 1 then
+        redelivered = redelivered + 1
+      end
+      if lost then
+        observe_recovery(KEYS[5], now - expired_at)
+      end
       local fence = (tonumber(f[7]) or 0) + 1
       local token = nonce .. '.' .. fence
       local own_vt = tonumber(f[3])
@@ -117,6 +129,10 @@ while got < want and budget > 0 do
   hdel_many(leases, gone)
   zadd_many(leased, expiries)
   each_chunk('HSET', leases, tokens)
+end
+
+if redelivered > 0 then
+  redis.call('HINCRBY', KEYS[5], 'redeliveries', redelivered)
 end
 
 if got == 0 then
