@@ -143,6 +143,13 @@ def test_redact_hides_passwords_and_secret_options() -> None:
     assert redact(f"sqs://x?aws_secret_access_key={SECRET}&prefix=p") == (
         "sqs://x?aws_secret_access_key=***&prefix=p"
     )
+    # a lock store's URL inside the SQS URL, and PostgreSQL's listen_url
+    assert SECRET not in redact(f"sqs://eu-west-1?prefix=p-&locks=redis://:{SECRET}@cache:6379/1")
+    assert SECRET not in redact(
+        f"postgresql://u:{SECRET}@db/jobs?listen_url=postgresql://u:{SECRET}@db:5432/jobs"
+    )
+    # too broken to parse (a port that is no number), nested and all
+    assert SECRET not in redact(f"sqs://x?locks=redis://:{SECRET}@h:notaport/0&api_key={SECRET}")
 
 
 def test_repr_logs_and_cli_never_show_the_password(

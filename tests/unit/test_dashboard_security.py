@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
+from tasuki.backends.urls import redact as safe_url
 from tasuki.cli.main import cli
-from tasuki.web.app import _local_path, safe_url
+from tasuki.web.app import _local_path
 from tasuki.web.security import Guard, check_bind, host_of, is_loopback, same_origin
 
 

@@ -15,7 +15,7 @@ import importlib
 import importlib.util
 import re
 from collections.abc import Callable
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from tasuki.backends.base import Backend
 from tasuki.errors import InvalidURL
@@ -37,19 +37,50 @@ _SCHEMES: dict[str, tuple[str, str, str | None]] = {
 
 # scheme://user:PASSWORD@host: up to the netloc's last "@", as urlsplit reads it
 _USERINFO_PASSWORD = re.compile(r"^([^:/?#]*://[^/?#@:]*:)[^/?#]*@")
+# a URL inside an option: ...&locks=redis://user:PASSWORD@host
+_NESTED_PASSWORD = re.compile(r"(=[a-z][a-z0-9+.-]*://[^/?#@:&]*:)[^/?#@&]*@", re.IGNORECASE)
+_SECRET_NAME = re.compile(r"pass|secret|token|key", re.IGNORECASE)
 _SECRET_OPTION = re.compile(
-    r"([?&](?:password|passwd|pass|secret|token|[a-z_]*secret[a-z_]*|[a-z_]*token[a-z_]*)=)[^&#]*",
+    r"([?&][a-z_]*(?:pass|secret|token|key)[a-z_]*=)[^&#]*",
     re.IGNORECASE,
 )
 
 
 def redact(url: str) -> str:
-    """The URL with its password (and any secret-looking option) replaced by `***`:
-    what logs, errors, the CLI and `repr` show. Works on URLs too broken to parse."""
+    """The URL with every password replaced by `***`: its own, those of URLs in its
+    options (`locks=redis://:pw@...`, `listen_url=`), and secret-looking options
+    (`password=`, `...token=`, `...secret...=`, `...key...=`). What logs, errors, the
+    CLI, the dashboard and `repr` show; works on URLs too broken to parse."""
     if not isinstance(url, str):
         return repr(url)
-    url = _USERINFO_PASSWORD.sub(r"\1***@", url, count=1)
-    return _SECRET_OPTION.sub(r"\1***", url)
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:  # too broken to parse: the patterns still find the secrets
+        url = _USERINFO_PASSWORD.sub(r"\1***@", url, count=1)
+        url = _NESTED_PASSWORD.sub(r"\1***@", url)
+        return _SECRET_OPTION.sub(r"\1***", url)
+    original = parts
+    if parts.query:
+        pairs = parse_qsl(parts.query, keep_blank_values=True)
+        query = [
+            (name, "***" if _SECRET_NAME.search(name) else redact(v) if "://" in v else v)
+            for name, v in pairs
+        ]
+        if query != pairs:
+            parts = parts._replace(query=urlencode(query, safe=":/@*[]"))
+    if parts.password is not None:
+        user = parts.username or ""
+        host = parts.hostname or ""
+        if ":" in host:
+            host = f"[{host}]"
+        parts = parts._replace(netloc=f"{user}:***@{host}" + (f":{port}" if port else ""))
+    if parts == original:
+        return url
+    shown: str = urlunsplit(parts)
+    if not parts.netloc and url.startswith(f"{parts.scheme}://"):  # sqlite:///path
+        shown = f"{parts.scheme}://{shown[len(parts.scheme) + 1 :]}"
+    return shown
 
 
 def scheme_of(url: str) -> str:

@@ -38,8 +38,8 @@ def dashboard(
     try:
         import uvicorn
 
+        from tasuki.backends.urls import redact
         from tasuki.web import create_app
-        from tasuki.web.app import safe_url
         from tasuki.web.security import check_bind
     except ImportError as exc:
         raise click.ClickException(
@@ -52,7 +52,7 @@ def dashboard(
     asgi = create_app(app, token=token, sample_every=sample_every)
     shown = f"[{host}]" if ":" in host else host
     click.echo(
-        f"tasuki dashboard for {safe_url(app.url)} on http://{shown}:{port}/"
+        f"tasuki dashboard for {redact(app.url)} on http://{shown}:{port}/"
         + (" (token required)" if token else "")
     )
     uvicorn.run(asgi, host=host, port=port, log_level="warning", server_header=False)

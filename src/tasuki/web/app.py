@@ -10,12 +10,11 @@ behind a confirmation page; see `tasuki.web.security` for who may send them.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
-from urllib.parse import parse_qs, parse_qsl, quote, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qs, quote, urlencode
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.applications import Starlette
@@ -33,6 +32,7 @@ from starlette.responses import (
 from starlette.routing import Route
 
 from tasuki.app import App
+from tasuki.backends.urls import redact
 from tasuki.core.job import check_message_id, check_queue
 from tasuki.core.reliability import Histogram, Reliability
 from tasuki.errors import TasukiError
@@ -48,48 +48,6 @@ ACTIONS = {
     "purge-dead": "Delete every dead letter of the queue",
     "purge": "Delete EVERY message of the queue: ready, delayed, in flight and dead",
 }
-
-
-_SECRET_NAME = re.compile(r"pass|secret|token|key", re.IGNORECASE)
-
-
-def safe_url(url: str) -> str:
-    """The backend URL with every password replaced by ***: its own, those of URLs in its
-    options (`locks=redis://:pw@...`, `listen_url=`), and secret-looking options
-    (`password=`, `...token=`, `...secret...=`, `...key...=`)."""
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError:  # too broken to parse: show none of it
-        return url.split("://", 1)[0] + "://***"
-    original = parts
-    if parts.query:
-        query = [
-            (
-                name,
-                "***"
-                if _SECRET_NAME.search(name)
-                else safe_url(value)
-                if "://" in value
-                else value,
-            )
-            for name, value in parse_qsl(parts.query, keep_blank_values=True)
-        ]
-        if query != parse_qsl(parts.query, keep_blank_values=True):
-            parts = parts._replace(query=urlencode(query, safe=":/@*[]"))
-    if parts.password is not None:
-        user = parts.username or ""
-        host = parts.hostname or ""
-        if ":" in host:
-            host = f"[{host}]"
-        netloc = f"{user}:***@{host}" + (f":{port}" if port else "")
-        parts = parts._replace(netloc=netloc)
-    if parts == original:
-        return url
-    shown: str = urlunsplit(parts)
-    if not parts.netloc and url.startswith(f"{parts.scheme}://"):  # sqlite:///path
-        shown = f"{parts.scheme}://{shown[len(parts.scheme) + 1 :]}"
-    return shown
 
 
 def ago(seconds: float) -> str:
@@ -144,7 +102,7 @@ def create_app(
     templates.globals.update(
         ago=ago, when=when, quote=quote, actions=ACTIONS, seconds=seconds, bound=bound
     )
-    backend_url = safe_url(app.url)
+    backend_url = redact(app.url)
     inspection = app.backend.capabilities.inspection
     kept = app.backend.capabilities.reliability_counts
 
