@@ -47,7 +47,13 @@ import psycopg
 from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
-from tasuki.backends.base import DEFAULT_VISIBILITY_TIMEOUT, Capabilities, Delivery
+from tasuki.backends.base import (
+    DEFAULT_VISIBILITY_TIMEOUT,
+    Capabilities,
+    Delivery,
+    Enqueued,
+    Envelope,
+)
 from tasuki.backends.sql.base import Connection, Queries, SQLBackend, load_dialect_queries
 from tasuki.errors import BackendError, BackendUnavailable, InvalidArgument, InvalidURL
 
@@ -449,6 +455,26 @@ class PostgresBackend(SQLBackend):
         self._ahead_pid = 0
         if migrate:  # on first use, so a worker can start while the server is down
             self.postgres.first_use = self.migrate
+
+    def enqueue(
+        self, envelopes: Sequence[Envelope], connection: object | None = None
+    ) -> list[Enqueued]:
+        """Plain messages (no unique claim, no id twice: one message or a batch) take one
+        statement, `insert_batch`, which inserts and notifies the listeners: on its own in
+        autocommit (one round trip, committed when it returns), or in the caller's open
+        transaction with `connection=` (announced on its commit). The rest, and the odd
+        call that is due for the periodic clean-up, take the shared layer's transaction."""
+        now = self.clock()
+        if not envelopes or now >= self._next_cleanup or not self._plain(envelopes):
+            return super().enqueue(envelopes, connection)
+        if connection is not None:
+            conn, queries = self.postgres.joined(connection)
+            return self._insert_batch(conn, queries["insert_batch"], envelopes, now)
+        with self.postgres.statements() as conn:
+            return self._insert_batch(conn, self.q["insert_batch"], envelopes, now)
+
+    def _batch_params(self, envelopes: Sequence[Envelope], now: float) -> dict[str, Any]:
+        return {**super()._batch_params(envelopes, now), "channel": self.postgres.channel}
 
     def lease_soon(
         self,

@@ -19,24 +19,30 @@ VALUES
 ON CONFLICT (queue, id) DO NOTHING;
 
 -- name: insert_batch
--- Many plain messages (no unique claim, no id twice) in one statement, from parallel
--- arrays (sent in binary: nothing to escape): those whose id is neither stored nor
--- remembered as finished are inserted.
+-- Plain messages (no unique claim, no id twice) in one statement, from parallel arrays
+-- (sent in binary: nothing to escape): those whose id is neither stored nor remembered
+-- as finished are inserted, and their queues' listeners notified (on commit) by the same
+-- statement, so that an enqueue on its own is one round trip in autocommit.
 -- Returns (queue, id) of each inserted; the others were duplicates.
-INSERT INTO tasuki_messages
-    (queue, id, body, headers, visible_at, enqueued_at, max_attempts, visibility_timeout, keep_id)
-SELECT b.queue, b.id, b.body, b.headers, %(now)s + b.delay, %(now)s, b.max_attempts,
-       b.visibility_timeout, b.keep_id
-FROM unnest(%(queues)b::text[], %(ids)b::text[], %(bodies)b::bytea[], %(headers)b::text[],
-            %(delays)b::float8[], %(max_attempts)b::integer[],
-            %(visibility_timeouts)b::float8[], %(keep_ids)b::float8[])
-     AS b(queue, id, body, headers, delay, max_attempts, visibility_timeout, keep_id)
-WHERE NOT EXISTS (
-    SELECT 1 FROM tasuki_finished f
-    WHERE f.queue = b.queue AND f.id = b.id AND f.expires_at > %(now)s
+WITH inserted AS (
+    INSERT INTO tasuki_messages
+        (queue, id, body, headers, visible_at, enqueued_at, max_attempts, visibility_timeout, keep_id)
+    SELECT b.queue, b.id, b.body, b.headers, %(now)s + b.delay, %(now)s, b.max_attempts,
+           b.visibility_timeout, b.keep_id
+    FROM unnest(%(queues)b::text[], %(ids)b::text[], %(bodies)b::bytea[], %(headers)b::text[],
+                %(delays)b::float8[], %(max_attempts)b::integer[],
+                %(visibility_timeouts)b::float8[], %(keep_ids)b::float8[])
+         AS b(queue, id, body, headers, delay, max_attempts, visibility_timeout, keep_id)
+    WHERE NOT EXISTS (
+        SELECT 1 FROM tasuki_finished f
+        WHERE f.queue = b.queue AND f.id = b.id AND f.expires_at > %(now)s
+    )
+    ON CONFLICT (queue, id) DO NOTHING
+    RETURNING queue, id
+), woken AS (
+    SELECT count(pg_notify(%(channel)s, q.queue)) FROM (SELECT DISTINCT queue FROM inserted) q
 )
-ON CONFLICT (queue, id) DO NOTHING
-RETURNING queue, id;
+SELECT queue, id FROM inserted, woken;
 
 -- name: replace_waiting_payload
 UPDATE tasuki_messages SET body = %(body)s, headers = %(headers)s

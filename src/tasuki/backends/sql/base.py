@@ -286,8 +286,19 @@ class SQLBackend(Backend):
     def _insert_batch(
         self, conn: Connection, sql: str, envelopes: Sequence[Envelope], now: float
     ) -> list[Enqueued]:
+        stored = {
+            (queue, msg_id)
+            for queue, msg_id in conn.execute(sql, self._batch_params(envelopes, now)).fetchall()
+        }
+        return [
+            Enqueued(e.id, "enqueued" if (e.queue, e.id) in stored else "duplicate")
+            for e in envelopes
+        ]
+
+    def _batch_params(self, envelopes: Sequence[Envelope], now: float) -> dict[str, Any]:
+        """`insert_batch`'s parameters: parallel arrays, one element per envelope."""
         values = self.dialect.values
-        params = {
+        return {
             "now": now,
             "queues": values([e.queue for e in envelopes]),
             "ids": values([e.id for e in envelopes]),
@@ -298,11 +309,6 @@ class SQLBackend(Backend):
             "visibility_timeouts": values([e.visibility_timeout for e in envelopes]),
             "keep_ids": values([e.keep_id for e in envelopes]),
         }
-        stored = {(queue, msg_id) for queue, msg_id in conn.execute(sql, params).fetchall()}
-        return [
-            Enqueued(e.id, "enqueued" if (e.queue, e.id) in stored else "duplicate")
-            for e in envelopes
-        ]
 
     def _enqueue_one(self, conn: Connection, q: Queries, env: Envelope, now: float) -> Enqueued:
         if conn.execute(q["known_id"], {"queue": env.queue, "id": env.id, "now": now}).fetchone():
