@@ -98,8 +98,10 @@ QueryName = Literal[
 # Every SQL backend's query file defines exactly these names...
 REQUIRED: frozenset[QueryName] = frozenset(get_args(QueryName))
 # ... and may define these, where the engine can do in one statement what the shared
-# layer otherwise does in several (`insert_batch`: a plain batch from parallel arrays).
-OptionalQueryName = Literal["insert_batch"]
+# layer otherwise does in several (`insert_batch`: a plain batch from parallel arrays),
+# or for what only that engine offers (`ack_archive`, `prune_archive`: PostgreSQL's
+# opt-in archive of acked messages).
+OptionalQueryName = Literal["insert_batch", "ack_archive", "prune_archive"]
 OPTIONAL: frozenset[OptionalQueryName] = frozenset(get_args(OptionalQueryName))
 
 Queries = Mapping[QueryName | OptionalQueryName, str]
