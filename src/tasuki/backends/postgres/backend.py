@@ -164,6 +164,7 @@ class PostgresDialect:
 
     queries = Q
     lease_records_lost = True  # in its `lease` CTE
+    ack_counts = True  # in its `ack` CTE
 
     def __init__(
         self,

@@ -56,18 +56,18 @@ WHERE queue = %(queue)s AND id = %(id)s AND state = 0;
 -- ones, and `unique_key` is the lock still to drop — none here, the statement did it.
 -- The token is unique per lease: a per-batch random nonce plus the message's new fence.
 WITH due AS (
-    SELECT seq, attempt >= max_attempts AS dead
+    -- The locked rows as they are now: in flight here means the lease lapsed.
+    SELECT seq, attempt >= max_attempts AS dead, state, id, visible_at, fence
     FROM tasuki_messages
     WHERE queue = %(queue)s AND state < 2 AND visible_at <= %(now)s
     ORDER BY visible_at, seq
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ), lost AS (
-    -- Sub-statements see the rows as they were: in flight here means the lease lapsed.
     INSERT INTO tasuki_history (queue, id, at, event, fence, detail)
-    SELECT m.queue, m.id, m.visible_at, 'lease lost', m.fence, ''
-    FROM tasuki_messages m JOIN due ON m.seq = due.seq
-    WHERE m.state = 1
+    SELECT %(queue)s, id, visible_at, 'lease lost', fence, ''
+    FROM due
+    WHERE state = 1
 ), changed AS (
     UPDATE tasuki_messages m
     SET state = CASE WHEN due.dead THEN 2 ELSE 1 END,
@@ -103,8 +103,9 @@ SELECT min(visible_at) FROM tasuki_messages WHERE queue = %(queue)s AND state < 
 
 -- name: ack
 -- A batch of receipts in one statement (three parallel arrays): delete the messages whose
--- lease the token still holds, and remember the ids of those with an id window. Returns
--- the deleted (queue, id, token, keep_id, remembered): remembered here, not by the caller.
+-- lease the token still holds, remember the ids of those with an id window, and add them
+-- to the queues' acked totals (`count_settled`'s shard). Returns the deleted (queue, id,
+-- token, keep_id, remembered): remembered and counted here, not by the caller.
 WITH gone AS (
     DELETE FROM tasuki_messages m
     USING unnest(%(queues)b::text[], %(ids)b::text[], %(tokens)b::text[]) AS r(queue, id, token)
@@ -114,6 +115,10 @@ WITH gone AS (
     INSERT INTO tasuki_finished (queue, id, expires_at)
     SELECT queue, id, %(now)s + keep_id FROM gone WHERE keep_id > 0
     ON CONFLICT (queue, id) DO UPDATE SET expires_at = excluded.expires_at
+), counted AS (
+    INSERT INTO tasuki_counts (queue, shard, acked, dead)
+    SELECT queue, %(shard)s, count(*), 0 FROM gone GROUP BY queue
+    ON CONFLICT (queue, shard) DO UPDATE SET acked = tasuki_counts.acked + excluded.acked
 )
 SELECT queue, id, token, keep_id, true FROM gone;
 
@@ -130,6 +135,10 @@ WITH gone AS (
     INSERT INTO tasuki_finished (queue, id, expires_at)
     SELECT queue, id, %(now)s + keep_id FROM gone WHERE keep_id > 0
     ON CONFLICT (queue, id) DO UPDATE SET expires_at = excluded.expires_at
+), counted AS (
+    INSERT INTO tasuki_counts (queue, shard, acked, dead)
+    SELECT queue, %(shard)s, count(*), 0 FROM gone GROUP BY queue
+    ON CONFLICT (queue, shard) DO UPDATE SET acked = tasuki_counts.acked + excluded.acked
 ), archived AS (
     INSERT INTO tasuki_archive
         (queue, id, body, headers, attempt, max_attempts, fence, enqueued_at, acked_at)

@@ -142,6 +142,9 @@ class Dialect(Protocol):
     # The `lease` statement itself records the leases it finds lost (PostgreSQL, in its
     # CTE); else `record_lost_leases` runs just before it, in the same transaction.
     lease_records_lost: bool
+    # The `ack` statement adds what it deleted to the acked totals itself (PostgreSQL, in
+    # its CTE, with the `shard` parameter); else `count_settled` runs after it.
+    ack_counts: bool
 
     def read(self) -> AbstractContextManager[Connection]:
         """A connection for a read outside any transaction of ours."""
@@ -444,6 +447,7 @@ class SQLBackend(Backend):
                 # The same as one list of triples, for engines without parallel arrays.
                 "receipts": values([list(r) for r in receipts]),
                 "now": now,
+                "shard": random.randrange(COUNT_SHARDS),
             }
             rows = conn.execute(self.q["ack"], params).fetchall()
             remember = [
@@ -456,11 +460,12 @@ class SQLBackend(Backend):
             for queue, msg_id, token, keep_id, _ in rows:  # a caller-given id's history
                 if keep_id > 0:  # outlives the message, for `inspect`
                     self._remember(conn, Receipt(queue, msg_id, token), now, "acked")
-            acked: dict[str, int] = {}
-            for queue, *_ in rows:
-                acked[queue] = acked.get(queue, 0) + 1
-            for name, count in acked.items():
-                self._count(conn, name, acked=count)
+            if not self.dialect.ack_counts:
+                acked: dict[str, int] = {}
+                for queue, *_ in rows:
+                    acked[queue] = acked.get(queue, 0) + 1
+                for name, count in acked.items():
+                    self._count(conn, name, acked=count)
         deleted = {(queue, msg_id, token) for queue, msg_id, token, *_ in rows}
         results = []
         for r in receipts:
