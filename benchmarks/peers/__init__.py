@@ -33,7 +33,7 @@ SYSTEMS: dict[str, str] = {
     "tasuki-postgres": "benchmarks.peers.tasuki_runner:TasukiPostgres",
     "procrastinate": "benchmarks.peers.procrastinate_runner:ProcrastinatePeer",
     "pgqueuer": "benchmarks.peers.pgqueuer_runner:PgQueuerPeer",
-    "chancy": "benchmarks.peers.unported:Chancy",
+    "chancy": "benchmarks.peers.chancy_runner:ChancyPeer",
     "oban-py": "benchmarks.peers.unported:ObanPy",
     "tasuki-postgres-io": "benchmarks.peers.tasuki_runner:TasukiPostgresIO",
     "pgqueuer-io": "benchmarks.peers.pgqueuer_runner:PgQueuerIO",

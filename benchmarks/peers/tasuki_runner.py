@@ -85,6 +85,16 @@ class TasukiSQLite(TasukiPeer):
 #: the PostgreSQL server the PostgreSQL section measures (every peer there uses it)
 POSTGRES_ENV = "BENCH_POSTGRES_URL"
 POSTGRES_DEFAULT = "postgresql://postgres@127.0.0.1:5432/postgres"
+#: tasuki-postgres's schema on that server, and its tables emptied between measurements
+SCHEMA = "tasuki_bench"
+TABLES = (
+    "tasuki_messages",
+    "tasuki_finished",
+    "tasuki_locks",
+    "tasuki_history",
+    "tasuki_counts",
+    "tasuki_archive",
+)
 
 
 class TasukiPostgres(TasukiPeer):
@@ -94,11 +104,19 @@ class TasukiPostgres(TasukiPeer):
 
     def backend_url(self) -> str:
         base = postgres_url()
-        self.settings += "; `postgresql://…?schema=tasuki_bench` (server defaults)"
-        return f"{base}{'&' if '?' in base else '?'}schema=tasuki_bench"
+        self.settings += f"; `postgresql://…?schema={SCHEMA}` (server defaults)"
+        return f"{base}{'&' if '?' in base else '?'}schema={SCHEMA}"
 
     def reset(self) -> None:
-        self.app.purge("default")
+        """Fresh tables, the way the peers get theirs (`TRUNCATE`). Deleted rows would
+        otherwise pile up from round to round wherever the server runs without
+        autovacuum (as this machine's does), and every later lease would walk them."""
+        import psycopg
+
+        self.app.stats("default")  # the first use creates the schema
+        tables = ", ".join(f"{SCHEMA}.{table}" for table in TABLES)
+        with psycopg.connect(postgres_url(), autocommit=True) as conn:
+            conn.execute(f"TRUNCATE {tables}")
 
 
 class TasukiPostgresIO(TasukiPostgres):

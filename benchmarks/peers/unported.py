@@ -17,13 +17,10 @@ class _Unported:
         raise RuntimeError(self.why)
 
 
-class Chancy(_Unported):
-    name = "chancy"
-    module = "chancy"
-    why = "installed, but no runner written for it yet (benchmarks/peers/unported.py)"
-
-
 class ObanPy(_Unported):
     name = "oban-py"
     module = "oban"
-    why = "oban-py needs Python 3.12 or later; the benchmark runs on this machine's Python"
+    why = (
+        "oban-py needs Python 3.12 or later; the benchmark runs on this machine's "
+        "Python (3.11: Debian 12 has no 3.12, and no interpreter can be downloaded here)"
+    )

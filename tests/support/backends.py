@@ -50,6 +50,11 @@ def _postgresql(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return str(server.url(f"t_{uuid.uuid4().hex[:12]}"))
 
 
+def _postgresql_archive(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The same, with acked messages archived (`?archive=true`): the contract holds."""
+    return f"{_postgresql(request, tmp_path)}&archive=true"
+
+
 def _redis_expire_lock(backend: Backend, key: str, seconds: float | None) -> None:
     """Give a lock `seconds` more on the server's clock, or delete it (None)."""
     redis: Any = backend
@@ -78,6 +83,7 @@ class BackendEntry:
 BACKENDS: dict[str, BackendEntry] = {
     "memory": BackendEntry(_memory, cross_process=False),
     "postgresql": BackendEntry(_postgresql),
+    "postgresql-archive": BackendEntry(_postgresql_archive, worker_suites=False),
     "sqlite": BackendEntry(_sqlite),
     "redis": BackendEntry(_redis, expire_lock=_redis_expire_lock),
     # The local SQS server does ~130 send+receive+delete cycles a second, fewer when deep.

@@ -80,4 +80,4 @@ def test_sqlite_and_postgresql_define_the_same_queries() -> None:
     postgres = load_queries("tasuki.backends.postgres", "queries.sql")
     # The required names are the same; an optional one is a single-statement shortcut.
     assert set(sqlite) - OPTIONAL == set(postgres) - OPTIONAL == REQUIRED
-    assert set(postgres) & OPTIONAL == {"insert_batch"}
+    assert set(postgres) & OPTIONAL == {"insert_batch", "ack_archive", "prune_archive"}

@@ -126,3 +126,67 @@ def test_lost_notification_session_falls_back_to_polling(
     assert [d.id for d in consumer.lease("q", 1, 30.0, wait=5.0)] == ["a"]
     consumer.close()
     producer.close()
+
+
+def test_a_plain_enqueue_is_one_statement_that_wakes_the_listeners(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One message or a plain batch: one statement in autocommit inserts and notifies (no
+    BEGIN, id look-up, NOTIFY and COMMIT of their own); duplicates stay duplicates."""
+    consumer, producer = from_url(url), from_url(url)
+    producer.enqueue([Envelope("q", "warm", b"x", keep_id=60.0)])  # migrations, clean-up
+    [warm] = consumer.lease("q", 1, wait=0.01)  # and the listener is up
+    assert consumer.ack([warm.receipt]) == [True]
+    main = threading.get_ident()
+    sent: list[object] = []
+    execute = psycopg.Connection.execute
+
+    def counting(self: psycopg.Connection[object], query: object, *args: object) -> object:
+        if threading.get_ident() == main and query != "":  # "": the pool's idle check
+            sent.append(query)
+        return execute(self, query, *args)  # type: ignore[arg-type]
+
+    def no_transaction(*args: object, **kwargs: object) -> object:
+        raise AssertionError("a transaction of the backend's own")
+
+    monkeypatch.setattr(psycopg.Connection, "execute", counting)
+    monkeypatch.setattr(psycopg.Connection, "transaction", no_transaction)
+    for envelopes, statuses in [
+        ([Envelope("q", "a", b"x")], ["enqueued"]),
+        ([Envelope("q", "b", b"x"), Envelope("r", "c", b"y")], ["enqueued", "enqueued"]),
+        ([Envelope("q", "a", b"x"), Envelope("q", "warm", b"x")], ["duplicate", "duplicate"]),
+    ]:
+        sent.clear()
+        hint = consumer.postgres.wait_hint()
+        assert [r.status for r in producer.enqueue(envelopes)] == statuses
+        assert len(sent) == 1
+        started = time.monotonic()
+        consumer.postgres.wait("q", 2.0, hint)
+        woken = time.monotonic() - started < 1.0
+        assert woken == ("enqueued" in statuses), "notified exactly when something was stored"
+    monkeypatch.undo()
+    assert sorted(d.id for d in consumer.lease("q", 10)) == ["a", "b"]
+    assert [d.id for d in consumer.lease("r", 10)] == ["c"]
+    consumer.close()
+    producer.close()
+
+
+def test_a_plain_enqueue_in_the_callers_transaction_is_announced_on_commit(url: str) -> None:
+    consumer, producer = from_url(url), from_url(url)
+    consumer.lease("q", 1, wait=0.01)  # migrations; the listener is up
+    base = url.split("?", 1)[0]
+    with psycopg.connect(base) as conn:
+        hint = consumer.postgres.wait_hint()
+        results = producer.enqueue([Envelope("q", "a", b"x")], connection=conn)
+        assert [r.status for r in results] == ["enqueued"]
+        started = time.monotonic()
+        consumer.postgres.wait("q", 0.5, hint)
+        assert time.monotonic() - started >= 0.45, "announced before the commit"
+        assert consumer.lease("q", 1) == []
+        conn.commit()
+        started = time.monotonic()
+        consumer.postgres.wait("q", 5.0, hint)
+        assert time.monotonic() - started < 1.0, "not announced on commit"
+    assert [d.id for d in consumer.lease("q", 1)] == ["a"]
+    consumer.close()
+    producer.close()

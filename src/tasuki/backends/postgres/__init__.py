@@ -28,6 +28,8 @@ def from_url(url: str) -> PostgresBackend:
             "max_message_size": int,
             "pgbouncer": _flag,
             "listen_url": str,
+            "archive": _flag,
+            "archive_days": float,
         },
     )
     return PostgresBackend(url, **options)  # type: ignore[arg-type]

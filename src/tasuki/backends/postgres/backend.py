@@ -47,16 +47,29 @@ import psycopg
 from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
-from tasuki.backends.base import DEFAULT_VISIBILITY_TIMEOUT, Capabilities, Delivery
+from tasuki.backends.base import (
+    DEFAULT_VISIBILITY_TIMEOUT,
+    Capabilities,
+    Delivery,
+    Enqueued,
+    Envelope,
+    Receipt,
+)
 from tasuki.backends.postgres import connections
-from tasuki.backends.sql.base import Connection, Queries, SQLBackend, load_dialect_queries
+from tasuki.backends.sql.base import (
+    CLEANUP_EVERY,
+    Connection,
+    Queries,
+    SQLBackend,
+    load_dialect_queries,
+)
 from tasuki.errors import BackendError, BackendUnavailable, InvalidArgument, InvalidURL
 
 Q = load_dialect_queries("tasuki.backends.postgres")
 MIGRATIONS = "tasuki.backends.postgres.migrations"
 
 DEFAULT_MAX_MESSAGE_SIZE = 16 * 1024 * 1024
-_TABLE = re.compile(r"\b(tasuki_(?:messages|finished|locks|history|counts|meters))\b")
+_TABLE = re.compile(r"\b(tasuki_(?:messages|finished|locks|history|counts|meters|archive))\b")
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 # While the LISTEN session is down, waits poll at this interval.
 FALLBACK_POLL = 0.25
@@ -71,7 +84,20 @@ PLANNER = "-c enable_bitmapscan=off -c enable_seqscan=off"
 
 log = logging.getLogger("tasuki.postgres")
 # URL options read by tasuki; any other (sslmode, connect_timeout ...) goes to libpq.
-OPTIONS = {"schema", "migrate", "pool_size", "max_message_size", "pgbouncer", "listen_url"}
+OPTIONS = {
+    "schema",
+    "migrate",
+    "pool_size",
+    "max_message_size",
+    "pgbouncer",
+    "listen_url",
+    "archive",
+    "archive_days",
+}
+# Archived rows pruned per statement, and how soon the next prune runs while a backlog
+# of rows past their time remains.
+PRUNE_BATCH = 10_000
+PRUNE_BACKLOG_EVERY = 1.0
 
 
 def redact(url: str) -> str:
@@ -139,6 +165,7 @@ class PostgresDialect:
 
     queries = Q
     lease_records_lost = True  # in its `lease` CTE
+    ack_counts = True  # in its `ack` CTE
 
     def __init__(
         self,
@@ -150,6 +177,7 @@ class PostgresDialect:
         display_url: str,
         pgbouncer: bool = False,
         listen_conninfo: str | None = None,
+        archive: bool = False,
     ) -> None:
         self.conninfo = conninfo
         # Behind pgBouncer in transaction mode a session is not ours from one transaction
@@ -166,8 +194,10 @@ class PostgresDialect:
         self.capabilities = Capabilities(
             max_message_size=max_message_size, transactional_enqueue=True
         )
+        if archive:  # acks move the rows to the archive (`ack_archive`)
+            self.queries = {**Q, "ack": Q["ack_archive"]}
         self.qualified: Queries = {
-            name: _TABLE.sub(f'"{schema}".\\1', sql) for name, sql in Q.items()
+            name: _TABLE.sub(f'"{schema}".\\1', sql) for name, sql in self.queries.items()
         }
         if pgbouncer:  # no search_path of ours: every query names the schema
             self.queries = self.qualified
@@ -426,6 +456,8 @@ class PostgresBackend(SQLBackend):
         max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
         pgbouncer: bool = False,
         listen_url: str | None = None,
+        archive: bool = False,
+        archive_days: float = 7.0,
     ) -> None:
         if not _SCHEMA_NAME.match(schema):
             raise InvalidURL(f"bad schema name {schema!r}: lower-case letters, digits and _")
@@ -440,6 +472,7 @@ class PostgresBackend(SQLBackend):
             display_url=redact(url),
             pgbouncer=pgbouncer,
             listen_conninfo=listen_url,
+            archive=archive,
         )
         if self.postgres.polls_only:
             log.info(
@@ -450,8 +483,51 @@ class PostgresBackend(SQLBackend):
         super().__init__(redact(url), self.postgres)
         self._ahead: ThreadPoolExecutor | None = None
         self._ahead_pid = 0
+        if archive_days < 0:
+            raise InvalidURL(f"archive_days must be 0 (keep forever) or more, not {archive_days}")
+        self.archive = archive
+        self.archive_keep = archive_days * 86_400.0
+        self._next_prune = 0.0
         if migrate:  # on first use, so a worker can start while the server is down
             self.postgres.first_use = self.migrate
+
+    def enqueue(
+        self, envelopes: Sequence[Envelope], connection: object | None = None
+    ) -> list[Enqueued]:
+        """Plain messages (no unique claim, no id twice: one message or a batch) take one
+        statement, `insert_batch`, which inserts and notifies the listeners: on its own in
+        autocommit (one round trip, committed when it returns), or in the caller's open
+        transaction with `connection=` (announced on its commit). The rest, and the odd
+        call that is due for the periodic clean-up, take the shared layer's transaction."""
+        now = self.clock()
+        if not envelopes or now >= self._next_cleanup or not self._plain(envelopes):
+            return super().enqueue(envelopes, connection)
+        if connection is not None:
+            conn, queries = self.postgres.joined(connection)
+            return self._insert_batch(conn, queries["insert_batch"], envelopes, now)
+        with self.postgres.statements() as conn:
+            return self._insert_batch(conn, self.q["insert_batch"], envelopes, now)
+
+    def _batch_params(self, envelopes: Sequence[Envelope], now: float) -> dict[str, Any]:
+        return {**super()._batch_params(envelopes, now), "channel": self.postgres.channel}
+
+    def ack(self, receipts: Sequence[Receipt]) -> list[bool]:
+        """With `?archive=true` the `ack` statement moves the rows to the archive; the
+        acking workers also prune it, one batch at a time, every 30 s (every second
+        while older rows remain)."""
+        results = super().ack(receipts)
+        if self.archive and self.archive_keep > 0 and self.clock() >= self._next_prune:
+            self.prune_archive()
+        return results
+
+    def prune_archive(self, limit: int = PRUNE_BATCH) -> int:
+        """Delete up to `limit` archived rows older than `archive_days`; returns how many."""
+        now = self.clock()
+        params = {"before": now - self.archive_keep, "limit": limit}
+        with self.postgres.statements() as conn:
+            pruned = int(conn.execute(self.q["prune_archive"], params).rowcount)
+        self._next_prune = now + (PRUNE_BACKLOG_EVERY if pruned >= limit else CLEANUP_EVERY)
+        return pruned
 
     def lease_soon(
         self,

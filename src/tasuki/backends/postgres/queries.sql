@@ -19,24 +19,30 @@ VALUES
 ON CONFLICT (queue, id) DO NOTHING;
 
 -- name: insert_batch
--- Many plain messages (no unique claim, no id twice) in one statement, from parallel
--- arrays (sent in binary: nothing to escape): those whose id is neither stored nor
--- remembered as finished are inserted.
+-- Plain messages (no unique claim, no id twice) in one statement, from parallel arrays
+-- (sent in binary: nothing to escape): those whose id is neither stored nor remembered
+-- as finished are inserted, and their queues' listeners notified (on commit) by the same
+-- statement, so that an enqueue on its own is one round trip in autocommit.
 -- Returns (queue, id) of each inserted; the others were duplicates.
-INSERT INTO tasuki_messages
-    (queue, id, body, headers, visible_at, enqueued_at, max_attempts, visibility_timeout, keep_id)
-SELECT b.queue, b.id, b.body, b.headers, %(now)s + b.delay, %(now)s, b.max_attempts,
-       b.visibility_timeout, b.keep_id
-FROM unnest(%(queues)b::text[], %(ids)b::text[], %(bodies)b::bytea[], %(headers)b::text[],
-            %(delays)b::float8[], %(max_attempts)b::integer[],
-            %(visibility_timeouts)b::float8[], %(keep_ids)b::float8[])
-     AS b(queue, id, body, headers, delay, max_attempts, visibility_timeout, keep_id)
-WHERE NOT EXISTS (
-    SELECT 1 FROM tasuki_finished f
-    WHERE f.queue = b.queue AND f.id = b.id AND f.expires_at > %(now)s
+WITH inserted AS (
+    INSERT INTO tasuki_messages
+        (queue, id, body, headers, visible_at, enqueued_at, max_attempts, visibility_timeout, keep_id)
+    SELECT b.queue, b.id, b.body, b.headers, %(now)s + b.delay, %(now)s, b.max_attempts,
+           b.visibility_timeout, b.keep_id
+    FROM unnest(%(queues)b::text[], %(ids)b::text[], %(bodies)b::bytea[], %(headers)b::text[],
+                %(delays)b::float8[], %(max_attempts)b::integer[],
+                %(visibility_timeouts)b::float8[], %(keep_ids)b::float8[])
+         AS b(queue, id, body, headers, delay, max_attempts, visibility_timeout, keep_id)
+    WHERE NOT EXISTS (
+        SELECT 1 FROM tasuki_finished f
+        WHERE f.queue = b.queue AND f.id = b.id AND f.expires_at > %(now)s
+    )
+    ON CONFLICT (queue, id) DO NOTHING
+    RETURNING queue, id
+), woken AS (
+    SELECT count(pg_notify(%(channel)s, q.queue)) FROM (SELECT DISTINCT queue FROM inserted) q
 )
-ON CONFLICT (queue, id) DO NOTHING
-RETURNING queue, id;
+SELECT queue, id FROM inserted, woken;
 
 -- name: replace_waiting_payload
 UPDATE tasuki_messages SET body = %(body)s, headers = %(headers)s
@@ -51,18 +57,18 @@ WHERE queue = %(queue)s AND id = %(id)s AND state = 0;
 -- the last column is the expiry of a lease found lost (the reliability meters).
 -- The token is unique per lease: a per-batch random nonce plus the message's new fence.
 WITH due AS (
-    SELECT seq, attempt >= max_attempts AS dead
+    -- The locked rows as they are now: in flight here means the lease lapsed.
+    SELECT seq, attempt >= max_attempts AS dead, state, id, visible_at, fence
     FROM tasuki_messages
     WHERE queue = %(queue)s AND state < 2 AND visible_at <= %(now)s
     ORDER BY visible_at, seq
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ), lost AS (
-    -- Sub-statements see the rows as they were: in flight here means the lease lapsed.
     INSERT INTO tasuki_history (queue, id, at, event, fence, detail)
-    SELECT m.queue, m.id, m.visible_at, 'lease lost', m.fence, ''
-    FROM tasuki_messages m JOIN due ON m.seq = due.seq
-    WHERE m.state = 1
+    SELECT %(queue)s, id, visible_at, 'lease lost', fence, ''
+    FROM due
+    WHERE state = 1
     RETURNING id, at
 ), changed AS (
     UPDATE tasuki_messages m
@@ -99,8 +105,9 @@ SELECT min(visible_at) FROM tasuki_messages WHERE queue = %(queue)s AND state < 
 
 -- name: ack
 -- A batch of receipts in one statement (three parallel arrays): delete the messages whose
--- lease the token still holds, and remember the ids of those with an id window. Returns
--- the deleted (queue, id, token, keep_id, remembered): remembered here, not by the caller.
+-- lease the token still holds, remember the ids of those with an id window, and add them
+-- to the queues' acked totals (`count_settled`'s shard). Returns the deleted (queue, id,
+-- token, keep_id, remembered): remembered and counted here, not by the caller.
 WITH gone AS (
     DELETE FROM tasuki_messages m
     USING unnest(%(queues)b::text[], %(ids)b::text[], %(tokens)b::text[]) AS r(queue, id, token)
@@ -110,8 +117,48 @@ WITH gone AS (
     INSERT INTO tasuki_finished (queue, id, expires_at)
     SELECT queue, id, %(now)s + keep_id FROM gone WHERE keep_id > 0
     ON CONFLICT (queue, id) DO UPDATE SET expires_at = excluded.expires_at
+), counted AS (
+    INSERT INTO tasuki_counts (queue, shard, acked, dead)
+    SELECT queue, %(shard)s, count(*), 0 FROM gone GROUP BY queue
+    ON CONFLICT (queue, shard) DO UPDATE SET acked = tasuki_counts.acked + excluded.acked
 )
 SELECT queue, id, token, keep_id, true FROM gone;
+
+-- name: ack_archive
+-- `ack` for a backend with `?archive=true`: the same, and the deleted rows are moved to
+-- the archive by the same statement (so an ack and its archiving commit together).
+WITH gone AS (
+    DELETE FROM tasuki_messages m
+    USING unnest(%(queues)b::text[], %(ids)b::text[], %(tokens)b::text[]) AS r(queue, id, token)
+    WHERE m.queue = r.queue AND m.id = r.id AND m.token = r.token AND m.state = 1
+    RETURNING m.queue, m.id, m.token, m.keep_id, m.body, m.headers, m.attempt,
+              m.max_attempts, m.fence, m.enqueued_at
+), kept AS (
+    INSERT INTO tasuki_finished (queue, id, expires_at)
+    SELECT queue, id, %(now)s + keep_id FROM gone WHERE keep_id > 0
+    ON CONFLICT (queue, id) DO UPDATE SET expires_at = excluded.expires_at
+), counted AS (
+    INSERT INTO tasuki_counts (queue, shard, acked, dead)
+    SELECT queue, %(shard)s, count(*), 0 FROM gone GROUP BY queue
+    ON CONFLICT (queue, shard) DO UPDATE SET acked = tasuki_counts.acked + excluded.acked
+), archived AS (
+    INSERT INTO tasuki_archive
+        (queue, id, body, headers, attempt, max_attempts, fence, enqueued_at, acked_at)
+    SELECT queue, id, body, headers, attempt, max_attempts, fence, enqueued_at, %(now)s
+    FROM gone
+)
+SELECT queue, id, token, keep_id, true FROM gone;
+
+-- name: prune_archive
+-- The oldest archived rows acked before `before`, at most `limit` of them per statement
+-- (a short transaction; workers pruning at once skip each other's rows).
+DELETE FROM tasuki_archive
+WHERE ctid = ANY(ARRAY(
+    SELECT ctid FROM tasuki_archive
+    WHERE acked_at < %(before)s
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+));
 
 -- name: remember_finished
 INSERT INTO tasuki_finished (queue, id, expires_at) VALUES (%(queue)s, %(id)s, %(now)s + %(keep_id)s)

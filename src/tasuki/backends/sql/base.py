@@ -102,8 +102,10 @@ QueryName = Literal[
 # Every SQL backend's query file defines exactly these names...
 REQUIRED: frozenset[QueryName] = frozenset(get_args(QueryName))
 # ... and may define these, where the engine can do in one statement what the shared
-# layer otherwise does in several (`insert_batch`: a plain batch from parallel arrays).
-OptionalQueryName = Literal["insert_batch"]
+# layer otherwise does in several (`insert_batch`: a plain batch from parallel arrays),
+# or for what only that engine offers (`ack_archive`, `prune_archive`: PostgreSQL's
+# opt-in archive of acked messages).
+OptionalQueryName = Literal["insert_batch", "ack_archive", "prune_archive"]
 OPTIONAL: frozenset[OptionalQueryName] = frozenset(get_args(OptionalQueryName))
 
 Queries = Mapping[QueryName | OptionalQueryName, str]
@@ -144,6 +146,9 @@ class Dialect(Protocol):
     # The `lease` statement itself records the leases it finds lost (PostgreSQL, in its
     # CTE); else `record_lost_leases` runs just before it, in the same transaction.
     lease_records_lost: bool
+    # The `ack` statement adds what it deleted to the acked totals itself (PostgreSQL, in
+    # its CTE, with the `shard` parameter); else `count_settled` runs after it.
+    ack_counts: bool
 
     def read(self) -> AbstractContextManager[Connection]:
         """A connection for a read outside any transaction of ours."""
@@ -290,8 +295,19 @@ class SQLBackend(Backend):
     def _insert_batch(
         self, conn: Connection, sql: str, envelopes: Sequence[Envelope], now: float
     ) -> list[Enqueued]:
+        stored = {
+            (queue, msg_id)
+            for queue, msg_id in conn.execute(sql, self._batch_params(envelopes, now)).fetchall()
+        }
+        return [
+            Enqueued(e.id, "enqueued" if (e.queue, e.id) in stored else "duplicate")
+            for e in envelopes
+        ]
+
+    def _batch_params(self, envelopes: Sequence[Envelope], now: float) -> dict[str, Any]:
+        """`insert_batch`'s parameters: parallel arrays, one element per envelope."""
         values = self.dialect.values
-        params = {
+        return {
             "now": now,
             "queues": values([e.queue for e in envelopes]),
             "ids": values([e.id for e in envelopes]),
@@ -302,11 +318,6 @@ class SQLBackend(Backend):
             "visibility_timeouts": values([e.visibility_timeout for e in envelopes]),
             "keep_ids": values([e.keep_id for e in envelopes]),
         }
-        stored = {(queue, msg_id) for queue, msg_id in conn.execute(sql, params).fetchall()}
-        return [
-            Enqueued(e.id, "enqueued" if (e.queue, e.id) in stored else "duplicate")
-            for e in envelopes
-        ]
 
     def _enqueue_one(self, conn: Connection, q: Queries, env: Envelope, now: float) -> Enqueued:
         if conn.execute(q["known_id"], {"queue": env.queue, "id": env.id, "now": now}).fetchone():
@@ -478,6 +489,7 @@ class SQLBackend(Backend):
                 # The same as one list of triples, for engines without parallel arrays.
                 "receipts": values([list(r) for r in receipts]),
                 "now": now,
+                "shard": random.randrange(COUNT_SHARDS),
             }
             rows = conn.execute(self.q["ack"], params).fetchall()
             remember = [
@@ -490,11 +502,12 @@ class SQLBackend(Backend):
             for queue, msg_id, token, keep_id, _ in rows:  # a caller-given id's history
                 if keep_id > 0:  # outlives the message, for `inspect`
                     self._remember(conn, Receipt(queue, msg_id, token), now, "acked")
-            acked: dict[str, int] = {}
-            for queue, *_ in rows:
-                acked[queue] = acked.get(queue, 0) + 1
-            for name, count in acked.items():
-                self._count(conn, name, acked=count)
+            if not self.dialect.ack_counts:
+                acked: dict[str, int] = {}
+                for queue, *_ in rows:
+                    acked[queue] = acked.get(queue, 0) + 1
+                for name, count in acked.items():
+                    self._count(conn, name, acked=count)
         deleted = {(queue, msg_id, token) for queue, msg_id, token, *_ in rows}
         results = []
         for r in receipts:

@@ -57,6 +57,7 @@ class SQLiteDialect:
 
     queries = Q
     lease_records_lost = False
+    ack_counts = False
 
     def __init__(
         self,
