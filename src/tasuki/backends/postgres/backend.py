@@ -63,6 +63,7 @@ from tasuki.backends.sql.base import (
     SQLBackend,
     load_dialect_queries,
 )
+from tasuki.backends.urls import redact
 from tasuki.errors import BackendError, BackendUnavailable, InvalidArgument, InvalidURL
 
 Q = load_dialect_queries("tasuki.backends.postgres")
@@ -98,24 +99,6 @@ OPTIONS = {
 # of rows past their time remains.
 PRUNE_BATCH = 10_000
 PRUNE_BACKLOG_EVERY = 1.0
-
-
-def redact(url: str) -> str:
-    """The URL with its password replaced (and `listen_url`'s), for messages and `Backend.url`."""
-    parts = urlsplit(url)
-    if "listen_url=" in parts.query:
-        query = [
-            (name, redact(value) if name == "listen_url" else value)
-            for name, value in parse_qsl(parts.query, keep_blank_values=True)
-        ]
-        parts = parts._replace(query=urlencode(query))
-        url = urlunsplit(parts)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
 
 
 def _returns(cursor: Any) -> bool:
