@@ -14,8 +14,9 @@ import tasuki
 from tests.chaos.recorder import record
 
 VT = float(os.environ.get("TASUKI_CHAOS_VT", "2.0"))
-# Crashes count as attempts; a chaos run may hit one message many times.
-RETRY = tasuki.Retry(max_attempts=1000, backoff=tasuki.exponential(base=0.1, cap=1.0))
+# Crashes count as attempts; a chaos run may hit one message many times. 999: below
+# SQS's redrive backstop (1000 receives), which refuses max_attempts at or over it.
+RETRY = tasuki.Retry(max_attempts=999, backoff=tasuki.exponential(base=0.1, cap=1.0))
 
 app = tasuki.App(os.environ.get("TASUKI_URL", "memory://chaos"))
 
