@@ -8,6 +8,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import pytest
 import tasuki
 from tasuki.backends.base import Envelope, Release
 from tasuki.backends.urls import backend_from_url
+from tasuki.core.message import GROUP_HEADER
 from tasuki.errors import InvalidArgument, MessageTooLarge
 from tests.contract.helpers import env, stats
 from tests.support.servers import MotoServer
@@ -91,29 +93,41 @@ def test_worker_defer_twenty_times_then_runs(sqs_url: str, queue: str) -> None:
 def test_delay_beyond_max_delay_hops_without_counting_attempts(
     sqs_server: MotoServer, tmp_path: Path, queue: str
 ) -> None:
-    backend = backend_from_url(_url(sqs_server, tmp_path, max_delay=1))
-    assert backend.capabilities.max_delay == 1.0
-    started = time.monotonic()
-    backend.enqueue([env(queue, "far", delay=3.0)])
-    got = []
-    while not got and time.monotonic() - started < 10:
-        got = backend.lease(queue, 1, 30.0, wait=1.0)
-        if not got:
-            assert time.monotonic() - started < 3.0 + 1.5, "not delivered after its delay"
-    [d] = got
-    assert time.monotonic() - started >= 2.9, "delivered before its delay"
-    assert d.attempt == 1
-    # the same for a release with a long delay (with penalty: one attempt spent)
-    assert backend.release([Release(d.receipt, 2.5, penalty=True)]) == [True]
-    released = time.monotonic()
-    got = []
-    while not got and time.monotonic() - released < 10:
-        got = backend.lease(queue, 1, 30.0, wait=1.0)
-    [again] = got
-    assert time.monotonic() - released >= 2.4
-    assert again.attempt == 2
-    assert backend.ack([again.receipt]) == [True]
-    backend.close()
+    """Delays past `max_delay` (here 1 s, standing in for SQS's 15 minutes) are the
+    runtime's hops: a `delay=`, an absolute `eta=` and a retry's long backoff each run
+    on time, and the hops count no attempt."""
+    app = tasuki.App(_url(sqs_server, tmp_path, max_delay=1))
+    assert app.backend.capabilities.max_delay == 1.0
+    ran: dict[str, tuple[float, int]] = {}
+
+    @app.job(queue=queue, retry=tasuki.Retry(max_attempts=3, backoff=tasuki.constant(2.5)))
+    def later(name: str) -> None:
+        attempt = tasuki.current().attempt
+        if name == "retried" and attempt == 1:
+            ran["failed"] = (time.time(), attempt)
+            raise RuntimeError("once")
+        ran[name] = (time.time(), attempt)
+
+    started = time.time()
+    later.options(delay=3.0).enqueue("delayed")
+    later.options(eta=datetime.fromtimestamp(started + 3.0, tz=UTC)).enqueue("at")
+    later.enqueue("retried")
+    with pytest.raises(InvalidArgument, match="max_delay"):  # the backend alone: no hops
+        app.backend.enqueue([env(queue, "far", delay=5.0)])
+    worker = app.worker(queues=[queue], concurrency=4)
+    worker.start()
+    deadline = time.monotonic() + 20
+    while len(ran) < 4 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    worker.stop(grace=5)
+    app.close()
+    assert sorted(ran) == ["at", "delayed", "failed", "retried"]
+    # The receiver runs a message whose time is at most 0.5 s away (its HOP_SLACK); one
+    # hop of max_delay alone would have run each a second after it was sent.
+    assert ran["delayed"][0] - started >= 2.4 and ran["delayed"][1] == 1
+    assert ran["at"][0] - started >= 2.4 and ran["at"][1] == 1
+    assert ran["retried"][0] - ran["failed"][0] >= 1.9 and ran["retried"][1] == 2
+    assert max(t for t, _ in ran.values()) - started < 12, "a hop overslept"
 
 
 S3_EVENT = {
@@ -330,11 +344,8 @@ def test_an_idle_worker_long_polls(sqs_url: str, queue: str, wait: float) -> Non
 
 
 def test_job_group_option_sets_the_fifo_message_group(sqs_url: str) -> None:
-    from tasuki.middleware import MessageGroups
-
     queue = f"g-{uuid.uuid4().hex[:8]}.fifo"
-    app = tasuki.App(sqs_url)
-    app.middleware.append(MessageGroups())
+    app = tasuki.App(sqs_url)  # no middleware installed by hand: group= brings its own
 
     @app.job(queue=queue, group=lambda args, kwargs: f"customer-{args[0] % 2}")
     def charge(n: int) -> None:
@@ -350,3 +361,35 @@ def test_job_group_option_sets_the_fifo_message_group(sqs_url: str) -> None:
     )["Messages"]
     assert {m["Attributes"]["MessageGroupId"] for m in got} == {"customer-0", "customer-1"}
     app.close()
+
+
+def test_fifo_groups_end_to_end(sqs_url: str) -> None:
+    """Enqueue with `group=` (and the default: one group per job name) on a `.fifo`
+    queue, run a worker, and see every message run once, in order within its group (one
+    slot: a worker runs what it leased together side by side)."""
+    queue = f"e-{uuid.uuid4().hex[:8]}.fifo"
+    app = tasuki.App(sqs_url)
+    runs: list[tuple[str, int, str | None]] = []
+
+    @app.job(queue=queue, group=lambda args, kwargs: f"customer-{args[0] % 2}")
+    def charge(n: int) -> None:
+        runs.append(("charge", n, tasuki.current().message.headers.get(GROUP_HEADER)))
+
+    @app.job(queue=queue)
+    def refund(n: int) -> None:
+        runs.append(("refund", n, tasuki.current().message.headers.get(GROUP_HEADER)))
+
+    charge.enqueue_many([(n,) for n in range(6)])
+    refund.enqueue_many([(n,) for n in range(3)])
+    backend = app.backend
+    assert isinstance(backend, SqsBackend)
+    info = backend._queues.get(queue)
+    assert info is not None and info.fifo
+    app.worker(queues=[queue], concurrency=1).run(until_idle=True, timeout=30)
+    app.close()
+    expected = [("charge", n, f"customer-{n % 2}") for n in range(6)]
+    expected += [("refund", n, None) for n in range(3)]  # the job's name is its group
+    assert sorted(runs, key=str) == sorted(expected, key=str)
+    for group in ([0, 2, 4], [1, 3, 5]):
+        assert [n for job, n, _ in runs if job == "charge" and n in group] == group
+    assert [n for job, n, _ in runs if job == "refund"] == [0, 1, 2]

@@ -73,7 +73,6 @@ def test_meta_round_trips_through_the_attribute() -> None:
         enqueued_at=1.5,
         attempts_before=3,
         fence_before=7,
-        visible_at=99.0,
         unique_key="u",
         id_owner="o",
         encoding="b",

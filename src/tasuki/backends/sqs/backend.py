@@ -6,8 +6,9 @@ In short: a lease is a ReceiveMessage (10 per call, long-polled when the caller 
 its token the receipt handle; the attempt is SQS's ApproximateReceiveCount plus the
 attempts of earlier copies of the message, carried in the `tasuki` attribute, so a
 release without penalty (which re-sends the message and deletes the old copy) gives its
-attempt back. Delays beyond `max_delay` hop: the message carries its real visible-at
-and a lease that meets it early re-sends it, counting no attempt. tasuki dead-letters a
+attempt back. Delays beyond `max_delay` are the runtime's: the producer and, for a long
+release, this backend's re-send stamp the `tasuki-not-before` header, and the worker's
+receiver hands an early copy back without penalty for the next hop. tasuki dead-letters a
 message itself (send to the dead-letter queue with reason and error, then delete); the
 queue's redrive policy is only a backstop. With `locks=`, lease records refuse stale
 receipt handles and the id window makes enqueue idempotent (see fencing.py).
@@ -59,7 +60,14 @@ from tasuki.backends.sqs.options import (
     SqsOptions,
 )
 from tasuki.backends.sqs.queues import DEFAULT_MAX_SIZE, QueueInfo, Queues, tasuki_name
-from tasuki.core.message import GROUP_HEADER, JOB_HEADER, DeadLetter, ErrorInfo, new_id
+from tasuki.core.message import (
+    GROUP_HEADER,
+    JOB_HEADER,
+    NOT_BEFORE_HEADER,
+    DeadLetter,
+    ErrorInfo,
+    new_id,
+)
 from tasuki.errors import (
     BackendError,
     BackendUnavailable,
@@ -74,8 +82,6 @@ log = logging.getLogger("tasuki.sqs")
 BATCH_BYTES = 262_144
 # Visibility of a dead letter while the DLQ is browsed (it is made visible again after).
 BROWSE_VISIBILITY = 30
-# A hop whose visible-at is this close is delivered rather than re-sent.
-HOP_SLACK = 0.01
 # Errors of a whole batch call that settle none of its entries (the others are raised).
 _REFUSED_BATCH = {"InvalidParameterValue", "ReceiptHandleIsInvalid", "MessageNotInflight"}
 
@@ -277,43 +283,39 @@ class SqsBackend(Backend):
         return [str(f["Id"]) for f in failures]
 
     def _delete(self, url: str, handles: Sequence[str]) -> list[bool]:
+        return self._by_handle("delete_message_batch", "delete", url, handles)
+
+    def _visibility(self, url: str, handles: Sequence[str], seconds: float) -> list[bool]:
+        return self._by_handle(
+            "change_message_visibility_batch",
+            "visibility change",
+            url,
+            handles,
+            VisibilityTimeout=_seconds(seconds),
+        )
+
+    def _by_handle(
+        self, call: str, what: str, url: str, handles: Sequence[str], **fields: Any
+    ) -> list[bool]:
+        """One batch call per 10 receipt handles (`fields` added to every entry); per
+        handle, whether SQS took it. A handle SQS refuses is False, never an error."""
         results: list[bool] = []
         for chunk in _chunks(handles):
-            entries = [{"Id": str(n), "ReceiptHandle": h} for n, h in enumerate(chunk)]
+            entries = [{"Id": str(n), "ReceiptHandle": h, **fields} for n, h in enumerate(chunk)]
             try:
-                reply = self._call("delete_message_batch", QueueUrl=url, Entries=entries)
+                reply = self._call(call, QueueUrl=url, Entries=entries)
             except Exception as exc:
                 if _code(exc) not in _REFUSED_BATCH:
                     raise
-                log.warning("sqs: delete refused: %s", exc)
+                log.warning("sqs: %s refused: %s", what, exc)
                 results.extend([False] * len(chunk))
                 continue
             failures = reply.get("Failed") or []
             for failure in failures:
                 log.warning(
-                    "sqs: delete refused: %s %s", failure.get("Code"), failure.get("Message")
+                    "sqs: %s refused: %s %s", what, failure.get("Code"), failure.get("Message")
                 )
             failed = {f["Id"] for f in failures}
-            results.extend(str(n) not in failed for n in range(len(chunk)))
-        return results
-
-    def _visibility(self, url: str, handles: Sequence[str], seconds: float) -> list[bool]:
-        results: list[bool] = []
-        value = _seconds(seconds)
-        for chunk in _chunks(handles):
-            entries = [
-                {"Id": str(n), "ReceiptHandle": h, "VisibilityTimeout": value}
-                for n, h in enumerate(chunk)
-            ]
-            try:
-                reply = self._call("change_message_visibility_batch", QueueUrl=url, Entries=entries)
-            except Exception as exc:
-                if _code(exc) not in _REFUSED_BATCH:
-                    raise
-                log.warning("sqs: visibility change refused: %s", exc)
-                results.extend([False] * len(chunk))
-                continue
-            failed = {f["Id"] for f in reply.get("Failed") or []}
             results.extend(str(n) not in failed for n in range(len(chunk)))
         return results
 
@@ -364,6 +366,12 @@ class SqsBackend(Backend):
                 raise InvalidArgument(
                     f"delay on FIFO queue {info.name}: SQS has no per-message delay there"
                 )
+            if env.delay > self._options.max_delay:
+                raise InvalidArgument(
+                    f"delay {env.delay:.0f} s on SQS queue {info.name} is over max_delay"
+                    f" ({self._options.max_delay:.0f} s): the App's producer sends longer"
+                    " delays in hops (the tasuki-not-before header)"
+                )
             bodies[n] = encode_body(env.body)
         # 2. The id window: one batch of claims.
         owners = {n: new_id() if fences is not None else "" for n in positions}
@@ -384,7 +392,6 @@ class SqsBackend(Backend):
                     visibility_timeout=env.visibility_timeout,
                     keep_id=env.keep_id,
                     enqueued_at=now,
-                    visible_at=now + env.delay if env.delay > self._options.max_delay else 0.0,
                     id_owner=owners[n],
                 )
                 if not fresh:
@@ -506,10 +513,8 @@ class SqsBackend(Backend):
     def _admit(
         self, info: QueueInfo, messages: list[dict[str, Any]], default_vt: float
     ) -> list[Delivery]:
-        """Deliveries from received messages; hops are re-sent, exhausted ones buried."""
-        now = time.time()
+        """Deliveries from received messages; exhausted ones are buried."""
         deliveries: list[Delivery] = []
-        hops: list[_Move] = []
         dead: list[_Move] = []
         own_vt: dict[float, list[str]] = {}
         takes: list[tuple[str, str, str]] = []
@@ -518,10 +523,6 @@ class SqsBackend(Backend):
         for message in messages:
             meta, others = _received_meta(message)
             count = int(message.get("Attributes", {}).get("ApproximateReceiveCount", 1))
-            if meta.visible_at - now > HOP_SLACK:
-                hop = replace(meta, fence_before=meta.fence_before + count)
-                hops.append(_Move(message, hop, others, meta.visible_at - now))
-                continue
             attempt = meta.attempts_before + count
             fence = meta.fence_before + count
             if attempt > meta.max_attempts:
@@ -575,8 +576,6 @@ class SqsBackend(Backend):
             deliveries = kept
         for vt, tokens in own_vt.items():
             self._visibility(info.url, tokens, vt)
-        if hops:
-            self._move(info, info.url, info.url, hops)
         if dead:
             self._bury_moves(info, dead)
         return deliveries
@@ -587,7 +586,6 @@ class SqsBackend(Backend):
         return replace(
             meta,
             fence_before=fence,
-            visible_at=0.0,
             reason=reason,
             error=error,
             died_at=time.time(),
@@ -697,11 +695,11 @@ class SqsBackend(Backend):
             long_delay = item.delay > self._options.max_delay and not self._info(queue).fifo
             if isinstance(claim, _Held) and (not item.penalty or long_delay):
                 spent = claim.attempt - (0 if item.penalty else 1)
+                headers = claim.meta.headers
+                if long_delay:  # the first hop; the worker's receiver does the others
+                    headers = {**headers, NOT_BEFORE_HEADER: repr(now + item.delay)}
                 meta = replace(
-                    claim.meta,
-                    attempts_before=spent,
-                    fence_before=claim.fence,
-                    visible_at=now + item.delay if long_delay else 0.0,
+                    claim.meta, attempts_before=spent, fence_before=claim.fence, headers=headers
                 )
                 resend.setdefault(queue, []).append(
                     (n, _Move(claim.message, meta, claim.others, item.delay))
@@ -882,7 +880,6 @@ class SqsBackend(Backend):
                 error=None,
                 died_at=0.0,
                 died_attempt=0,
-                visible_at=0.0,
             )
             moves.append(_Move(message, fresh, extra))
         self._show_again(info, others)
