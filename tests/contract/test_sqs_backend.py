@@ -4,6 +4,7 @@ request counts. Run against the local SQS-compatible server (`moto_server`)."""
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import uuid
 from collections import Counter
@@ -393,3 +394,34 @@ def test_fifo_groups_end_to_end(sqs_url: str) -> None:
     for group in ([0, 2, 4], [1, 3, 5]):
         assert [n for job, n, _ in runs if job == "charge" and n in group] == group
     assert [n for job, n, _ in runs if job == "refund"] == [0, 1, 2]
+
+
+def test_a_large_lease_keeps_several_receives_in_flight(sqs: SqsBackend, queue: str) -> None:
+    sqs.enqueue([env(queue, f"m{n}") for n in range(30)])
+    mutex = threading.Lock()
+    now = [0]
+    peak = [0]
+    calls: Counter[str] = Counter()
+
+    def before(**_: Any) -> None:
+        with mutex:
+            calls["receive"] += 1
+            now[0] += 1
+            peak[0] = max(peak[0], now[0])
+
+    def after(**_: Any) -> None:
+        with mutex:
+            now[0] -= 1
+
+    events = sqs._client.meta.events
+    events.register("before-call.sqs.ReceiveMessage", before)
+    events.register("after-call.sqs.ReceiveMessage", after)
+    got = sqs.lease(queue, 30, 30.0)  # one receive, full: the other 20 asked for at once
+    assert sorted(d.id for d in got) == sorted(f"m{n}" for n in range(30))
+    assert peak[0] >= 2, "the receives went one after another"
+    assert calls["receive"] <= 5
+    assert sqs.ack([d.receipt for d in got]) == [True] * 30
+    # An idle queue still costs one long poll, not one receive per 10 of room.
+    calls.clear()
+    assert sqs.lease(queue, 30, 30.0, wait=1.0) == []
+    assert calls["receive"] == 1

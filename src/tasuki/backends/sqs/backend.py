@@ -82,6 +82,8 @@ log = logging.getLogger("tasuki.sqs")
 BATCH_BYTES = 262_144
 # Visibility of a dead letter while the DLQ is browsed (it is made visible again after).
 BROWSE_VISIBILITY = 30
+# ReceiveMessage calls one lease keeps in flight at once when a backlog fills them.
+RECEIVES_IN_FLIGHT = 4
 # Errors of a whole batch call that settle none of its entries (the others are raised).
 _REFUSED_BATCH = {"InvalidParameterValue", "ReceiptHandleIsInvalid", "MessageNotInflight"}
 
@@ -199,6 +201,8 @@ class SqsBackend(Backend):
         self._held: dict[str, _Held] = {}
         self._held_mutex = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
+        self._receivers: ThreadPoolExecutor | None = None
+        self._mutex_pool = threading.Lock()
 
     # -- plumbing --------------------------------------------------------------------
     def _info(self, queue: str) -> QueueInfo:
@@ -470,18 +474,50 @@ class SqsBackend(Backend):
         visibility_timeout: float = DEFAULT_VISIBILITY_TIMEOUT,
         wait: float = 0.0,
     ) -> list[Delivery]:
+        """Up to `max_messages`, 10 per ReceiveMessage. The first receive is one call
+        (a long poll when the caller waits), so an idle queue costs one request; once a
+        reply comes back full (a backlog), the rest of the room is asked for by several
+        receives in flight at once (at most RECEIVES_IN_FLIGHT)."""
         if max_messages <= 0:
             return []
         info = self._info(queue)
         deadline = time.monotonic() + wait
         leased: list[Delivery] = []
+        full = False
         while True:
-            remaining = deadline - time.monotonic()
-            # SQS long-polls in whole seconds: a wait under a second is one 1-second poll
-            # (never a loop of short polls, each of them a billed request).
-            poll = 0 if leased or remaining <= 0 else min(SQS_MAX_WAIT, max(1, round(remaining)))
-            asked = min(SQS_BATCH, max_messages - len(leased))
-            got = self._call(
+            room = max_messages - len(leased)
+            if full:
+                asks = [
+                    min(SQS_BATCH, room - n * SQS_BATCH)
+                    for n in range(min(RECEIVES_IN_FLIGHT, math.ceil(room / SQS_BATCH)))
+                ]
+                replies = self._receive_many(info, asks, visibility_timeout)
+                got = [m for reply in replies for m in reply]
+                full = all(len(r) == a for r, a in zip(replies, asks, strict=True))
+            else:
+                remaining = deadline - time.monotonic()
+                # SQS long-polls in whole seconds: a wait under a second is one 1-second
+                # poll (never a loop of short polls, each of them a billed request).
+                poll = (
+                    0 if leased or remaining <= 0 else min(SQS_MAX_WAIT, max(1, round(remaining)))
+                )
+                asked = min(SQS_BATCH, room)
+                got = self._receive(info, asked, visibility_timeout, poll)
+                full = len(got) == asked
+            admitted = self._admit(info, got, visibility_timeout)
+            leased.extend(admitted)
+            if len(leased) >= max_messages:
+                return leased
+            if full or (got and not admitted and not leased):
+                continue
+            if leased or deadline - time.monotonic() < 0.5:
+                return leased
+
+    def _receive(
+        self, info: QueueInfo, asked: int, visibility_timeout: float, poll: int = 0
+    ) -> list[dict[str, Any]]:
+        return list(
+            self._call(
                 "receive_message",
                 QueueUrl=info.url,
                 MaxNumberOfMessages=asked,
@@ -490,13 +526,40 @@ class SqsBackend(Backend):
                 MessageAttributeNames=["All"],
                 MessageSystemAttributeNames=["All"],
             ).get("Messages", [])
-            leased.extend(self._admit(info, got, visibility_timeout))
-            if len(leased) >= max_messages:
-                return leased
-            if len(got) == asked or (got and not leased):
-                continue
-            if leased or deadline - time.monotonic() < 0.5:
-                return leased
+        )
+
+    def _receive_many(
+        self, info: QueueInfo, asks: list[int], visibility_timeout: float
+    ) -> list[list[dict[str, Any]]]:
+        """Short-poll receives in flight at once, one per entry of `asks`; every reply is
+        waited for (none is dropped: its messages are leased already)."""
+        if len(asks) == 1:
+            return [self._receive(info, asks[0], visibility_timeout)]
+        with self._mutex_pool:
+            if self._receivers is None:
+                self._receivers = ThreadPoolExecutor(
+                    RECEIVES_IN_FLIGHT - 1, thread_name_prefix="tasuki-sqs-receive"
+                )
+            pool = self._receivers
+        others = [pool.submit(self._receive, info, a, visibility_timeout) for a in asks[1:]]
+        replies: list[list[dict[str, Any]]] = []
+        error: BaseException | None = None
+        try:
+            replies.append(self._receive(info, asks[0], visibility_timeout))
+        except BaseException as exc:
+            error = exc
+        for future in others:
+            try:
+                replies.append(future.result())
+            except BaseException as exc:
+                error = error or exc
+        if error is not None:
+            # What the others received is leased by nobody: hand it back for another lease.
+            handles = [m["ReceiptHandle"] for reply in replies for m in reply]
+            if handles:
+                self._visibility(info.url, handles, 0)
+            raise error
+        return replies
 
     def lease_soon(
         self,
@@ -966,6 +1029,9 @@ class SqsBackend(Backend):
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
+        if self._receivers is not None:
+            self._receivers.shutdown(wait=True)
+            self._receivers = None
         if self._fences is not None:
             self._fences.close()
         if self._lock_backend is not None:
