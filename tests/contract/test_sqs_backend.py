@@ -425,3 +425,47 @@ def test_a_large_lease_keeps_several_receives_in_flight(sqs: SqsBackend, queue: 
     calls.clear()
     assert sqs.lease(queue, 30, 30.0, wait=1.0) == []
     assert calls["receive"] == 1
+
+
+def test_lease_records_on_redis_cost_one_call_per_batch(
+    sqs_server: MotoServer, tmp_path: Path, request: pytest.FixtureRequest, queue: str
+) -> None:
+    """With `locks=redis://`, a batch of ten enqueues, leases, extensions or acks writes
+    its id and lease records in one script call (two for acks: records and ids), not one
+    or two per message; counted by the Redis server itself (INFO commandstats)."""
+    redis = request.getfixturevalue("redis_server")
+    backend = backend_from_url(_url(sqs_server, tmp_path, locks=False) + f"&locks={redis.url()}")
+    assert isinstance(backend, SqsBackend)
+    store: Any = backend._lock_backend
+
+    def commands() -> int:
+        """Script calls so far (EVAL, EVALSHA): the commands scripts run count apart."""
+        text = store._command("INFO", "commandstats")
+        text = text.decode() if isinstance(text, bytes) else str(text)
+        total = 0
+        for line in text.splitlines():
+            if line.startswith(("cmdstat_eval:", "cmdstat_evalsha:")):
+                total += int(line.split("calls=", 1)[1].split(",", 1)[0])
+        return total
+
+    backend.enqueue([env(queue, "warm-up", keep_id=60.0)])  # connects (HELLO, INFO...)
+    before = commands()
+    backend.enqueue([env(queue, f"m{n}", keep_id=60.0) for n in range(10)])
+    assert commands() - before == 1
+    [warm] = backend.lease(queue, 1, 30.0)  # the first message sent comes first
+    assert warm.id == "warm-up" and backend.ack([warm.receipt]) == [True]
+    before = commands()
+    got: list[Any] = []
+    receives = 0
+    while len(got) < 10:
+        got += backend.lease(queue, 10 - len(got), 30.0)
+        receives += 1
+    assert commands() - before == receives  # one call per receive that found messages
+    before = commands()
+    assert backend.extend([d.receipt for d in got], 60.0) == [True] * 10
+    assert commands() - before == 1
+    before = commands()
+    assert backend.ack([d.receipt for d in got]) == [True] * 10
+    assert commands() - before == 2
+    assert backend.enqueue([env(queue, "m0", keep_id=60.0)])[0].status == "duplicate"
+    backend.close()

@@ -13,10 +13,12 @@ The id window (idempotent enqueue by id) is a second record, `id:QUEUE:ID`, take
 random owner at enqueue (so the same id offered twice meets a held record: duplicate),
 kept while the message lives or is dead, and given the message's `keep_id` TTL at ack.
 
-Every operation takes a batch. Two stores:
+Every operation takes a batch. Three stores:
 - `SqliteFences` (`locks=sqlite:///...`): a table of its own in the lock database, one
   transaction per batch;
-- `LockFences` (any other lock store, e.g. `redis://`): plain `LockStore` calls
+- `RedisFences` (`locks=redis://...`, one server): one Lua script call per batch
+  (`lua/*.lua` beside this file), the records being the lock store's own keys;
+- `LockFences` (any other lock store, e.g. a Redis Cluster): plain `LockStore` calls
   (acquire/swap/release/renew/holder), one or two per record.
 """
 
@@ -27,6 +29,9 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from functools import cache
+from importlib import resources
+from typing import Any
 
 from tasuki.backends.base import LockStore
 from tasuki.backends.sqs.options import SQS_MAX_RETENTION, SQS_MAX_VISIBILITY
@@ -274,9 +279,99 @@ class SqliteFences(Fences):
             self._db.close()
 
 
+# Records per script call: a bound on how long one call holds the Redis server.
+REDIS_CHUNK = 500
+
+
+@cache
+def _script(name: str) -> str:
+    return resources.files("tasuki.backends.sqs").joinpath("lua", f"{name}.lua").read_text("utf-8")
+
+
+class RedisFences(LockFences):
+    """Records as the lock store's own keys (so `holder` and `lapsed` read them as locks),
+    written by one script call per batch instead of one or two calls per record. On a
+    Redis Cluster a batch's keys live in many slots: there, the plain locks of
+    `LockFences`, per record."""
+
+    def __init__(self, locks: LockStore, prefix: str, redis: Any) -> None:
+        super().__init__(locks, prefix)
+        self._redis = redis  # the RedisBackend of `locks=`
+
+    def _cluster(self) -> bool:
+        return bool(self._redis._connection().cluster)  # connects on first use
+
+    def _run(self, name: str, keys: list[str], args: list[Any], head: list[Any]) -> list[Any]:
+        """Script `name` over `keys` (with per-key `args`, after the shared `head`), one
+        call per REDIS_CHUNK keys; the replies joined."""
+        full = [self._redis.keys.lock(k) for k in keys]
+        per_key = len(args) // len(keys) if keys else 0
+        out: list[Any] = []
+        for start in range(0, len(full), REDIS_CHUNK):
+            part = full[start : start + REDIS_CHUNK]
+            part_args = args[start * per_key : (start + len(part)) * per_key]
+            reply = self._redis._command("EVAL", _script(name), len(part), *part, *head, *part_args)
+            if isinstance(reply, list):
+                out.extend(reply)
+        return out
+
+    def take(
+        self, leases: Sequence[Record], fences: Sequence[int], visibility: Sequence[float]
+    ) -> list[int | None]:
+        if self._cluster():
+            return super().take(leases, fences, visibility)
+        if leases:
+            keys = [self._lease(q, i) for q, i, _ in leases]
+            self._run("lease_take", keys, [t for _, _, t in leases], [_ms(LEASE_TTL)])
+        return list(fences)  # the records keep no number: the message's count it is
+
+    def settle(self, leases: Sequence[Record]) -> list[bool]:
+        if not leases or self._cluster():
+            return super().settle(leases)
+        keys = [self._lease(q, i) for q, i, _ in leases]
+        return [r == 1 for r in self._run("lease_settle", keys, [t for _, _, t in leases], [])]
+
+    def current(self, leases: Sequence[Record], visibility: float) -> list[bool]:
+        if not leases or self._cluster():
+            return super().current(leases, visibility)
+        keys = [self._lease(q, i) for q, i, _ in leases]
+        tokens = [t for _, _, t in leases]
+        return [r == 1 for r in self._run("lease_renew", keys, tokens, [_ms(LEASE_TTL)])]
+
+    def forget_leases(self, queue: str, ids: Sequence[str]) -> None:
+        if self._cluster():
+            super().forget_leases(queue, ids)
+        elif ids:
+            keys = [self._redis.keys.lock(self._lease(queue, i)) for i in ids]
+            self._redis._command("DEL", *keys)
+
+    def claim_ids(self, claims: Sequence[Record]) -> list[bool]:
+        if not claims or self._cluster():
+            return super().claim_ids(claims)
+        keys = [self._id(q, i) for q, i, _ in claims]
+        owners = [o for _, _, o in claims]
+        return [r == 1 for r in self._run("id_claim", keys, owners, [_ms(ID_TTL)])]
+
+    def finish_ids(self, queue: str, done: Sequence[tuple[str, str, float]]) -> None:
+        if self._cluster():
+            super().finish_ids(queue, done)
+        elif done:
+            keys = [self._id(queue, i) for i, _, _ in done]
+            args: list[Any] = []
+            for _, owner, keep in done:
+                args += [owner, _ms(keep) if keep > 0 else 0]
+            self._run("id_finish", keys, args, [])
+
+
+def _ms(seconds: float) -> int:
+    return max(1, int(seconds * 1000))
+
+
 def fences_for(lock_backend: object, locks: LockStore, prefix: str) -> Fences:
-    """Batched SQLite records when the lock store is SQLite, plain locks otherwise."""
+    """Batched records on SQLite and on a single Redis server, plain locks otherwise."""
     path = getattr(lock_backend, "path", None)
     if type(lock_backend).__name__ == "SQLiteBackend" and isinstance(path, str):
         return SqliteFences(locks, prefix, path)
+    if type(lock_backend).__name__ == "RedisBackend":
+        return RedisFences(locks, prefix, lock_backend)
     return LockFences(locks, prefix)
