@@ -469,3 +469,30 @@ def test_lease_records_on_redis_cost_one_call_per_batch(
     assert commands() - before == 2
     assert backend.enqueue([env(queue, "m0", keep_id=60.0)])[0].status == "duplicate"
     backend.close()
+
+
+def test_a_late_second_delivery_of_an_acked_message_does_not_run(
+    sqs: SqsBackend, queue: str
+) -> None:
+    """Standard queues deliver at least once, and the local server hands one message to
+    two racing receives: the copy whose lease is taken after the other's ack must not
+    run. Here the second delivery is the same SQS message (same MessageId) under another
+    receipt handle, admitted after the first was acked; a re-sent copy (a new MessageId,
+    the same tasuki id) still runs."""
+    sqs.enqueue([env(queue, "once")])
+    info = sqs._queues.get(queue)
+    assert info is not None
+    [raw] = sqs._client.receive_message(
+        QueueUrl=info.url,
+        MaxNumberOfMessages=1,
+        VisibilityTimeout=30,
+        MessageAttributeNames=["All"],
+        MessageSystemAttributeNames=["All"],
+    )["Messages"]
+    [first] = sqs._admit(info, [raw], 30.0)
+    assert sqs.ack([first.receipt]) == [True]
+    twin = {**raw, "ReceiptHandle": raw["ReceiptHandle"] + "-twin"}
+    assert sqs._admit(info, [twin], 30.0) == []
+    resent = {**twin, "MessageId": "another-sqs-message"}
+    [again] = sqs._admit(info, [resent], 30.0)
+    assert again.id == "once" and again.fencing_token > first.fencing_token

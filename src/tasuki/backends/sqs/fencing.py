@@ -56,17 +56,23 @@ class Fences(ABC):
 
     @abstractmethod
     def take(
-        self, leases: Sequence[Record], fences: Sequence[int], visibility: Sequence[float]
+        self,
+        leases: Sequence[Record],
+        fences: Sequence[int],
+        visibility: Sequence[float],
+        copies: Sequence[str],
     ) -> list[int | None]:
         """Record each token as its message's current lease, replacing a lapsed one, with
         its fencing number: the one counted from the message (`fences`), or one more than
         the lapsed lease's where that is higher (SQS's receive count is approximate).
-        Returns the fencing numbers granted; None where another lease of the message is
-        still live (SQS delivered a message twice): that copy must not be delivered."""
+        `copies` are the SQS MessageIds received. Returns the fencing numbers granted;
+        None where another lease of the message is still live, or where this very SQS
+        message was acked a moment ago (SQS delivered it twice): not to be delivered."""
 
     @abstractmethod
-    def settle(self, leases: Sequence[Record]) -> list[bool]:
-        """Delete each lease record whose token is still current; False where stale."""
+    def settle(self, leases: Sequence[Record], acked: bool = False) -> list[bool]:
+        """Delete each lease record whose token is still current; False where stale.
+        `acked`: the message is gone, and a late second delivery of it must not run."""
 
     @abstractmethod
     def current(self, leases: Sequence[Record], visibility: float) -> list[bool]:
@@ -95,7 +101,11 @@ class LockFences(Fences):
     """Records as plain locks: works on any lock store."""
 
     def take(
-        self, leases: Sequence[Record], fences: Sequence[int], visibility: Sequence[float]
+        self,
+        leases: Sequence[Record],
+        fences: Sequence[int],
+        visibility: Sequence[float],
+        copies: Sequence[str],
     ) -> list[int | None]:
         for queue, id, token in leases:
             key = self._lease(queue, id)
@@ -110,7 +120,7 @@ class LockFences(Fences):
                 raise RuntimeError(f"could not record the lease of {queue}/{id}")
         return list(fences)  # plain locks keep no number: the message's count it is
 
-    def settle(self, leases: Sequence[Record]) -> list[bool]:
+    def settle(self, leases: Sequence[Record], acked: bool = False) -> list[bool]:
         return [self.locks.release(self._lease(q, i), t) for q, i, t in leases]
 
     def current(self, leases: Sequence[Record], visibility: float) -> list[bool]:
@@ -150,9 +160,14 @@ CREATE TABLE IF NOT EXISTS tasuki_sqs_records (
     owner TEXT NOT NULL,
     expires REAL NOT NULL,
     fence INTEGER NOT NULL DEFAULT 0,
-    lease_until REAL NOT NULL DEFAULT 0
+    lease_until REAL NOT NULL DEFAULT 0,
+    copy TEXT NOT NULL DEFAULT ''
 ) WITHOUT ROWID
 """
+# How long an acked message's record stays, refusing a late second delivery of the same
+# SQS message (standard queues deliver at least once; the local server does it when
+# receives race). A copy re-sent under the same tasuki id is another SQS message.
+ACKED_GRACE = 300.0
 # Lapsed records are swept every this many writes.
 SWEEP_EVERY = 2000
 
@@ -171,6 +186,11 @@ class SqliteFences(Fences):
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute(_SCHEMA)
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(tasuki_sqs_records)")}
+        if "copy" not in columns:  # a table made before the column
+            self._db.execute(
+                "ALTER TABLE tasuki_sqs_records ADD COLUMN copy TEXT NOT NULL DEFAULT ''"
+            )
         self._mutex = threading.Lock()
         self._writes = 0
 
@@ -194,7 +214,11 @@ class SqliteFences(Fences):
         return changed
 
     def take(
-        self, leases: Sequence[Record], fences: Sequence[int], visibility: Sequence[float]
+        self,
+        leases: Sequence[Record],
+        fences: Sequence[int],
+        visibility: Sequence[float],
+        copies: Sequence[str],
     ) -> list[int | None]:
         if not leases:
             return []
@@ -204,21 +228,26 @@ class SqliteFences(Fences):
             db = self._db
             db.execute("BEGIN IMMEDIATE")
             try:
-                for (q, i, t), counted, vt in zip(leases, fences, visibility, strict=True):
+                rows = zip(leases, fences, visibility, copies, strict=True)
+                for (q, i, t), counted, vt, copy in rows:
                     key = self._lease(q, i)
                     row = db.execute(
-                        "SELECT fence, owner, lease_until, expires FROM tasuki_sqs_records"
+                        "SELECT fence, owner, lease_until, expires, copy FROM tasuki_sqs_records"
                         " WHERE key = ?",
                         (key,),
                     ).fetchone()
-                    if row is not None and row[3] > now and row[1] != t and row[2] > now:
-                        granted.append(None)  # a live lease holds it: a duplicate delivery
+                    live = row is not None and row[3] > now and row[2] > now
+                    # A live lease holds it, or (no owner) this very SQS message was
+                    # acked: either way a duplicate delivery, not to run.
+                    if live and row[1] != t and (row[1] or row[4] == copy):
+                        granted.append(None)
                         continue
                     fence = max(counted, row[0] + 1) if row is not None else counted
                     db.execute(
                         "INSERT OR REPLACE INTO tasuki_sqs_records"
-                        " (key, owner, expires, fence, lease_until) VALUES (?, ?, ?, ?, ?)",
-                        (key, t, now + LEASE_TTL, fence, now + vt),
+                        " (key, owner, expires, fence, lease_until, copy)"
+                        " VALUES (?, ?, ?, ?, ?, ?)",
+                        (key, t, now + LEASE_TTL, fence, now + vt, copy),
                     )
                     granted.append(fence)
                 db.execute("COMMIT")
@@ -227,8 +256,15 @@ class SqliteFences(Fences):
                 raise
         return granted
 
-    def settle(self, leases: Sequence[Record]) -> list[bool]:
+    def settle(self, leases: Sequence[Record], acked: bool = False) -> list[bool]:
         now = time.time()
+        if acked:  # kept a while, with no owner, as the record of what was acked
+            until = now + ACKED_GRACE
+            return self._write(
+                "UPDATE tasuki_sqs_records SET owner = '', lease_until = ?, expires = ?"
+                " WHERE key = ? AND owner = ? AND expires > ?",
+                [(until, until, self._lease(q, i), t, now) for q, i, t in leases],
+            )
         return self._write(
             "DELETE FROM tasuki_sqs_records WHERE key = ? AND owner = ? AND expires > ?",
             [(self._lease(q, i), t, now) for q, i, t in leases],
@@ -245,7 +281,7 @@ class SqliteFences(Fences):
     def lapsed(self, queue: str, id: str) -> bool:
         with self._mutex:
             row = self._db.execute(
-                "SELECT 1 FROM tasuki_sqs_records WHERE key = ? AND expires > ?",
+                "SELECT 1 FROM tasuki_sqs_records WHERE key = ? AND expires > ? AND owner != ''",
                 (self._lease(queue, id), time.time()),
             ).fetchone()
         return row is not None
@@ -316,18 +352,22 @@ class RedisFences(LockFences):
         return out
 
     def take(
-        self, leases: Sequence[Record], fences: Sequence[int], visibility: Sequence[float]
+        self,
+        leases: Sequence[Record],
+        fences: Sequence[int],
+        visibility: Sequence[float],
+        copies: Sequence[str],
     ) -> list[int | None]:
         if self._cluster():
-            return super().take(leases, fences, visibility)
+            return super().take(leases, fences, visibility, copies)
         if leases:
             keys = [self._lease(q, i) for q, i, _ in leases]
             self._run("lease_take", keys, [t for _, _, t in leases], [_ms(LEASE_TTL)])
         return list(fences)  # the records keep no number: the message's count it is
 
-    def settle(self, leases: Sequence[Record]) -> list[bool]:
+    def settle(self, leases: Sequence[Record], acked: bool = False) -> list[bool]:
         if not leases or self._cluster():
-            return super().settle(leases)
+            return super().settle(leases, acked)
         keys = [self._lease(q, i) for q, i, _ in leases]
         return [r == 1 for r in self._run("lease_settle", keys, [t for _, _, t in leases], [])]
 

@@ -136,6 +136,7 @@ class Receiving(SqsBase):
         dead: list[_Move] = []
         own_vt: dict[float, list[str]] = {}
         takes: list[tuple[str, str, str]] = []
+        copies: list[str] = []
         counted: list[int] = []
         fences = self._fences
         for message in messages:
@@ -155,6 +156,7 @@ class Receiving(SqsBase):
                 continue
             token = message["ReceiptHandle"]
             takes.append((info.name, meta.id, token))
+            copies.append(str(message.get("MessageId", "")))
             counted.append(fence)
             vt = meta.visibility_timeout or default_vt
             if meta.visibility_timeout and _seconds(vt) != _seconds(default_vt):
@@ -178,7 +180,8 @@ class Receiving(SqsBase):
                 )
             )
         if fences is not None and takes:
-            granted = fences.take(takes, counted, [d.visibility_timeout for d in deliveries])
+            lengths = [d.visibility_timeout for d in deliveries]
+            granted = fences.take(takes, counted, lengths, copies)
             kept: list[Delivery] = []
             for given, number in zip(deliveries, granted, strict=True):
                 if number is None:

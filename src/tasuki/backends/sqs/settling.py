@@ -14,11 +14,12 @@ from tasuki.core.message import NOT_BEFORE_HEADER
 
 
 class Settling(SqsBase):
-    def _claim(self, receipts: Sequence[Receipt]) -> list[_Held | bool | None]:
+    def _claim(self, receipts: Sequence[Receipt], acked: bool = False) -> list[_Held | bool | None]:
         """Per receipt: its _Held (or True when held elsewhere) if current, else False.
 
-        With a lock store the lease record is compare-and-deleted here, so a stale
-        handle is refused before SQS sees it; a receipt repeated in one batch settles once.
+        With a lock store the lease record is compare-and-deleted here (kept a while as
+        the record of an ack when `acked`), so a stale handle is refused before SQS sees
+        it; a receipt repeated in one batch settles once.
         """
         out: list[_Held | bool | None] = []
         seen: set[str] = set()
@@ -29,7 +30,7 @@ class Settling(SqsBase):
                 first.append(n)
         current = [False] * len(receipts)
         verdicts = (
-            self._fences.settle([receipts[n] for n in first])
+            self._fences.settle([receipts[n] for n in first], acked)
             if self._fences is not None
             else [True] * len(first)
         )
@@ -44,7 +45,7 @@ class Settling(SqsBase):
         return out
 
     def ack(self, receipts: Sequence[Receipt]) -> list[bool]:
-        claims = self._claim(receipts)
+        claims = self._claim(receipts, acked=True)
         results = [False] * len(receipts)
         by_queue: dict[str, list[int]] = {}
         for n, claim in enumerate(claims):
