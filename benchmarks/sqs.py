@@ -3,7 +3,8 @@
 Against a local SQS-compatible server (`moto_server`, started here on a free loopback
 port and stopped by its pid), three consumers process the same N no-op messages:
 
-- tasuki: `enqueue_many`, then a worker (20 slots) until the queue is idle;
+- tasuki: `enqueue_many`, then a worker (`--concurrency`, default 20 slots; it leases
+  half its slots at a time, so over 20 a lease takes several receives) until idle;
 - loop-1: what most hand-written consumers do: send one by one, then receive 1 /
   delete 1;
 - loop-10: receive 10, delete each one by one (Shoryuken's default `auto_delete`).
@@ -81,7 +82,7 @@ def measured(run: Callable[[], None]) -> tuple[float, float]:
     return time.process_time() - cpu, time.perf_counter() - wall
 
 
-def bench_tasuki(endpoint: str, n: int, locks: Path | None) -> dict[str, Any]:
+def bench_tasuki(endpoint: str, n: int, locks: Path | None, slots: int) -> dict[str, Any]:
     import tasuki
 
     prefix = f"b{uuid.uuid4().hex[:8]}-"
@@ -97,7 +98,7 @@ def bench_tasuki(endpoint: str, n: int, locks: Path | None) -> dict[str, Any]:
     noop.enqueue_many([(i,) for i in range(n)])
     sent = sum(calls.values())
     calls.clear()
-    cpu, wall = measured(lambda: app.worker(concurrency=20).run(until_idle=True, timeout=600))
+    cpu, wall = measured(lambda: app.worker(concurrency=slots).run(until_idle=True, timeout=600))
     app.close()
     assert done[0] >= n, f"tasuki processed {done[0]} of {n}"
     return {"send": sent, "process": dict(calls), "cpu": cpu, "wall": wall}
@@ -135,25 +136,29 @@ def bench_loop(endpoint: str, n: int, receive: int) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="./dev bench sqs", description=__doc__)
     p.add_argument("--messages", type=int, default=500, help="messages per consumer")
+    p.add_argument("--concurrency", type=int, default=20, help="tasuki worker slots")
     args = p.parse_args(argv)
-    n = args.messages
+    n, slots = args.messages, args.concurrency
     os.environ.update(CREDENTIALS)
     rows = []
     with moto_server() as endpoint, tempfile.TemporaryDirectory() as tmp:
         locks = Path(tmp) / "locks.db"
-        rows.append(("tasuki, locks=sqlite (fenced)", bench_tasuki(endpoint, n, locks)))
-        rows.append(("tasuki, no locks=", bench_tasuki(endpoint, n, None)))
+        rows.append(("tasuki, locks=sqlite (fenced)", bench_tasuki(endpoint, n, locks, slots)))
+        rows.append(("tasuki, no locks=", bench_tasuki(endpoint, n, None, slots)))
         rows.append(("loop: receive 1, delete 1", bench_loop(endpoint, n, 1)))
         rows.append(("loop: receive 10, delete each", bench_loop(endpoint, n, 10)))
-    print(f"\n{n} messages each, local moto_server\n")
-    print("| consumer | enqueue req/msg | processing req/msg | worker CPU µs/msg | requests |")
-    print("|---|---|---|---|---|")
+    print(f"\n{n} messages each, local moto_server, tasuki with {slots} slots\n")
+    print(
+        "| consumer | enqueue req/msg | processing req/msg | worker CPU µs/msg"
+        " | processing wall s | requests |"
+    )
+    print("|---|---|---|---|---|---|")
     for name, r in rows:
         processing = sum(r["process"].values())
         detail = ", ".join(f"{k} {v}" for k, v in sorted(r["process"].items()))
         print(
             f"| {name} | {r['send'] / n:.2f} | {processing / n:.3f} |"
-            f" {r['cpu'] / n * 1e6:,.0f} | {detail} |"
+            f" {r['cpu'] / n * 1e6:,.0f} | {r['wall']:.1f} | {detail} |"
         )
     return 0
 

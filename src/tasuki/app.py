@@ -16,7 +16,7 @@ from tasuki.core.policies import Dedup, Retry, Unique
 from tasuki.core.records import MessageInfo
 from tasuki.core.registry import Registry
 from tasuki.errors import ConfigurationError, InvalidArgument
-from tasuki.middleware import default_middleware
+from tasuki.middleware import MessageGroups, default_middleware
 from tasuki.middleware.base import MiddlewareChain
 from tasuki.producer import DEFAULT_ID_WINDOW, Producer
 
@@ -185,6 +185,11 @@ class App:
     def _register(self, fn: Any, options: dict[str, Any], *, consumer: bool) -> Job[..., Any]:
         if not callable(fn):
             raise InvalidArgument(f"a job must be a function, got {fn!r}")
+        if "group" in options and "group" not in self.middleware.owned_options():
+            # A FIFO message group is a plain header, which any backend carries and
+            # sqs:// sends as MessageGroupId: its middleware comes with the first job
+            # that names one, so `group=` works without installing anything.
+            self.middleware.append(MessageGroups())
         unknown = set(options) - _CORE_OPTIONS - self.middleware.owned_options()
         if unknown:
             raise ConfigurationError(

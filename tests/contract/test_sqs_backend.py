@@ -4,10 +4,12 @@ request counts. Run against the local SQS-compatible server (`moto_server`)."""
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,7 @@ import pytest
 import tasuki
 from tasuki.backends.base import Envelope, Release
 from tasuki.backends.urls import backend_from_url
+from tasuki.core.message import GROUP_HEADER
 from tasuki.errors import InvalidArgument, MessageTooLarge
 from tests.contract.helpers import env, stats
 from tests.support.servers import MotoServer
@@ -91,29 +94,41 @@ def test_worker_defer_twenty_times_then_runs(sqs_url: str, queue: str) -> None:
 def test_delay_beyond_max_delay_hops_without_counting_attempts(
     sqs_server: MotoServer, tmp_path: Path, queue: str
 ) -> None:
-    backend = backend_from_url(_url(sqs_server, tmp_path, max_delay=1))
-    assert backend.capabilities.max_delay == 1.0
-    started = time.monotonic()
-    backend.enqueue([env(queue, "far", delay=3.0)])
-    got = []
-    while not got and time.monotonic() - started < 10:
-        got = backend.lease(queue, 1, 30.0, wait=1.0)
-        if not got:
-            assert time.monotonic() - started < 3.0 + 1.5, "not delivered after its delay"
-    [d] = got
-    assert time.monotonic() - started >= 2.9, "delivered before its delay"
-    assert d.attempt == 1
-    # the same for a release with a long delay (with penalty: one attempt spent)
-    assert backend.release([Release(d.receipt, 2.5, penalty=True)]) == [True]
-    released = time.monotonic()
-    got = []
-    while not got and time.monotonic() - released < 10:
-        got = backend.lease(queue, 1, 30.0, wait=1.0)
-    [again] = got
-    assert time.monotonic() - released >= 2.4
-    assert again.attempt == 2
-    assert backend.ack([again.receipt]) == [True]
-    backend.close()
+    """Delays past `max_delay` (here 1 s, standing in for SQS's 15 minutes) are the
+    runtime's hops: a `delay=`, an absolute `eta=` and a retry's long backoff each run
+    on time, and the hops count no attempt."""
+    app = tasuki.App(_url(sqs_server, tmp_path, max_delay=1))
+    assert app.backend.capabilities.max_delay == 1.0
+    ran: dict[str, tuple[float, int]] = {}
+
+    @app.job(queue=queue, retry=tasuki.Retry(max_attempts=3, backoff=tasuki.constant(2.5)))
+    def later(name: str) -> None:
+        attempt = tasuki.current().attempt
+        if name == "retried" and attempt == 1:
+            ran["failed"] = (time.time(), attempt)
+            raise RuntimeError("once")
+        ran[name] = (time.time(), attempt)
+
+    started = time.time()
+    later.options(delay=3.0).enqueue("delayed")
+    later.options(eta=datetime.fromtimestamp(started + 3.0, tz=UTC)).enqueue("at")
+    later.enqueue("retried")
+    with pytest.raises(InvalidArgument, match="max_delay"):  # the backend alone: no hops
+        app.backend.enqueue([env(queue, "far", delay=5.0)])
+    worker = app.worker(queues=[queue], concurrency=4)
+    worker.start()
+    deadline = time.monotonic() + 20
+    while len(ran) < 4 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    worker.stop(grace=5)
+    app.close()
+    assert sorted(ran) == ["at", "delayed", "failed", "retried"]
+    # The receiver runs a message whose time is at most 0.5 s away (its HOP_SLACK); one
+    # hop of max_delay alone would have run each a second after it was sent.
+    assert ran["delayed"][0] - started >= 2.4 and ran["delayed"][1] == 1
+    assert ran["at"][0] - started >= 2.4 and ran["at"][1] == 1
+    assert ran["retried"][0] - ran["failed"][0] >= 1.9 and ran["retried"][1] == 2
+    assert max(t for t, _ in ran.values()) - started < 12, "a hop overslept"
 
 
 S3_EVENT = {
@@ -330,11 +345,8 @@ def test_an_idle_worker_long_polls(sqs_url: str, queue: str, wait: float) -> Non
 
 
 def test_job_group_option_sets_the_fifo_message_group(sqs_url: str) -> None:
-    from tasuki.middleware import MessageGroups
-
     queue = f"g-{uuid.uuid4().hex[:8]}.fifo"
-    app = tasuki.App(sqs_url)
-    app.middleware.append(MessageGroups())
+    app = tasuki.App(sqs_url)  # no middleware installed by hand: group= brings its own
 
     @app.job(queue=queue, group=lambda args, kwargs: f"customer-{args[0] % 2}")
     def charge(n: int) -> None:
@@ -350,3 +362,137 @@ def test_job_group_option_sets_the_fifo_message_group(sqs_url: str) -> None:
     )["Messages"]
     assert {m["Attributes"]["MessageGroupId"] for m in got} == {"customer-0", "customer-1"}
     app.close()
+
+
+def test_fifo_groups_end_to_end(sqs_url: str) -> None:
+    """Enqueue with `group=` (and the default: one group per job name) on a `.fifo`
+    queue, run a worker, and see every message run once, in order within its group (one
+    slot: a worker runs what it leased together side by side)."""
+    queue = f"e-{uuid.uuid4().hex[:8]}.fifo"
+    app = tasuki.App(sqs_url)
+    runs: list[tuple[str, int, str | None]] = []
+
+    @app.job(queue=queue, group=lambda args, kwargs: f"customer-{args[0] % 2}")
+    def charge(n: int) -> None:
+        runs.append(("charge", n, tasuki.current().message.headers.get(GROUP_HEADER)))
+
+    @app.job(queue=queue)
+    def refund(n: int) -> None:
+        runs.append(("refund", n, tasuki.current().message.headers.get(GROUP_HEADER)))
+
+    charge.enqueue_many([(n,) for n in range(6)])
+    refund.enqueue_many([(n,) for n in range(3)])
+    backend = app.backend
+    assert isinstance(backend, SqsBackend)
+    info = backend._queues.get(queue)
+    assert info is not None and info.fifo
+    app.worker(queues=[queue], concurrency=1).run(until_idle=True, timeout=30)
+    app.close()
+    expected = [("charge", n, f"customer-{n % 2}") for n in range(6)]
+    expected += [("refund", n, None) for n in range(3)]  # the job's name is its group
+    assert sorted(runs, key=str) == sorted(expected, key=str)
+    for group in ([0, 2, 4], [1, 3, 5]):
+        assert [n for job, n, _ in runs if job == "charge" and n in group] == group
+    assert [n for job, n, _ in runs if job == "refund"] == [0, 1, 2]
+
+
+def test_a_large_lease_keeps_several_receives_in_flight(sqs: SqsBackend, queue: str) -> None:
+    sqs.enqueue([env(queue, f"m{n}") for n in range(30)])
+    mutex = threading.Lock()
+    now = [0]
+    peak = [0]
+    calls: Counter[str] = Counter()
+
+    def before(**_: Any) -> None:
+        with mutex:
+            calls["receive"] += 1
+            now[0] += 1
+            peak[0] = max(peak[0], now[0])
+
+    def after(**_: Any) -> None:
+        with mutex:
+            now[0] -= 1
+
+    events = sqs._client.meta.events
+    events.register("before-call.sqs.ReceiveMessage", before)
+    events.register("after-call.sqs.ReceiveMessage", after)
+    got = sqs.lease(queue, 30, 30.0)  # one receive, full: the other 20 asked for at once
+    assert sorted(d.id for d in got) == sorted(f"m{n}" for n in range(30))
+    assert peak[0] >= 2, "the receives went one after another"
+    assert calls["receive"] <= 5
+    assert sqs.ack([d.receipt for d in got]) == [True] * 30
+    # An idle queue still costs one long poll, not one receive per 10 of room.
+    calls.clear()
+    assert sqs.lease(queue, 30, 30.0, wait=1.0) == []
+    assert calls["receive"] == 1
+
+
+def test_lease_records_on_redis_cost_one_call_per_batch(
+    sqs_server: MotoServer, tmp_path: Path, request: pytest.FixtureRequest, queue: str
+) -> None:
+    """With `locks=redis://`, a batch of ten enqueues, leases, extensions or acks writes
+    its id and lease records in one script call (two for acks: records and ids), not one
+    or two per message; counted by the Redis server itself (INFO commandstats)."""
+    redis = request.getfixturevalue("redis_server")
+    backend = backend_from_url(_url(sqs_server, tmp_path, locks=False) + f"&locks={redis.url()}")
+    assert isinstance(backend, SqsBackend)
+    store: Any = backend._lock_backend
+
+    def commands() -> int:
+        """Script calls so far (EVAL, EVALSHA): the commands scripts run count apart."""
+        text = store._command("INFO", "commandstats")
+        text = text.decode() if isinstance(text, bytes) else str(text)
+        total = 0
+        for line in text.splitlines():
+            if line.startswith(("cmdstat_eval:", "cmdstat_evalsha:")):
+                total += int(line.split("calls=", 1)[1].split(",", 1)[0])
+        return total
+
+    backend.enqueue([env(queue, "warm-up", keep_id=60.0)])  # connects (HELLO, INFO...)
+    before = commands()
+    backend.enqueue([env(queue, f"m{n}", keep_id=60.0) for n in range(10)])
+    assert commands() - before == 1
+    [warm] = backend.lease(queue, 1, 30.0)  # the first message sent comes first
+    assert warm.id == "warm-up" and backend.ack([warm.receipt]) == [True]
+    before = commands()
+    got: list[Any] = []
+    receives = 0
+    while len(got) < 10:
+        got += backend.lease(queue, 10 - len(got), 30.0)
+        receives += 1
+    assert commands() - before == receives  # one call per receive that found messages
+    before = commands()
+    assert backend.extend([d.receipt for d in got], 60.0) == [True] * 10
+    assert commands() - before == 1
+    before = commands()
+    assert backend.ack([d.receipt for d in got]) == [True] * 10
+    assert commands() - before == 2
+    assert backend.enqueue([env(queue, "m0", keep_id=60.0)])[0].status == "duplicate"
+    backend.close()
+
+
+def test_a_late_second_delivery_of_an_acked_message_does_not_run(
+    sqs: SqsBackend, queue: str
+) -> None:
+    """Standard queues deliver at least once, and the local server hands one message to
+    two racing receives: the copy whose lease is taken after the other's ack must not
+    run. Here the second delivery is the same SQS message (same MessageId) under another
+    receipt handle, admitted after the first was acked; a re-sent copy (a new MessageId,
+    the same tasuki id) still runs."""
+    sqs.enqueue([env(queue, "once")])
+    info = sqs._queues.get(queue)
+    assert info is not None
+    [raw] = sqs._client.receive_message(
+        QueueUrl=info.url,
+        MaxNumberOfMessages=1,
+        VisibilityTimeout=30,
+        MessageAttributeNames=["All"],
+        MessageSystemAttributeNames=["All"],
+    )["Messages"]
+    [first] = sqs._admit(info, [raw], 30.0)
+    assert sqs.ack([first.receipt]) == [True]
+    twin = {**raw, "ReceiptHandle": raw["ReceiptHandle"] + "-twin"}
+    assert sqs._admit(info, [twin], 30.0) == []
+    resent = {**twin, "MessageId": "another-sqs-message"}
+    [again] = sqs._admit(info, [resent], 30.0)
+    assert again.id == "once" and again.fencing_token > first.fencing_token

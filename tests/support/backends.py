@@ -87,7 +87,7 @@ BACKENDS: dict[str, BackendEntry] = {
     "sqlite": BackendEntry(_sqlite),
     "redis": BackendEntry(_redis, expire_lock=_redis_expire_lock),
     # The local SQS server does ~130 send+receive+delete cycles a second, fewer when deep.
-    "sqs": BackendEntry(_sqs, worker_suites=False, volume=0.02),
+    "sqs": BackendEntry(_sqs, volume=0.02),
 }
 
 URL_FACTORIES: dict[str, Callable[[pytest.FixtureRequest, Path], str]] = {

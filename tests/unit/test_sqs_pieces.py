@@ -73,7 +73,6 @@ def test_meta_round_trips_through_the_attribute() -> None:
         enqueued_at=1.5,
         attempts_before=3,
         fence_before=7,
-        visible_at=99.0,
         unique_key="u",
         id_owner="o",
         encoding="b",
@@ -127,18 +126,24 @@ def test_sqlite_records_fence_and_refuse_stale_tokens(tmp_path: Path) -> None:
     from tasuki.backends.sqs.fencing import SqliteFences
 
     fences = SqliteFences(MemoryBackend().locks, "p-", str(tmp_path / "locks.db"))
-    assert fences.take([("q", "m", "t1")], [3], [0.2]) == [3]
+    assert fences.take([("q", "m", "t1")], [3], [0.2], ["s1"]) == [3]
     assert fences.lapsed("q", "m")
     # SQS delivering the message again while the lease is live: refused
-    assert fences.take([("q", "m", "dup")], [4], [30.0]) == [None]
+    assert fences.take([("q", "m", "dup")], [4], [30.0], ["s1"]) == [None]
     time.sleep(0.25)
     # after the lease lapsed, a later lease whose receive count came back lower still
     # gets a higher number
-    assert fences.take([("q", "m", "t2")], [2], [30.0]) == [4]
+    assert fences.take([("q", "m", "t2")], [2], [30.0], ["s1"]) == [4]
     assert fences.current([("q", "m", "t1"), ("q", "m", "t2")], 30.0) == [False, True]
     assert fences.settle([("q", "m", "t1")]) == [False]
     assert fences.settle([("q", "m", "t2")]) == [True]
     assert not fences.lapsed("q", "m")
+    # acked: the same SQS message delivered once more is refused, a re-sent copy is not
+    assert fences.take([("q", "n", "t1")], [1], [30.0], ["s2"]) == [1]
+    assert fences.settle([("q", "n", "t1")], acked=True) == [True]
+    assert not fences.lapsed("q", "n")
+    assert fences.take([("q", "n", "late")], [2], [30.0], ["s2"]) == [None]
+    assert fences.take([("q", "n", "t3")], [1], [30.0], ["s3"]) == [2]
     # the id window: a second claim of a live id fails; a finished one is kept `keep` s
     assert fences.claim_ids([("q", "a", "o1"), ("q", "a", "o2")]) == [True, False]
     fences.finish_ids("q", [("a", "o1", 60.0)])

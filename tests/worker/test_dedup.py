@@ -62,8 +62,10 @@ def test_failure_releases_the_guard_so_the_retry_runs(app: tasuki.App) -> None:
 
 def test_duplicate_within_window_skipped_after_window_runs(app: tasuki.App) -> None:
     runs: list[int] = []
+    # A drain ends with one idle poll, a whole second where timers count in seconds.
+    window = 0.6 if app.backend.capabilities.timer_resolution < 0.1 else 4.0
 
-    @app.job(dedup=tasuki.Dedup(window=0.6))
+    @app.job(dedup=tasuki.Dedup(window=window))
     def charge(n: int) -> None:
         runs.append(n)
 
@@ -72,7 +74,7 @@ def test_duplicate_within_window_skipped_after_window_runs(app: tasuki.App) -> N
     charge.options(message_id="charge-1").enqueue(1)  # same id again: a duplicate delivery
     drain(app)
     assert runs == [1]
-    time.sleep(0.7)
+    time.sleep(window + 0.1)
     charge.options(message_id="charge-1").enqueue(1)
     drain(app)
     assert runs == [1, 1]

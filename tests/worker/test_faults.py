@@ -88,12 +88,14 @@ def test_heartbeat_outage_longer_than_the_lease_loses_it(
     runs: Counter[int] = Counter()
     app = tasuki.App(faulty.inner.url, backend=faulty)
     started = threading.Event()
+    # A lease of 0.6 s, or one timer step where leases count in whole seconds.
+    vt = max(0.6, faulty.capabilities.timer_resolution)
 
-    @app.job(visibility_timeout=0.6)
+    @app.job(visibility_timeout=vt)
     def slow(n: int) -> None:
         runs[n] += 1
         started.set()
-        time.sleep(1.5)
+        time.sleep(2.5 * vt)
 
     slow.enqueue(1)
     faulty.fail("extend", times=None)
@@ -101,7 +103,7 @@ def test_heartbeat_outage_longer_than_the_lease_loses_it(
     worker = app.worker(concurrency=2)  # a free slot re-leases the lapsed message
     worker.start()
     assert started.wait(5)
-    time.sleep(1.0)
+    time.sleep(1.7 * vt)
     faulty.recover()
     deadline = time.monotonic() + 10
     while (app.stats()["ready"] + app.stats()["in_flight"]) and time.monotonic() < deadline:

@@ -15,6 +15,8 @@ from tasuki.core.policies import UNIQUE_MODES
 from tasuki.errors import DuplicateJob
 
 ENQUEUE_MODES = ["until_executing", "until_executed", "until_and_while_executing", "until_expired"]
+# Modes that claim their key with the enqueue: refused where the claim is not atomic.
+ENQUEUE_TIME = pytest.mark.requires("atomic_unique")
 
 
 class Runs:
@@ -68,6 +70,7 @@ def drain(app: tasuki.App, concurrency: int = 4) -> None:
     app.worker(concurrency=concurrency).run(until_idle=True, timeout=30)
 
 
+@ENQUEUE_TIME
 @pytest.mark.parametrize("mode", ENQUEUE_MODES)
 def test_drop_returns_the_waiting_copy(app: tasuki.App, mode: str) -> None:
     runs = Runs()
@@ -79,6 +82,7 @@ def test_drop_returns_the_waiting_copy(app: tasuki.App, mode: str) -> None:
     assert runs.values == ["a"]
 
 
+@ENQUEUE_TIME
 @pytest.mark.parametrize("mode", ENQUEUE_MODES)
 def test_raise_at_enqueue(app: tasuki.App, mode: str) -> None:
     runs = Runs()
@@ -90,6 +94,7 @@ def test_raise_at_enqueue(app: tasuki.App, mode: str) -> None:
     assert app.stats()["ready"] == 1
 
 
+@ENQUEUE_TIME
 @pytest.mark.parametrize("mode", ENQUEUE_MODES)
 def test_replace_newest_payload_wins(app: tasuki.App, mode: str) -> None:
     runs = Runs()
@@ -101,6 +106,7 @@ def test_replace_newest_payload_wins(app: tasuki.App, mode: str) -> None:
     assert runs.values == ["c"]
 
 
+@ENQUEUE_TIME
 @pytest.mark.parametrize("mode", ["until_executing", "until_executed", "until_and_while_executing"])
 def test_reschedule_runs_the_duplicate_later(app: tasuki.App, mode: str) -> None:
     runs = Runs()
@@ -116,6 +122,7 @@ def test_reschedule_runs_the_duplicate_later(app: tasuki.App, mode: str) -> None
         assert not runs.overlapping()
 
 
+@ENQUEUE_TIME
 def test_until_expired_holds_after_success(app: tasuki.App) -> None:
     runs = Runs()
     task = make_job(app, runs, "until_expired", "drop", ttl=0.5)
@@ -129,6 +136,7 @@ def test_until_expired_holds_after_success(app: tasuki.App) -> None:
     assert runs.values == ["a", "c"]
 
 
+@ENQUEUE_TIME
 def test_until_executing_frees_the_key_when_it_starts(app: tasuki.App) -> None:
     runs = Runs()
     task = make_job(app, runs, "until_executing", "drop", sleep=0.5)
@@ -146,6 +154,7 @@ def test_until_executing_frees_the_key_when_it_starts(app: tasuki.App) -> None:
     assert sorted(runs.values) == ["a", "b"]
 
 
+@ENQUEUE_TIME
 def test_until_executed_keeps_the_key_through_retries(app: tasuki.App) -> None:
     calls: list[str] = []
 
@@ -172,6 +181,7 @@ def test_until_executed_keeps_the_key_through_retries(app: tasuki.App) -> None:
     assert flaky.enqueue("c") != first  # succeeded: the key is free
 
 
+@ENQUEUE_TIME
 def test_dead_letter_frees_until_executed(app: tasuki.App) -> None:
     @app.job(unique=tasuki.Unique(mode="until_executed"), retry=tasuki.Retry(max_attempts=1))
     def doomed(n: int) -> None:
@@ -199,6 +209,7 @@ def test_while_executing_conflicts_at_run_time(app: tasuki.App, on_conflict: str
     assert app.stats()["dead"] == 0
 
 
+@ENQUEUE_TIME
 def test_three_jobs_a_runs_b_waits_c_dropped(app: tasuki.App) -> None:
     runs = Runs()
     task = make_job(app, runs, "until_and_while_executing", "drop", sleep=2.0)
@@ -219,6 +230,7 @@ def test_three_jobs_a_runs_b_waits_c_dropped(app: tasuki.App) -> None:
     assert not runs.overlapping()
 
 
+@ENQUEUE_TIME
 def test_default_key_is_job_and_arguments(app: tasuki.App) -> None:
     @app.job(unique=tasuki.Unique(mode="until_executed"))
     def resize(image_id: int, size: str = "small") -> None: ...
@@ -229,6 +241,7 @@ def test_default_key_is_job_and_arguments(app: tasuki.App) -> None:
     assert resize.enqueue(2) != a
 
 
+@ENQUEUE_TIME
 def test_purge_frees_waiting_unique_locks(app: tasuki.App) -> None:
     @app.job(unique=tasuki.Unique(mode="until_executed"))
     def job(n: int) -> None: ...

@@ -1,6 +1,7 @@
 """`@app.job(group=...)`: the FIFO message group of a job's messages on `.fifo` SQS queues.
 
-Install once: `app.middleware.append(MessageGroups())`. Then `group=` is a string (every
+The App installs it with the first job that names a `group=` (or install it yourself,
+where the chain should have it). `group=` is a string (every
 message of the job in that group) or a callable given the call's args and kwargs (one
 group per customer, say: `group=lambda args, kwargs: f"customer-{kwargs['customer']}"`).
 It sets the `tasuki-group` header, which the SQS backend sends as `MessageGroupId`;

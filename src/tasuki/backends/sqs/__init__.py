@@ -3,8 +3,9 @@
 Options (all optional but the region): `endpoint_url` (an SQS-compatible server, e.g. a
 local one for tests), `prefix` (SQS queue name prefix, default `tasuki-`), `locks` (a
 lock store URL, `sqlite:///...` or `redis://...`, for fencing, the id window and
-uniqueness), `max_delay` (longest delay sent in one go, default SQS's 900 s; longer ones
-hop), `max_receive_count` (the redrive policy backstop of new queues, default 1000).
+uniqueness), `max_delay` (longest delay sent in one go, default SQS's 900 s; the runtime
+sends longer ones in hops), `max_receive_count` (the redrive policy backstop of new
+queues, default 1000).
 Credentials come from boto3's usual chain. The mapping and its limits: docs/sqs.md.
 """
 

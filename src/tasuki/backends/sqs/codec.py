@@ -3,8 +3,8 @@
 The body is the message body itself, as text when it is valid UTF-8 made of the
 characters SQS accepts, else base64. Everything else tasuki needs rides in ONE
 String message attribute, `tasuki`, holding compact JSON (`Meta`): the id, the headers,
-the per-message settings, the attempt and fencing bases of this copy, a hop's real
-visible-at time and, on a dead letter, its reason and last error. One attribute keeps
+the per-message settings, the attempt and fencing bases of this copy and, on a dead
+letter, its reason and last error. One attribute keeps
 well inside SQS's limit of 10 attributes per message and leaves the others to the user.
 
 A message without that attribute was not produced by tasuki (an S3 event notification,
@@ -71,8 +71,6 @@ class Meta:
     # starts SQS's ApproximateReceiveCount again at 0).
     attempts_before: int = 0
     fence_before: int = 0
-    # A hop: the time the message really becomes visible (0: no hop).
-    visible_at: float = 0.0
     unique_key: str | None = None
     id_owner: str = ""
     encoding: str = TEXT
@@ -96,8 +94,6 @@ class Meta:
             doc["a"] = self.attempts_before
         if self.fence_before:
             doc["f"] = self.fence_before
-        if self.visible_at:
-            doc["at"] = self.visible_at
         if self.unique_key is not None:
             doc["u"] = self.unique_key
         if self.id_owner:
@@ -127,7 +123,6 @@ class Meta:
             enqueued_at=float(doc.get("t", 0.0)),
             attempts_before=int(doc.get("a", 0)),
             fence_before=int(doc.get("f", 0)),
-            visible_at=float(doc.get("at", 0.0)),
             unique_key=doc.get("u"),
             id_owner=doc.get("n", ""),
             encoding=doc.get("e", TEXT),

@@ -40,7 +40,7 @@ class SqsOptions:
     endpoint_url: str | None = None
     prefix: str = "tasuki-"
     locks: str | None = None
-    # Longest delay sent in one go; longer ones hop. SQS allows 900 s; tests lower it.
+    # Longest delay sent in one go (the runtime hops past it). SQS allows 900 s; tests lower it.
     max_delay: float = SQS_MAX_DELAY
     max_receive_count: int = 1000
 

@@ -1,0 +1,127 @@
+"""Dead letters: browsed, redriven and purged by moving messages ourselves (receive from
+the DLQ, send, delete, in batches of 10: send before delete), since
+`StartMessageMoveTask` is not available everywhere."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from tasuki.backends.sqs.codec import decode_body as _decode_body
+from tasuki.backends.sqs.codec import received_meta as _received_meta
+from tasuki.backends.sqs.options import SQS_BATCH
+from tasuki.backends.sqs.plumbing import BROWSE_VISIBILITY, SqsBase, _Move
+from tasuki.backends.sqs.queues import QueueInfo
+from tasuki.core.message import DeadLetter
+
+
+class DeadLetters(SqsBase):
+    def _browse(self, info: QueueInfo) -> list[dict[str, Any]]:
+        """Every dead letter SQS hands out now, each held briefly (see dead_letters)."""
+        seen: dict[str, dict[str, Any]] = {}
+        while True:
+            got = self._call(
+                "receive_message",
+                QueueUrl=info.dead_url,
+                MaxNumberOfMessages=SQS_BATCH,
+                VisibilityTimeout=BROWSE_VISIBILITY,
+                WaitTimeSeconds=0,
+                MessageAttributeNames=["All"],
+                MessageSystemAttributeNames=["All"],
+            ).get("Messages", [])
+            if not got:
+                return list(seen.values())
+            for message in got:
+                seen.setdefault(message["MessageId"], message)
+
+    def _letter(self, info: QueueInfo, message: dict[str, Any]) -> DeadLetter:
+        meta, _ = _received_meta(message)
+        attrs = message.get("Attributes", {})
+        if meta.reason:
+            reason, attempt, died_at = meta.reason, meta.died_attempt, meta.died_at
+        else:
+            count = int(attrs.get("ApproximateReceiveCount", 0))
+            attempt = meta.attempts_before + count
+            reason = (
+                f"moved by the SQS redrive policy after {info.max_receive_count} receives"
+                " (not by tasuki)"
+            )
+            died_at = float(attrs.get("SentTimestamp", 0)) / 1000.0
+        return DeadLetter(
+            id=meta.id,
+            queue=info.name,
+            body=_decode_body(message["Body"], meta.encoding),
+            headers=meta.headers,
+            attempt=attempt,
+            reason=reason,
+            error=meta.error,
+            died_at=died_at,
+            enqueued_at=meta.enqueued_at,
+        )
+
+    def _letters(self, info: QueueInfo) -> list[tuple[DeadLetter, dict[str, Any]]]:
+        found = [(self._letter(info, m), m) for m in self._browse(info)]
+        found.sort(key=lambda pair: -pair[0].died_at)
+        return found
+
+    def _show_again(self, info: QueueInfo, messages: list[dict[str, Any]]) -> None:
+        if messages:
+            self._visibility(info.dead_url, [m["ReceiptHandle"] for m in messages], 0)
+
+    def dead_letters(self, queue: str, limit: int = 100, offset: int = 0) -> list[DeadLetter]:
+        """Approximate on SQS: the DLQ is received (each letter hidden for a moment) and
+        made visible again; AWS's short polls sample servers, so a page may miss some."""
+        info = self._queues.get(queue, create=False)
+        if info is None:
+            return []
+        found = self._letters(info)
+        self._show_again(info, [m for _, m in found])
+        return [letter for letter, _ in found[offset : offset + limit]]
+
+    def redrive(self, queue: str, ids: Sequence[str] | None = None) -> int:
+        info = self._queues.get(queue, create=False)
+        if info is None:
+            return 0
+        wanted = None if ids is None else set(ids)
+        moves: list[_Move] = []
+        others: list[dict[str, Any]] = []
+        for letter, message in self._letters(info):
+            if wanted is not None and letter.id not in wanted:
+                others.append(message)
+                continue
+            meta, extra = _received_meta(message)
+            count = int(message.get("Attributes", {}).get("ApproximateReceiveCount", 0))
+            fresh = replace(
+                meta,
+                attempts_before=0,
+                fence_before=meta.fence_before + count,
+                reason="",
+                error=None,
+                died_at=0.0,
+                died_attempt=0,
+            )
+            moves.append(_Move(message, fresh, extra))
+        self._show_again(info, others)
+        entries = [self._entry(info, n, move) for n, move in enumerate(moves)]
+        failed = set(self._send(info.url, entries))
+        sent = [n for n in range(len(moves)) if str(n) not in failed]
+        self._delete(info.dead_url, [moves[n].message["ReceiptHandle"] for n in sent])
+        return len(sent)
+
+    def purge_dead(self, queue: str) -> int:
+        info = self._queues.get(queue, create=False)
+        if info is None:
+            return 0
+        found = self._letters(info)
+        done = self._delete(info.dead_url, [m["ReceiptHandle"] for _, m in found])
+        if self._fences is not None:
+            self._fences.finish_ids(
+                queue,
+                [
+                    (letter.id, _received_meta(message)[0].id_owner, 0.0)
+                    for (letter, message), ok in zip(found, done, strict=True)
+                    if ok
+                ],
+            )
+        return sum(done)

@@ -1,0 +1,202 @@
+"""Receiving: a lease is one or more ReceiveMessage calls; what comes back is admitted
+(decoded, its attempt counted, its lease recorded with `locks=`) or, out of attempts,
+dead-lettered at once."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from tasuki.backends.base import DEFAULT_VISIBILITY_TIMEOUT, Delivery
+from tasuki.backends.sqs.codec import decode_body as _decode_body
+from tasuki.backends.sqs.codec import received_meta as _received_meta
+from tasuki.backends.sqs.options import SQS_BATCH, SQS_MAX_WAIT
+from tasuki.backends.sqs.plumbing import SqsBase, _Held, _Move, _seconds, log
+from tasuki.backends.sqs.queues import QueueInfo
+
+# ReceiveMessage calls one lease keeps in flight at once when a backlog fills them.
+RECEIVES_IN_FLIGHT = 4
+
+
+class Receiving(SqsBase):
+    def lease(
+        self,
+        queue: str,
+        max_messages: int,
+        visibility_timeout: float = DEFAULT_VISIBILITY_TIMEOUT,
+        wait: float = 0.0,
+    ) -> list[Delivery]:
+        """Up to `max_messages`, 10 per ReceiveMessage. The first receive is one call
+        (a long poll when the caller waits), so an idle queue costs one request; once a
+        reply comes back full (a backlog), the rest of the room is asked for by several
+        receives in flight at once (at most RECEIVES_IN_FLIGHT)."""
+        if max_messages <= 0:
+            return []
+        info = self._info(queue)
+        deadline = time.monotonic() + wait
+        leased: list[Delivery] = []
+        full = False
+        while True:
+            room = max_messages - len(leased)
+            if full:
+                asks = [
+                    min(SQS_BATCH, room - n * SQS_BATCH)
+                    for n in range(min(RECEIVES_IN_FLIGHT, math.ceil(room / SQS_BATCH)))
+                ]
+                replies = self._receive_many(info, asks, visibility_timeout)
+                got = [m for reply in replies for m in reply]
+                full = all(len(r) == a for r, a in zip(replies, asks, strict=True))
+            else:
+                remaining = deadline - time.monotonic()
+                # SQS long-polls in whole seconds: a wait under a second is one 1-second
+                # poll (never a loop of short polls, each of them a billed request).
+                poll = (
+                    0 if leased or remaining <= 0 else min(SQS_MAX_WAIT, max(1, round(remaining)))
+                )
+                asked = min(SQS_BATCH, room)
+                got = self._receive(info, asked, visibility_timeout, poll)
+                full = len(got) == asked
+            admitted = self._admit(info, got, visibility_timeout)
+            leased.extend(admitted)
+            if len(leased) >= max_messages:
+                return leased
+            if full or (got and not admitted and not leased):
+                continue
+            if leased or deadline - time.monotonic() < 0.5:
+                return leased
+
+    def _receive(
+        self, info: QueueInfo, asked: int, visibility_timeout: float, poll: int = 0
+    ) -> list[dict[str, Any]]:
+        return list(
+            self._call(
+                "receive_message",
+                QueueUrl=info.url,
+                MaxNumberOfMessages=asked,
+                VisibilityTimeout=_seconds(visibility_timeout),
+                WaitTimeSeconds=poll,
+                MessageAttributeNames=["All"],
+                MessageSystemAttributeNames=["All"],
+            ).get("Messages", [])
+        )
+
+    def _receive_many(
+        self, info: QueueInfo, asks: list[int], visibility_timeout: float
+    ) -> list[list[dict[str, Any]]]:
+        """Short-poll receives in flight at once, one per entry of `asks`; every reply is
+        waited for (none is dropped: its messages are leased already)."""
+        if len(asks) == 1:
+            return [self._receive(info, asks[0], visibility_timeout)]
+        with self._mutex_pool:
+            if self._receivers is None:
+                self._receivers = ThreadPoolExecutor(
+                    RECEIVES_IN_FLIGHT - 1, thread_name_prefix="tasuki-sqs-receive"
+                )
+            pool = self._receivers
+        others = [pool.submit(self._receive, info, a, visibility_timeout) for a in asks[1:]]
+        replies: list[list[dict[str, Any]]] = []
+        error: BaseException | None = None
+        try:
+            replies.append(self._receive(info, asks[0], visibility_timeout))
+        except BaseException as exc:
+            error = exc
+        for future in others:
+            try:
+                replies.append(future.result())
+            except BaseException as exc:
+                error = error or exc
+        if error is not None:
+            # What the others received is leased by nobody: hand it back for another lease.
+            handles = [m["ReceiptHandle"] for reply in replies for m in reply]
+            if handles:
+                self._visibility(info.url, handles, 0)
+            raise error
+        return replies
+
+    def lease_soon(
+        self,
+        queue: str,
+        max_messages: int,
+        visibility_timeout: float = DEFAULT_VISIBILITY_TIMEOUT,
+    ) -> Callable[[], list[Delivery]]:
+        """The receive goes out on a helper thread while the caller runs its jobs."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(2, thread_name_prefix="tasuki-sqs")
+        future = self._pool.submit(self.lease, queue, max_messages, visibility_timeout)
+        return future.result
+
+    def _admit(
+        self, info: QueueInfo, messages: list[dict[str, Any]], default_vt: float
+    ) -> list[Delivery]:
+        """Deliveries from received messages; exhausted ones are buried."""
+        deliveries: list[Delivery] = []
+        dead: list[_Move] = []
+        own_vt: dict[float, list[str]] = {}
+        takes: list[tuple[str, str, str]] = []
+        copies: list[str] = []
+        counted: list[int] = []
+        fences = self._fences
+        for message in messages:
+            meta, others = _received_meta(message)
+            count = int(message.get("Attributes", {}).get("ApproximateReceiveCount", 1))
+            attempt = meta.attempts_before + count
+            fence = meta.fence_before + count
+            if attempt > meta.max_attempts:
+                used = attempt - 1
+                if fences is not None and fences.lapsed(info.name, meta.id):
+                    reason = f"lease expired {used} times"
+                else:
+                    reason = f"attempts exhausted ({used} of {meta.max_attempts})"
+                dead.append(
+                    _Move(message, self._dead_meta(meta, fence, reason, None, used), others)
+                )
+                continue
+            token = message["ReceiptHandle"]
+            takes.append((info.name, meta.id, token))
+            copies.append(str(message.get("MessageId", "")))
+            counted.append(fence)
+            vt = meta.visibility_timeout or default_vt
+            if meta.visibility_timeout and _seconds(vt) != _seconds(default_vt):
+                own_vt.setdefault(vt, []).append(token)
+            self._hold(
+                token,
+                _Held(info, message, meta, others, attempt, fence, time.monotonic() + vt + 60),
+            )
+            deliveries.append(
+                Delivery(
+                    queue=info.name,
+                    id=meta.id,
+                    body=_decode_body(message["Body"], meta.encoding),
+                    headers=meta.headers,
+                    attempt=attempt,
+                    max_attempts=meta.max_attempts,
+                    enqueued_at=meta.enqueued_at,
+                    token=token,
+                    fencing_token=fence,
+                    visibility_timeout=vt,
+                )
+            )
+        if fences is not None and takes:
+            lengths = [d.visibility_timeout for d in deliveries]
+            granted = fences.take(takes, counted, lengths, copies)
+            kept: list[Delivery] = []
+            for given, number in zip(deliveries, granted, strict=True):
+                if number is None:
+                    # SQS handed out a message another lease still holds: not delivered.
+                    log.info("sqs: %s delivered again while leased: not run twice", given.id)
+                    self._take_held(given.token)
+                    continue
+                if number != given.fencing_token:
+                    held = self._held.get(given.token)
+                    if held is not None:
+                        held.fence = number
+                kept.append(given._replace(fencing_token=number))
+            deliveries = kept
+        for vt, tokens in own_vt.items():
+            self._visibility(info.url, tokens, vt)
+        if dead:
+            self._bury_moves(info, dead)
+        return deliveries
