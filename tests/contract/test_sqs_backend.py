@@ -496,3 +496,40 @@ def test_a_late_second_delivery_of_an_acked_message_does_not_run(
     resent = {**twin, "MessageId": "another-sqs-message"}
     [again] = sqs._admit(info, [resent], 30.0)
     assert again.id == "once" and again.fencing_token > first.fencing_token
+
+
+def test_duplicate_deliveries_do_not_run_with_redis_locks(
+    sqs_server: MotoServer, tmp_path: Path, request: pytest.FixtureRequest, queue: str
+) -> None:
+    """The same promise on `locks=redis://` (its records are written by Lua scripts): a
+    second delivery of one SQS message while its first lease is live, or after its ack,
+    is refused; a re-sent copy (a new MessageId under the same tasuki id) still runs;
+    an extension keeps the lease live past its first visibility timeout."""
+    redis = request.getfixturevalue("redis_server")
+    backend = backend_from_url(_url(sqs_server, tmp_path, locks=False) + f"&locks={redis.url()}")
+    assert isinstance(backend, SqsBackend)
+    try:
+        backend.enqueue([env(queue, "once")])
+        info = backend._queues.get(queue)
+        assert info is not None
+        [raw] = backend._client.receive_message(
+            QueueUrl=info.url,
+            MaxNumberOfMessages=1,
+            VisibilityTimeout=30,
+            MessageAttributeNames=["All"],
+            MessageSystemAttributeNames=["All"],
+        )["Messages"]
+        [first] = backend._admit(info, [raw], 1.0)
+        twin = {**raw, "ReceiptHandle": raw["ReceiptHandle"] + "-twin"}
+        assert backend._admit(info, [twin], 30.0) == []  # the first lease is live
+        assert backend.extend([first.receipt], 30.0) == [True]
+        time.sleep(1.2)  # past the first lease's own length: the extension holds it
+        assert backend._admit(info, [twin], 30.0) == []
+        assert backend.ack([first.receipt]) == [True]
+        assert backend._admit(info, [twin], 30.0) == []  # the acked SQS message again
+        resent = {**twin, "MessageId": "another-sqs-message", "ReceiptHandle": "r2"}
+        [again] = backend._admit(info, [resent], 30.0)
+        # (Redis records keep no fencing number: it is SQS's receive count, the same here.)
+        assert again.id == "once" and again.token == "r2"
+    finally:
+        backend.close()

@@ -360,23 +360,31 @@ class RedisFences(LockFences):
     ) -> list[int | None]:
         if self._cluster():
             return super().take(leases, fences, visibility, copies)
-        if leases:
-            keys = [self._lease(q, i) for q, i, _ in leases]
-            self._run("lease_take", keys, [t for _, _, t in leases], [_ms(LEASE_TTL)])
-        return list(fences)  # the records keep no number: the message's count it is
+        if not leases:
+            return []
+        keys = [self._lease(q, i) for q, i, _ in leases]
+        args: list[Any] = []
+        for (_, _, token), vt, copy in zip(leases, visibility, copies, strict=True):
+            args += (token, _ms(vt), copy)
+        taken = self._run("lease_take", keys, args, [_ms(LEASE_TTL)])
+        # The records keep no number: the message's count it is, where recorded.
+        return [f if ok == 1 else None for f, ok in zip(fences, taken, strict=True)]
 
     def settle(self, leases: Sequence[Record], acked: bool = False) -> list[bool]:
         if not leases or self._cluster():
             return super().settle(leases, acked)
         keys = [self._lease(q, i) for q, i, _ in leases]
-        return [r == 1 for r in self._run("lease_settle", keys, [t for _, _, t in leases], [])]
+        grace = _ms(ACKED_GRACE) if acked else 0
+        tokens = [t for _, _, t in leases]
+        return [r == 1 for r in self._run("lease_settle", keys, tokens, [grace])]
 
     def current(self, leases: Sequence[Record], visibility: float) -> list[bool]:
         if not leases or self._cluster():
             return super().current(leases, visibility)
         keys = [self._lease(q, i) for q, i, _ in leases]
         tokens = [t for _, _, t in leases]
-        return [r == 1 for r in self._run("lease_renew", keys, tokens, [_ms(LEASE_TTL)])]
+        head = [_ms(LEASE_TTL), _ms(visibility)]
+        return [r == 1 for r in self._run("lease_renew", keys, tokens, head)]
 
     def forget_leases(self, queue: str, ids: Sequence[str]) -> None:
         if self._cluster():
