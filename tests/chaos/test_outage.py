@@ -216,7 +216,7 @@ def test_enqueue_into_a_blackhole_fails_within_the_socket_timeout(tmp_path: Path
             began = time.monotonic()
             with pytest.raises(BackendUnavailable, match="unreachable"):
                 app.jobs["chaos"].options(message_id="during").enqueue(1, 0.0)
-            assert time.monotonic() - began < 1.0 + ENQUEUE_BOUND
+            assert time.monotonic() - began < 1.0 + ENQUEUE_BOUND["redis"]
             assert direct.stats("default")["ready"] == 1  # swallowed, never stored
             time.sleep(3.2)
             assert app.jobs["chaos"].options(message_id="during").enqueue(1, 0.0) == "during"

@@ -32,7 +32,7 @@ def test_pages_show_what_the_backend_counts(url: str) -> None:
     backend = app.backend
     short = max(0.25, backend.capabilities.timer_resolution)
     backend.enqueue(
-        [Envelope("dash", "lost", b"{}"), Envelope("dash", "waits", b"{}", delay=3600.0)]
+        [Envelope("dash", "lost", b"{}"), Envelope("dash", "waits", b"{}", delay=600.0)]
     )
     [first] = backend.lease("dash", 1, short)  # a worker that dies holding it
     time.sleep(short + 0.2)

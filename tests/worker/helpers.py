@@ -59,9 +59,13 @@ class WorkerProcess:
 
 
 def read_log(log: Path) -> list[dict[str, Any]]:
+    """Every whole line of the run log: a line still being written (read mid-write, no
+    newline yet) is left for the next read; a whole line that does not parse is an error."""
     if not log.exists():
         return []
-    return [orjson.loads(line) for line in log.read_bytes().splitlines() if line.strip()]
+    data = log.read_bytes()
+    whole = data[: data.rfind(b"\n") + 1]
+    return [orjson.loads(line) for line in whole.splitlines() if line.strip()]
 
 
 def by_n(records: list[dict[str, Any]], event: str) -> dict[int, list[dict[str, Any]]]:
