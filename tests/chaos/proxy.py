@@ -27,6 +27,7 @@ class Proxy:
         self.latency = 0.0
         self._blackhole_until = 0.0
         self._conns: set[asyncio.StreamWriter] = set()
+        self._made: list[asyncio.BaseTransport] = []  # every one, closed for sure at stop
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._server: asyncio.Server | None = None
@@ -62,7 +63,8 @@ class Proxy:
 
     def stop(self) -> None:
         if self._loop.is_running():
-            self._loop.call_soon_threadsafe(self._shutdown)
+            asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop).result(10)
+            self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(10)
 
     # -- the loop ---------------------------------------------------------------------
@@ -83,13 +85,18 @@ class Proxy:
             server.close()
             await server.wait_closed()
 
-    def _shutdown(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        self._abort_all()
-        for task in asyncio.all_tasks(self._loop):
+    async def _shutdown(self) -> None:
+        """Every connection task is cancelled and awaited, so each closes its sockets
+        before the loop stops: a transport left for the garbage collector would warn."""
+        await self._close()
+        tasks = [t for t in asyncio.all_tasks(self._loop) if t is not asyncio.current_task()]
+        for task in tasks:
             task.cancel()
-        self._loop.call_later(0.05, self._loop.stop)
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for transport in self._made:
+            if not transport.is_closing():
+                transport.abort()  # type: ignore[attr-defined]
+        await asyncio.sleep(0)  # the aborts close their sockets on the next turn
 
     def _abort_all(self) -> None:
         for writer in list(self._conns):
@@ -101,8 +108,13 @@ class Proxy:
             await asyncio.sleep(0.02)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        with contextlib.suppress(asyncio.CancelledError):  # cancelled by stop()
-            await self._connect(reader, writer)
+        self._made.append(writer.transport)
+        try:
+            with contextlib.suppress(asyncio.CancelledError):  # cancelled by stop()
+                await self._connect(reader, writer)
+        finally:
+            self._conns.discard(writer)
+            writer.transport.abort()
 
     async def _connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         blackholed = time.monotonic() < self._blackhole_until
@@ -113,12 +125,16 @@ class Proxy:
         try:
             up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
         except OSError:
-            writer.transport.abort()
             return
+        self._made.append(up_writer.transport)
         self._conns.update((writer, up_writer))
-        await asyncio.gather(
-            self._pipe(reader, up_writer, writer), self._pipe(up_reader, writer, up_writer)
-        )
+        try:
+            await asyncio.gather(
+                self._pipe(reader, up_writer, writer), self._pipe(up_reader, writer, up_writer)
+            )
+        finally:
+            self._conns.discard(up_writer)
+            up_writer.transport.abort()
 
     async def _pipe(
         self, src: asyncio.StreamReader, dst: asyncio.StreamWriter, own: asyncio.StreamWriter
