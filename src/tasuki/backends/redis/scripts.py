@@ -1,21 +1,18 @@
 """The Lua scripts, one file per atomic operation under `lua/`, read once per process.
 
 A script may pull in a shared fragment from `lua/includes/` with a line
-`--- @include "name"`: the line is replaced by the fragment's text (each fragment at
-most once per script). A script is called by its SHA1 (EVALSHA) and loaded again on
-NOSCRIPT, e.g. after a Redis restart; Redis names a script by the SHA1 of its exact
-bytes, so the digest here is the one the server computes.
+`--- @include "name"` (expanded by `tasuki.backends.luafiles`). A script is called by
+its SHA1 (EVALSHA) and loaded again on NOSCRIPT, e.g. after a Redis restart; Redis
+names a script by the SHA1 of its exact bytes, so the digest here is the one the
+server computes.
 """
 
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import dataclass
-from functools import cache
-from importlib import resources
 
-_INCLUDE = re.compile(r'^--- @include "([a-z_]+)"$', re.MULTILINE)
+from tasuki.backends.luafiles import lua_source
 
 NAMES = (
     "enqueue",
@@ -41,23 +38,9 @@ NAMES = (
 )
 
 
-def _read(*parts: str) -> str:
-    return resources.files("tasuki.backends.redis").joinpath("lua", *parts).read_text("utf-8")
-
-
-@cache
 def source(name: str) -> str:
     """The text of `lua/<name>.lua` with its includes expanded."""
-    seen: set[str] = set()
-
-    def expand(match: re.Match[str]) -> str:
-        fragment = match.group(1)
-        if fragment in seen:
-            return ""
-        seen.add(fragment)
-        return _INCLUDE.sub(expand, _read("includes", f"{fragment}.lua"))
-
-    return _INCLUDE.sub(expand, _read(f"{name}.lua"))
+    return lua_source("tasuki.backends.redis", name)
 
 
 @dataclass(frozen=True, slots=True)
