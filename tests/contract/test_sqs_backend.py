@@ -27,6 +27,7 @@ from tests.support.servers import MotoServer
 pytest.importorskip("boto3")
 
 from tasuki.backends.sqs import SqsBackend
+from tasuki.backends.sqs.queues import QueueInfo
 
 
 def _url(server: MotoServer, tmp_path: Path, locks: bool = True, **options: Any) -> str:
@@ -54,6 +55,39 @@ def sqs(sqs_url: str) -> Iterator[SqsBackend]:
 @pytest.fixture
 def queue() -> str:
     return f"q-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def locked(
+    request: pytest.FixtureRequest, sqs_server: MotoServer, tmp_path: Path
+) -> Iterator[SqsBackend]:
+    """A backend on either batched lock store: `locks=sqlite://` or `locks=redis://`."""
+    if request.param == "redis":
+        redis = request.getfixturevalue("redis_server")
+        url = _url(sqs_server, tmp_path, locks=False) + f"&locks={redis.url()}"
+    else:
+        url = _url(sqs_server, tmp_path)
+    backend = backend_from_url(url)
+    assert isinstance(backend, SqsBackend)
+    yield backend
+    backend.close()
+
+
+def _receive_raw(
+    backend: SqsBackend, queue: str, visibility: int = 30
+) -> tuple[QueueInfo, dict[str, Any]]:
+    """One message of `queue` as SQS hands it to a receive, not yet admitted: a test
+    admits it (`_admit`) itself, e.g. after another receive of the same message."""
+    info = backend._queues.get(queue)
+    assert info is not None
+    [raw] = backend._client.receive_message(
+        QueueUrl=info.url,
+        MaxNumberOfMessages=1,
+        VisibilityTimeout=visibility,
+        MessageAttributeNames=["All"],
+        MessageSystemAttributeNames=["All"],
+    )["Messages"]
+    return info, raw
 
 
 def test_deferred_twenty_times_still_gets_its_full_attempts(sqs: SqsBackend, queue: str) -> None:
@@ -533,3 +567,29 @@ def test_duplicate_deliveries_do_not_run_with_redis_locks(
         assert again.id == "once" and again.token == "r2"
     finally:
         backend.close()
+
+
+def test_a_refused_duplicate_receive_is_not_an_attempt(locked: SqsBackend, queue: str) -> None:
+    """SQS may hand one message to two racing receives, and counts both in its receive
+    count; the lease store refuses the copy that comes second, and counts only the leases
+    it granted: what runs is attempt 1 whichever receive's lease is recorded first, and
+    the next deliveries (after a release, after a lapse) are attempts 2 and 3, with
+    growing fencing numbers."""
+    locked.enqueue([env(queue, "raced", max_attempts=5)])
+    # The first receive leaves the message visible, so the second gets it too: two
+    # real receives of one SQS message, counted 1 and 2 by the server.
+    info, early = _receive_raw(locked, queue, visibility=0)
+    _, late = _receive_raw(locked, queue, visibility=30)
+    assert early["MessageId"] == late["MessageId"]
+    assert [m["Attributes"]["ApproximateReceiveCount"] for m in (early, late)] == ["1", "2"]
+    [first] = locked._admit(info, [late], 1.0)  # the later receive's lease first
+    assert locked._admit(info, [early], 30.0) == []  # the other: a duplicate, not run
+    assert first.attempt == 1
+    assert locked.release([Release(first.receipt, 0.0, penalty=True)]) == [True]
+    [second] = locked.lease(queue, 1, 1.0, wait=2.0)  # the server's third receive
+    assert second.attempt == 2 and second.fencing_token > first.fencing_token
+    time.sleep(1.2)  # the lease lapses
+    [third] = locked.lease(queue, 1, 30.0, wait=2.0)
+    assert third.attempt == 3 and third.fencing_token > second.fencing_token
+    assert locked.ack([third.receipt]) == [True]
+    assert stats(locked, queue) == (0, 0, 0, 0)

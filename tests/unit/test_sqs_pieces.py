@@ -14,6 +14,7 @@ from tasuki.backends.sqs.codec import (
     encode_body,
     received_meta,
 )
+from tasuki.backends.sqs.fencing import Take
 from tasuki.backends.sqs.options import parse_url
 from tasuki.backends.sqs.queues import sqs_names, tasuki_name
 from tasuki.core.message import ErrorInfo
@@ -121,29 +122,38 @@ def test_an_unreadable_tasuki_attribute_is_delivered_raw() -> None:
         assert "tasuki" in others  # kept as it was, for whoever reads the message next
 
 
+def _take(id: str, token: str, count: int, vt: float, copy: str, fresh: bool = True) -> Take:
+    return Take("q", id, token, copy, count, count, vt, fresh)
+
+
 def test_sqlite_records_fence_and_refuse_stale_tokens(tmp_path: Path) -> None:
     from tasuki.backends.memory import MemoryBackend
     from tasuki.backends.sqs.fencing import SqliteFences
 
     fences = SqliteFences(MemoryBackend().locks, "p-", str(tmp_path / "locks.db"))
-    assert fences.take([("q", "m", "t1")], [3], [0.2], ["s1"]) == [3]
+    # a first lease: no record, the copy first received just now: its first receive
+    assert fences.take([_take("m", "t1", 3, 0.2, "s1")]) == [(3, 1)]
     assert fences.lapsed("q", "m")
-    # SQS delivering the message again while the lease is live: refused
-    assert fences.take([("q", "m", "dup")], [4], [30.0], ["s1"]) == [None]
+    # SQS delivering the message again while the lease is live: refused, not counted
+    assert fences.take([_take("m", "dup", 4, 30.0, "s1")]) == [None]
     time.sleep(0.25)
     # after the lease lapsed, a later lease whose receive count came back lower still
-    # gets a higher number
-    assert fences.take([("q", "m", "t2")], [2], [30.0], ["s1"]) == [4]
+    # gets a higher number; its receives are the leases granted on the copy
+    assert fences.take([_take("m", "t2", 2, 30.0, "s1")]) == [(4, 2)]
     assert fences.current([("q", "m", "t1"), ("q", "m", "t2")], 30.0) == [False, True]
     assert fences.settle([("q", "m", "t1")]) == [False]
     assert fences.settle([("q", "m", "t2")]) == [True]
     assert not fences.lapsed("q", "m")
+    # released: the record keeps counting the copy's leases
+    assert fences.take([_take("m", "t3", 6, 30.0, "s1")]) == [(6, 3)]
+    # no record of a copy first received long ago: its receive count
+    assert fences.take([_take("old", "t1", 5, 30.0, "s9", fresh=False)]) == [(5, 5)]
     # acked: the same SQS message delivered once more is refused, a re-sent copy is not
-    assert fences.take([("q", "n", "t1")], [1], [30.0], ["s2"]) == [1]
+    assert fences.take([_take("n", "t1", 1, 30.0, "s2")]) == [(1, 1)]
     assert fences.settle([("q", "n", "t1")], acked=True) == [True]
     assert not fences.lapsed("q", "n")
-    assert fences.take([("q", "n", "late")], [2], [30.0], ["s2"]) == [None]
-    assert fences.take([("q", "n", "t3")], [1], [30.0], ["s3"]) == [2]
+    assert fences.take([_take("n", "late", 2, 30.0, "s2")]) == [None]
+    assert fences.take([_take("n", "t3", 1, 30.0, "s3")]) == [(2, 1)]
     # the id window: a second claim of a live id fails; a finished one is kept `keep` s
     assert fences.claim_ids([("q", "a", "o1"), ("q", "a", "o2")]) == [True, False]
     fences.finish_ids("q", [("a", "o1", 60.0)])

@@ -3,11 +3,19 @@
 SQS cannot refuse a stale receipt handle: AWS documents that an old handle may still
 delete a message, and the local test server always lets it. So, with `locks=`, every
 lease writes a record `lease:QUEUE:ID -> receipt handle`, and ack, extend, release and
-bury first compare-and-delete (or compare-and-renew) that record: a worker whose lease
+bury first compare-and-settle (or compare-and-renew) that record: a worker whose lease
 lapsed and was taken by another lease finds someone else's handle there and is refused
 before anything reaches SQS. The record outlives an expired lease (its TTL is SQS's
 12-hour visibility limit plus a margin), which is also how a lease that finds a message
 out of attempts knows its last lease expired rather than being released.
+
+Each lease record also counts the leases granted on the SQS message it names (`copy`,
+the MessageId): SQS's ApproximateReceiveCount also counts a receive this store refused
+as a duplicate (a message handed to two racing receives), so a delivery's attempt is
+`attempts_before + receives`, the leases this store granted on the copy. With no
+record of the copy its lease is its first, or, where the store cannot know (see
+`Take.fresh`), the receive count stands.
+A settled record is kept (no owner) for that count, not deleted.
 
 The id window (idempotent enqueue by id) is a second record, `id:QUEUE:ID`, taken with a
 random owner at enqueue (so the same id offered twice meets a held record: duplicate),
@@ -29,11 +37,11 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from functools import cache
-from importlib import resources
+from dataclasses import dataclass
 from typing import Any
 
 from tasuki.backends.base import LockStore
+from tasuki.backends.luafiles import lua_source
 from tasuki.backends.sqs.options import SQS_MAX_RETENTION, SQS_MAX_VISIBILITY
 
 LEASE_TTL = SQS_MAX_VISIBILITY + 600.0
@@ -41,6 +49,33 @@ ID_TTL = float(SQS_MAX_RETENTION)
 
 # (queue, message id, lease token or id owner)
 Record = tuple[str, str, str]
+# What a lease granted: (fencing number, leases granted on the SQS message so far).
+Granted = tuple[int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Take:
+    """One received message whose lease is to be recorded."""
+
+    queue: str
+    id: str
+    token: str  # the receipt handle: the lease token
+    copy: str  # the SQS MessageId received
+    count: int  # SQS's ApproximateReceiveCount of that copy
+    fence: int  # the fencing number counted from the message (fence_before + count)
+    visibility: float
+    # The copy was first received less than LEASE_TTL ago: every lease granted on it
+    # since then is still on record, so no record of it means none was (its first lease
+    # is the first). Otherwise its record may have expired: the receive count it is.
+    fresh: bool
+
+    @property
+    def record(self) -> Record:
+        return (self.queue, self.id, self.token)
+
+    def first(self) -> int:
+        """The receives to count where the store has no record of this copy."""
+        return 1 if self.fresh else self.count
 
 
 class Fences(ABC):
@@ -55,19 +90,16 @@ class Fences(ABC):
         return f"{self._prefix}id:{queue}:{id}"
 
     @abstractmethod
-    def take(
-        self,
-        leases: Sequence[Record],
-        fences: Sequence[int],
-        visibility: Sequence[float],
-        copies: Sequence[str],
-    ) -> list[int | None]:
-        """Record each token as its message's current lease, replacing a lapsed one, with
-        its fencing number: the one counted from the message (`fences`), or one more than
-        the lapsed lease's where that is higher (SQS's receive count is approximate).
-        `copies` are the SQS MessageIds received. Returns the fencing numbers granted;
-        None where another lease of the message is still live, or where this very SQS
-        message was acked a moment ago (SQS delivered it twice): not to be delivered."""
+    def take(self, takes: Sequence[Take]) -> list[Granted | None]:
+        """Record each token as its message's current lease, replacing a lapsed or
+        settled one, with its fencing number: the one counted from the message, or one
+        more than the last lease's where that is higher (SQS's receive count is
+        approximate), and the leases granted on its SQS message: one more than recorded
+        for the same copy (at most its receive count), else `Take.first()`; where the
+        last lease of another copy of the message was never settled, the receive count.
+        Returns (fence, receives) per message; None where another lease of the message
+        is still live, or where this very SQS message was acked a moment ago (SQS
+        delivered it twice): not to be delivered, and not counted."""
 
     @abstractmethod
     def settle(self, leases: Sequence[Record], acked: bool = False) -> list[bool]:
@@ -100,14 +132,9 @@ class Fences(ABC):
 class LockFences(Fences):
     """Records as plain locks: works on any lock store."""
 
-    def take(
-        self,
-        leases: Sequence[Record],
-        fences: Sequence[int],
-        visibility: Sequence[float],
-        copies: Sequence[str],
-    ) -> list[int | None]:
-        for queue, id, token in leases:
+    def take(self, takes: Sequence[Take]) -> list[Granted | None]:
+        for take in takes:
+            queue, id, token = take.record
             key = self._lease(queue, id)
             for _ in range(5):
                 holder = self.locks.holder(key)
@@ -118,7 +145,8 @@ class LockFences(Fences):
                     break
             else:
                 raise RuntimeError(f"could not record the lease of {queue}/{id}")
-        return list(fences)  # plain locks keep no number: the message's count it is
+        # Plain locks keep no numbers: the message's counts they are.
+        return [(take.fence, take.count) for take in takes]
 
     def settle(self, leases: Sequence[Record], acked: bool = False) -> list[bool]:
         return [self.locks.release(self._lease(q, i), t) for q, i, t in leases]
@@ -161,7 +189,8 @@ CREATE TABLE IF NOT EXISTS tasuki_sqs_records (
     expires REAL NOT NULL,
     fence INTEGER NOT NULL DEFAULT 0,
     lease_until REAL NOT NULL DEFAULT 0,
-    copy TEXT NOT NULL DEFAULT ''
+    copy TEXT NOT NULL DEFAULT '',
+    receives INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID
 """
 # How long an acked message's record stays, refusing a late second delivery of the same
@@ -187,10 +216,12 @@ class SqliteFences(Fences):
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute(_SCHEMA)
         columns = {row[1] for row in self._db.execute("PRAGMA table_info(tasuki_sqs_records)")}
-        if "copy" not in columns:  # a table made before the column
-            self._db.execute(
-                "ALTER TABLE tasuki_sqs_records ADD COLUMN copy TEXT NOT NULL DEFAULT ''"
-            )
+        for column, kind in (
+            ("copy", "TEXT NOT NULL DEFAULT ''"),
+            ("receives", "INTEGER NOT NULL DEFAULT 0"),
+        ):
+            if column not in columns:  # a table made before the column
+                self._db.execute(f"ALTER TABLE tasuki_sqs_records ADD COLUMN {column} {kind}")
         self._mutex = threading.Lock()
         self._writes = 0
 
@@ -213,43 +244,51 @@ class SqliteFences(Fences):
                 raise
         return changed
 
-    def take(
-        self,
-        leases: Sequence[Record],
-        fences: Sequence[int],
-        visibility: Sequence[float],
-        copies: Sequence[str],
-    ) -> list[int | None]:
-        if not leases:
+    def take(self, takes: Sequence[Take]) -> list[Granted | None]:
+        if not takes:
             return []
         now = time.time()
-        granted: list[int | None] = []
+        granted: list[Granted | None] = []
         with self._mutex:
             db = self._db
             db.execute("BEGIN IMMEDIATE")
             try:
-                rows = zip(leases, fences, visibility, copies, strict=True)
-                for (q, i, t), counted, vt, copy in rows:
-                    key = self._lease(q, i)
+                for take in takes:
+                    key = self._lease(take.queue, take.id)
                     row = db.execute(
-                        "SELECT fence, owner, lease_until, expires, copy FROM tasuki_sqs_records"
-                        " WHERE key = ?",
+                        "SELECT fence, owner, lease_until, expires, copy, receives"
+                        " FROM tasuki_sqs_records WHERE key = ?",
                         (key,),
                     ).fetchone()
-                    live = row is not None and row[3] > now and row[2] > now
+                    if row is not None and row[3] <= now:
+                        row = None  # expired: no record
                     # A live lease holds it, or (no owner) this very SQS message was
                     # acked: either way a duplicate delivery, not to run.
-                    if live and row[1] != t and (row[1] or row[4] == copy):
+                    if (
+                        row is not None
+                        and row[2] > now
+                        and row[1] != take.token
+                        and (row[1] or row[4] == take.copy)
+                    ):
                         granted.append(None)
                         continue
-                    fence = max(counted, row[0] + 1) if row is not None else counted
+                    last = None if row is None else (row[0], row[1], row[4], row[5])
+                    fence, receives = _grant(take, last)
                     db.execute(
                         "INSERT OR REPLACE INTO tasuki_sqs_records"
-                        " (key, owner, expires, fence, lease_until, copy)"
-                        " VALUES (?, ?, ?, ?, ?, ?)",
-                        (key, t, now + LEASE_TTL, fence, now + vt, copy),
+                        " (key, owner, expires, fence, lease_until, copy, receives)"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        (
+                            key,
+                            take.token,
+                            now + LEASE_TTL,
+                            fence,
+                            now + take.visibility,
+                            take.copy,
+                            receives,
+                        ),
                     )
-                    granted.append(fence)
+                    granted.append((fence, receives))
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
@@ -265,9 +304,11 @@ class SqliteFences(Fences):
                 " WHERE key = ? AND owner = ? AND expires > ?",
                 [(until, until, self._lease(q, i), t, now) for q, i, t in leases],
             )
+        # Released (or buried): kept, no owner, not live, for its count of leases.
         return self._write(
-            "DELETE FROM tasuki_sqs_records WHERE key = ? AND owner = ? AND expires > ?",
-            [(self._lease(q, i), t, now) for q, i, t in leases],
+            "UPDATE tasuki_sqs_records SET owner = '', lease_until = 0, expires = ?"
+            " WHERE key = ? AND owner = ? AND expires > ?",
+            [(now + LEASE_TTL, self._lease(q, i), t, now) for q, i, t in leases],
         )
 
     def current(self, leases: Sequence[Record], visibility: float) -> list[bool]:
@@ -319,9 +360,8 @@ class SqliteFences(Fences):
 REDIS_CHUNK = 500
 
 
-@cache
 def _script(name: str) -> str:
-    return resources.files("tasuki.backends.sqs").joinpath("lua", f"{name}.lua").read_text("utf-8")
+    return lua_source("tasuki.backends.sqs", name)
 
 
 class RedisFences(LockFences):
@@ -351,24 +391,18 @@ class RedisFences(LockFences):
                 out.extend(reply)
         return out
 
-    def take(
-        self,
-        leases: Sequence[Record],
-        fences: Sequence[int],
-        visibility: Sequence[float],
-        copies: Sequence[str],
-    ) -> list[int | None]:
+    def take(self, takes: Sequence[Take]) -> list[Granted | None]:
         if self._cluster():
-            return super().take(leases, fences, visibility, copies)
-        if not leases:
+            return super().take(takes)
+        if not takes:
             return []
-        keys = [self._lease(q, i) for q, i, _ in leases]
+        keys = [self._lease(t.queue, t.id) for t in takes]
         args: list[Any] = []
-        for (_, _, token), vt, copy in zip(leases, visibility, copies, strict=True):
-            args += (token, _ms(vt), copy)
+        for t in takes:
+            args += (t.token, _ms(t.visibility), t.copy, t.count, t.fence, t.first())
         taken = self._run("lease_take", keys, args, [_ms(LEASE_TTL)])
-        # The records keep no number: the message's count it is, where recorded.
-        return [f if ok == 1 else None for f, ok in zip(fences, taken, strict=True)]
+        pairs = zip(taken[0::2], taken[1::2], strict=True)
+        return [(int(f), int(n)) if int(f) > 0 else None for f, n in pairs]
 
     def settle(self, leases: Sequence[Record], acked: bool = False) -> list[bool]:
         if not leases or self._cluster():
@@ -376,7 +410,17 @@ class RedisFences(LockFences):
         keys = [self._lease(q, i) for q, i, _ in leases]
         grace = _ms(ACKED_GRACE) if acked else 0
         tokens = [t for _, _, t in leases]
-        return [r == 1 for r in self._run("lease_settle", keys, tokens, [grace])]
+        head = [grace, _ms(LEASE_TTL)]
+        return [r == 1 for r in self._run("lease_settle", keys, tokens, head)]
+
+    def lapsed(self, queue: str, id: str) -> bool:
+        if self._cluster():
+            return super().lapsed(queue, id)
+        record = self._redis._command("GET", self._redis.keys.lock(self._lease(queue, id)))
+        if isinstance(record, bytes):
+            record = record.decode()
+        # "owner\n...": a settled record has no owner
+        return isinstance(record, str) and record.split("\n", 1)[0] != ""
 
     def current(self, leases: Sequence[Record], visibility: float) -> list[bool]:
         if not leases or self._cluster():
@@ -409,6 +453,21 @@ class RedisFences(LockFences):
             for _, owner, keep in done:
                 args += [owner, _ms(keep) if keep > 0 else 0]
             self._run("id_finish", keys, args, [])
+
+
+def _grant(take: Take, last: tuple[int, str, str, int] | None) -> Granted:
+    """The (fence, receives) of a lease taken over the message's record `last`
+    (fence, owner, copy, receives), or over none. lua/lease_take.lua does the same."""
+    if last is None:
+        return take.fence, take.first()
+    fence, owner, copy, receives = last
+    if copy == take.copy:
+        counted = receives + 1 if receives else take.count  # 0: a record before the count
+    elif owner:  # another copy's lease never settled: it may have runs we cannot see
+        counted = take.count
+    else:  # a settled copy (the one re-sent as this one, typically)
+        counted = take.first()
+    return max(take.fence, fence + 1), counted
 
 
 def _ms(seconds: float) -> int:

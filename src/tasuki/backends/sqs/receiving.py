@@ -11,8 +11,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from tasuki.backends.base import DEFAULT_VISIBILITY_TIMEOUT, Delivery
+from tasuki.backends.sqs.codec import Meta
 from tasuki.backends.sqs.codec import decode_body as _decode_body
 from tasuki.backends.sqs.codec import received_meta as _received_meta
+from tasuki.backends.sqs.fencing import LEASE_TTL, Granted, Take
 from tasuki.backends.sqs.options import SQS_BATCH, SQS_MAX_WAIT
 from tasuki.backends.sqs.plumbing import SqsBase, _Held, _Move, _seconds, log
 from tasuki.backends.sqs.queues import QueueInfo
@@ -131,22 +133,59 @@ class Receiving(SqsBase):
     def _admit(
         self, info: QueueInfo, messages: list[dict[str, Any]], default_vt: float
     ) -> list[Delivery]:
-        """Deliveries from received messages; exhausted ones are buried."""
+        """Deliveries from received messages; exhausted ones are buried.
+
+        With `locks=` every message's lease is recorded first: a duplicate delivery is
+        refused there (not run, not counted), and the attempt is what the store counted
+        (the leases it granted on the SQS message), not SQS's receive count, which also
+        counts refused receives."""
+        received: list[tuple[dict[str, Any], Meta, dict[str, Any], int]] = []
+        for message in messages:
+            meta, others = _received_meta(message)
+            attrs = message.get("Attributes", {})
+            received.append((message, meta, others, int(attrs.get("ApproximateReceiveCount", 1))))
+        # (fence, receives) per message: SQS's count, or what the store granted
+        granted: list[Granted | None] = [
+            (meta.fence_before + count, count) for _, meta, _, count in received
+        ]
+        lapsed: set[str] = set()
+        fences = self._fences
+        if fences is not None and received:
+            now = time.time()
+            takes: list[Take] = []
+            for message, meta, _, count in received:
+                if meta.attempts_before + count > meta.max_attempts and fences.lapsed(
+                    info.name, meta.id
+                ):
+                    lapsed.add(meta.id)  # asked before this lease's record replaces it
+                attrs = message.get("Attributes", {})
+                first = int(attrs.get("ApproximateFirstReceiveTimestamp", 0)) / 1000
+                takes.append(
+                    Take(
+                        queue=info.name,
+                        id=meta.id,
+                        token=message["ReceiptHandle"],
+                        copy=str(message.get("MessageId", "")),
+                        count=count,
+                        fence=meta.fence_before + count,
+                        visibility=meta.visibility_timeout or default_vt,
+                        fresh=first > 0 and now - first < LEASE_TTL,
+                    )
+                )
+            granted = fences.take(takes)
         deliveries: list[Delivery] = []
         dead: list[_Move] = []
         own_vt: dict[float, list[str]] = {}
-        takes: list[tuple[str, str, str]] = []
-        copies: list[str] = []
-        counted: list[int] = []
-        fences = self._fences
-        for message in messages:
-            meta, others = _received_meta(message)
-            count = int(message.get("Attributes", {}).get("ApproximateReceiveCount", 1))
-            attempt = meta.attempts_before + count
-            fence = meta.fence_before + count
+        for (message, meta, others, _), given in zip(received, granted, strict=True):
+            if given is None:
+                # SQS handed out a message another lease still holds: not delivered.
+                log.info("sqs: %s delivered again while leased: not run twice", meta.id)
+                continue
+            fence, receives = given
+            attempt = meta.attempts_before + receives
             if attempt > meta.max_attempts:
                 used = attempt - 1
-                if fences is not None and fences.lapsed(info.name, meta.id):
+                if meta.id in lapsed:
                     reason = f"lease expired {used} times"
                 else:
                     reason = f"attempts exhausted ({used} of {meta.max_attempts})"
@@ -155,9 +194,6 @@ class Receiving(SqsBase):
                 )
                 continue
             token = message["ReceiptHandle"]
-            takes.append((info.name, meta.id, token))
-            copies.append(str(message.get("MessageId", "")))
-            counted.append(fence)
             vt = meta.visibility_timeout or default_vt
             if meta.visibility_timeout and _seconds(vt) != _seconds(default_vt):
                 own_vt.setdefault(vt, []).append(token)
@@ -179,22 +215,6 @@ class Receiving(SqsBase):
                     visibility_timeout=vt,
                 )
             )
-        if fences is not None and takes:
-            lengths = [d.visibility_timeout for d in deliveries]
-            granted = fences.take(takes, counted, lengths, copies)
-            kept: list[Delivery] = []
-            for given, number in zip(deliveries, granted, strict=True):
-                if number is None:
-                    # SQS handed out a message another lease still holds: not delivered.
-                    log.info("sqs: %s delivered again while leased: not run twice", given.id)
-                    self._take_held(given.token)
-                    continue
-                if number != given.fencing_token:
-                    held = self._held.get(given.token)
-                    if held is not None:
-                        held.fence = number
-                kept.append(given._replace(fencing_token=number))
-            deliveries = kept
         for vt, tokens in own_vt.items():
             self._visibility(info.url, tokens, vt)
         if dead:
