@@ -593,3 +593,19 @@ def test_a_refused_duplicate_receive_is_not_an_attempt(locked: SqsBackend, queue
     assert third.attempt == 3 and third.fencing_token > second.fencing_token
     assert locked.ack([third.receipt]) == [True]
     assert stats(locked, queue) == (0, 0, 0, 0)
+
+
+def test_a_refused_duplicate_does_not_bury_a_message_on_its_last_attempt(
+    locked: SqsBackend, queue: str
+) -> None:
+    """A message with one attempt, handed to two racing receives: the receive counted 2
+    is its first lease, not an exhausted one, so it runs instead of being dead-lettered
+    while the other copy is refused."""
+    locked.enqueue([env(queue, "last", max_attempts=1)])
+    info, early = _receive_raw(locked, queue, visibility=0)
+    _, late = _receive_raw(locked, queue, visibility=30)
+    [only] = locked._admit(info, [late], 30.0)
+    assert locked._admit(info, [early], 30.0) == []
+    assert (only.id, only.attempt, only.max_attempts) == ("last", 1, 1)
+    assert locked.ack([only.receipt]) == [True]
+    assert stats(locked, queue) == (0, 0, 0, 0)
