@@ -1,0 +1,40 @@
+"""The Lua loader both backends share: `--- @include` fragments expanded once each."""
+
+from __future__ import annotations
+
+from importlib import resources
+
+import pytest
+
+from tasuki.backends.luafiles import lua_source
+
+PACKAGES = ("tasuki.backends.redis", "tasuki.backends.sqs")
+
+
+def _scripts(package: str) -> list[str]:
+    folder = resources.files(package).joinpath("lua")
+    return sorted(p.name[:-4] for p in folder.iterdir() if p.name.endswith(".lua"))
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_every_script_expands_its_includes_once(package: str) -> None:
+    names = _scripts(package)
+    assert names
+    for name in names:
+        text = lua_source(package, name)
+        assert "--- @include" not in text, name
+        for line in text.splitlines():
+            if line.startswith("local function "):
+                assert text.count(line) == 1, (name, line)
+
+
+def test_the_sqs_lease_scripts_share_one_record_parser() -> None:
+    for name in ("lease_take", "lease_settle", "lease_renew"):
+        raw = resources.files("tasuki.backends.sqs").joinpath("lua", f"{name}.lua").read_text()
+        assert '--- @include "lease_record"' in raw and "string.match" not in raw
+        assert lua_source("tasuki.backends.sqs", name).count("local function read_lease(") == 1
+
+
+def test_an_unknown_script_fails() -> None:
+    with pytest.raises(FileNotFoundError):
+        lua_source("tasuki.backends.sqs", "no_such_script")
