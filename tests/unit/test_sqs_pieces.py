@@ -161,3 +161,26 @@ def test_sqlite_records_fence_and_refuse_stale_tokens(tmp_path: Path) -> None:
     fences.finish_ids("q", [("a", "", 0.0)])
     assert fences.claim_ids([("q", "a", "o4")]) == [True]
     fences.close()
+
+
+def test_a_records_table_made_before_the_counts_gains_its_columns(tmp_path: Path) -> None:
+    import sqlite3
+
+    from tasuki.backends.memory import MemoryBackend
+    from tasuki.backends.sqs.fencing import SqliteFences
+
+    path = str(tmp_path / "old.db")
+    db = sqlite3.connect(path)
+    db.execute(
+        "CREATE TABLE tasuki_sqs_records (key TEXT PRIMARY KEY, owner TEXT NOT NULL,"
+        " expires REAL NOT NULL, fence INTEGER NOT NULL DEFAULT 0,"
+        " lease_until REAL NOT NULL DEFAULT 0) WITHOUT ROWID"
+    )
+    db.execute("INSERT INTO tasuki_sqs_records VALUES ('tasuki-sqs:p-lease:q:m', 't0', 1e12, 7, 0)")
+    db.commit()
+    db.close()
+    fences = SqliteFences(MemoryBackend().locks, "p-", path)
+    # the old record counted no receives (and named no copy): the receive count stands
+    assert fences.take([_take("m", "t1", 3, 30.0, "s1")]) == [(8, 3)]
+    assert fences.take([_take("n", "t1", 2, 30.0, "s2")]) == [(2, 1)]
+    fences.close()

@@ -23,7 +23,7 @@ kept while the message lives or is dead, and given the message's `keep_id` TTL a
 
 Every operation takes a batch. Three stores:
 - `SqliteFences` (`locks=sqlite:///...`): a table of its own in the lock database, one
-  transaction per batch;
+  transaction per batch (its named queries in `records.sql` beside this file);
 - `RedisFences` (`locks=redis://...`, one server): one Lua script call per batch
   (`lua/*.lua` beside this file), the records being the lock store's own keys;
 - `LockFences` (any other lock store, e.g. a Redis Cluster): plain `LockStore` calls
@@ -36,12 +36,14 @@ import sqlite3
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from tasuki.backends.base import LockStore
 from tasuki.backends.luafiles import lua_source
+from tasuki.backends.sqlfiles import load_queries
 from tasuki.backends.sqs.options import SQS_MAX_RETENTION, SQS_MAX_VISIBILITY
 
 LEASE_TTL = SQS_MAX_VISIBILITY + 600.0
@@ -49,6 +51,8 @@ ID_TTL = float(SQS_MAX_RETENTION)
 
 # (queue, message id, lease token or id owner)
 Record = tuple[str, str, str]
+# Named parameters of one run of a query.
+Params = Mapping[str, object]
 # What a lease granted: (fencing number, leases granted on the SQS message so far).
 Granted = tuple[int, int]
 
@@ -182,17 +186,25 @@ class LockFences(Fences):
                 self.locks.release(key, owner)
 
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS tasuki_sqs_records (
-    key TEXT PRIMARY KEY,
-    owner TEXT NOT NULL,
-    expires REAL NOT NULL,
-    fence INTEGER NOT NULL DEFAULT 0,
-    lease_until REAL NOT NULL DEFAULT 0,
-    copy TEXT NOT NULL DEFAULT '',
-    receives INTEGER NOT NULL DEFAULT 0
-) WITHOUT ROWID
-"""
+QUERY_NAMES = (
+    "create_table",
+    "columns",
+    "add_copy",
+    "add_receives",
+    "sweep",
+    "read_lease",
+    "write_lease",
+    "settle_acked",
+    "settle_released",
+    "renew_lease",
+    "lapsed",
+    "forget",
+    "claim_id",
+    "keep_id",
+    "drop_id",
+)
+# The SQLite records' queries, in records.sql beside this file.
+SQL = load_queries("tasuki.backends.sqs", "records.sql", QUERY_NAMES)
 # How long an acked message's record stays, refusing a late second delivery of the same
 # SQS message (standard queues deliver at least once; the local server does it when
 # receives race). A copy re-sent under the same tasuki id is another SQS message.
@@ -214,142 +226,142 @@ class SqliteFences(Fences):
         )
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute(_SCHEMA)
-        columns = {row[1] for row in self._db.execute("PRAGMA table_info(tasuki_sqs_records)")}
-        for column, kind in (
-            ("copy", "TEXT NOT NULL DEFAULT ''"),
-            ("receives", "INTEGER NOT NULL DEFAULT 0"),
-        ):
+        self._db.execute(SQL["create_table"])
+        columns = {row[0] for row in self._db.execute(SQL["columns"])}
+        for column in ("copy", "receives"):
             if column not in columns:  # a table made before the column
-                self._db.execute(f"ALTER TABLE tasuki_sqs_records ADD COLUMN {column} {kind}")
+                self._db.execute(SQL[f"add_{column}"])
         self._mutex = threading.Lock()
         self._writes = 0
 
-    def _write(self, sql: str, rows: Sequence[tuple[object, ...]]) -> list[bool]:
-        """Run `sql` once per row in one transaction; True where it changed a row."""
+    def _write(self, query: str, rows: Sequence[Params]) -> list[bool]:
+        """Run the named query once per row in one transaction; True where it changed
+        a row."""
         if not rows:
             return []
+        with self._transaction(len(rows)) as db:
+            return [db.execute(SQL[query], row).rowcount > 0 for row in rows]
+
+    @contextmanager
+    def _transaction(self, rows: int) -> Iterator[sqlite3.Connection]:
+        """One write transaction of `rows` rows; every SWEEP_EVERY rows, expired ones
+        go."""
         with self._mutex:
             db = self._db
             db.execute("BEGIN IMMEDIATE")
             try:
-                changed = [db.execute(sql, row).rowcount > 0 for row in rows]
-                self._writes += len(rows)
+                yield db
+                self._writes += rows
                 if self._writes >= SWEEP_EVERY:
                     self._writes = 0
-                    db.execute("DELETE FROM tasuki_sqs_records WHERE expires <= ?", (time.time(),))
+                    db.execute(SQL["sweep"], {"now": time.time()})
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
-        return changed
 
     def take(self, takes: Sequence[Take]) -> list[Granted | None]:
         if not takes:
             return []
         now = time.time()
         granted: list[Granted | None] = []
-        with self._mutex:
-            db = self._db
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                for take in takes:
-                    key = self._lease(take.queue, take.id)
-                    row = db.execute(
-                        "SELECT fence, owner, lease_until, expires, copy, receives"
-                        " FROM tasuki_sqs_records WHERE key = ?",
-                        (key,),
-                    ).fetchone()
-                    if row is not None and row[3] <= now:
-                        row = None  # expired: no record
-                    # A live lease holds it, or (no owner) this very SQS message was
-                    # acked: either way a duplicate delivery, not to run.
-                    if (
-                        row is not None
-                        and row[2] > now
-                        and row[1] != take.token
-                        and (row[1] or row[4] == take.copy)
-                    ):
-                        granted.append(None)
-                        continue
-                    last = None if row is None else (row[0], row[1], row[4], row[5])
-                    fence, receives = _grant(take, last)
-                    db.execute(
-                        "INSERT OR REPLACE INTO tasuki_sqs_records"
-                        " (key, owner, expires, fence, lease_until, copy, receives)"
-                        " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        (
-                            key,
-                            take.token,
-                            now + LEASE_TTL,
-                            fence,
-                            now + take.visibility,
-                            take.copy,
-                            receives,
-                        ),
-                    )
-                    granted.append((fence, receives))
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
+        with self._transaction(len(takes)) as db:
+            for take in takes:
+                key = self._lease(take.queue, take.id)
+                row = db.execute(SQL["read_lease"], {"key": key}).fetchone()
+                if row is not None and row[3] <= now:
+                    row = None  # expired: no record
+                # A live lease holds it, or (no owner) this very SQS message was acked:
+                # either way a duplicate delivery, not to run.
+                if (
+                    row is not None
+                    and row[2] > now
+                    and row[1] != take.token
+                    and (row[1] or row[4] == take.copy)
+                ):
+                    granted.append(None)
+                    continue
+                last = None if row is None else (row[0], row[1], row[4], row[5])
+                fence, receives = _grant(take, last)
+                db.execute(
+                    SQL["write_lease"],
+                    {
+                        "key": key,
+                        "owner": take.token,
+                        "expires": now + LEASE_TTL,
+                        "fence": fence,
+                        "lease_until": now + take.visibility,
+                        "copy": take.copy,
+                        "receives": receives,
+                    },
+                )
+                granted.append((fence, receives))
         return granted
 
     def settle(self, leases: Sequence[Record], acked: bool = False) -> list[bool]:
         now = time.time()
-        if acked:  # kept a while, with no owner, as the record of what was acked
+        if acked:
             until = now + ACKED_GRACE
             return self._write(
-                "UPDATE tasuki_sqs_records SET owner = '', lease_until = ?, expires = ?"
-                " WHERE key = ? AND owner = ? AND expires > ?",
-                [(until, until, self._lease(q, i), t, now) for q, i, t in leases],
+                "settle_acked",
+                [
+                    {"until": until, "key": self._lease(q, i), "owner": t, "now": now}
+                    for q, i, t in leases
+                ],
             )
-        # Released (or buried): kept, no owner, not live, for its count of leases.
+        expires = now + LEASE_TTL
         return self._write(
-            "UPDATE tasuki_sqs_records SET owner = '', lease_until = 0, expires = ?"
-            " WHERE key = ? AND owner = ? AND expires > ?",
-            [(now + LEASE_TTL, self._lease(q, i), t, now) for q, i, t in leases],
+            "settle_released",
+            [
+                {"expires": expires, "key": self._lease(q, i), "owner": t, "now": now}
+                for q, i, t in leases
+            ],
         )
 
     def current(self, leases: Sequence[Record], visibility: float) -> list[bool]:
         now = time.time()
         return self._write(
-            "UPDATE tasuki_sqs_records SET expires = ?, lease_until = ?"
-            " WHERE key = ? AND owner = ? AND expires > ?",
-            [(now + LEASE_TTL, now + visibility, self._lease(q, i), t, now) for q, i, t in leases],
+            "renew_lease",
+            [
+                {
+                    "expires": now + LEASE_TTL,
+                    "until": now + visibility,
+                    "key": self._lease(q, i),
+                    "owner": t,
+                    "now": now,
+                }
+                for q, i, t in leases
+            ],
         )
 
     def lapsed(self, queue: str, id: str) -> bool:
         with self._mutex:
             row = self._db.execute(
-                "SELECT 1 FROM tasuki_sqs_records WHERE key = ? AND expires > ? AND owner != ''",
-                (self._lease(queue, id), time.time()),
+                SQL["lapsed"], {"key": self._lease(queue, id), "now": time.time()}
             ).fetchone()
         return row is not None
 
     def forget_leases(self, queue: str, ids: Sequence[str]) -> None:
-        self._write(
-            "DELETE FROM tasuki_sqs_records WHERE key = ?", [(self._lease(queue, i),) for i in ids]
-        )
+        self._write("forget", [{"key": self._lease(queue, i)} for i in ids])
 
     def claim_ids(self, claims: Sequence[Record]) -> list[bool]:
         now = time.time()
         return self._write(
-            "INSERT INTO tasuki_sqs_records (key, owner, expires) VALUES (?, ?, ?)"
-            " ON CONFLICT (key) DO UPDATE SET owner = excluded.owner, expires = excluded.expires"
-            " WHERE tasuki_sqs_records.expires <= ?",
-            [(self._id(q, i), owner, now + ID_TTL, now) for q, i, owner in claims],
+            "claim_id",
+            [
+                {"key": self._id(q, i), "owner": owner, "expires": now + ID_TTL, "now": now}
+                for q, i, owner in claims
+            ],
         )
 
     def finish_ids(self, queue: str, done: Sequence[tuple[str, str, float]]) -> None:
         now = time.time()
-        keep = [(now + k, self._id(queue, i), o, o) for i, o, k in done if k > 0]
-        drop = [(self._id(queue, i), o, o) for i, o, k in done if k <= 0]
-        self._write(
-            "UPDATE tasuki_sqs_records SET expires = ? WHERE key = ? AND (owner = ? OR ? = '')",
-            keep,
-        )
-        self._write("DELETE FROM tasuki_sqs_records WHERE key = ? AND (owner = ? OR ? = '')", drop)
+        keep = [
+            {"expires": now + k, "key": self._id(queue, i), "owner": o} for i, o, k in done if k > 0
+        ]
+        drop = [{"key": self._id(queue, i), "owner": o} for i, o, k in done if k <= 0]
+        self._write("keep_id", keep)
+        self._write("drop_id", drop)
 
     def close(self) -> None:
         with self._mutex:
