@@ -39,6 +39,12 @@ def _url(server: MotoServer, tmp_path: Path, locks: bool = True, **options: Any)
     return url
 
 
+def _redis_locks_url(request: pytest.FixtureRequest, server: MotoServer, tmp_path: Path) -> str:
+    """An SQS URL whose lock store is the session's Redis server (`locks=redis://`)."""
+    redis = request.getfixturevalue("redis_server")
+    return _url(server, tmp_path, locks=False) + f"&locks={redis.url()}"
+
+
 @pytest.fixture
 def sqs_url(sqs_server: MotoServer, tmp_path: Path) -> str:
     return _url(sqs_server, tmp_path)
@@ -63,8 +69,7 @@ def locked(
 ) -> Iterator[SqsBackend]:
     """A backend on either batched lock store: `locks=sqlite://` or `locks=redis://`."""
     if request.param == "redis":
-        redis = request.getfixturevalue("redis_server")
-        url = _url(sqs_server, tmp_path, locks=False) + f"&locks={redis.url()}"
+        url = _redis_locks_url(request, sqs_server, tmp_path)
     else:
         url = _url(sqs_server, tmp_path)
     backend = backend_from_url(url)
@@ -331,8 +336,7 @@ def test_fencing_and_id_window_on_either_lock_store(
     """The lease records and id window work on SQLite (batched table) and Redis (locks)."""
     queue = f"q-{uuid.uuid4().hex[:8]}"
     if store == "redis":
-        redis = request.getfixturevalue("redis_server")
-        url = _url(sqs_server, tmp_path, locks=False) + f"&locks={redis.url()}"
+        url = _redis_locks_url(request, sqs_server, tmp_path)
     else:
         url = _url(sqs_server, tmp_path)
     backend = backend_from_url(url)
@@ -467,8 +471,7 @@ def test_lease_records_on_redis_cost_one_call_per_batch(
     """With `locks=redis://`, a batch of ten enqueues, leases, extensions or acks writes
     its id and lease records in one script call (two for acks: records and ids), not one
     or two per message; counted by the Redis server itself (INFO commandstats)."""
-    redis = request.getfixturevalue("redis_server")
-    backend = backend_from_url(_url(sqs_server, tmp_path, locks=False) + f"&locks={redis.url()}")
+    backend = backend_from_url(_redis_locks_url(request, sqs_server, tmp_path))
     assert isinstance(backend, SqsBackend)
     store: Any = backend._lock_backend
 
@@ -514,15 +517,7 @@ def test_a_late_second_delivery_of_an_acked_message_does_not_run(
     receipt handle, admitted after the first was acked; a re-sent copy (a new MessageId,
     the same tasuki id) still runs."""
     sqs.enqueue([env(queue, "once")])
-    info = sqs._queues.get(queue)
-    assert info is not None
-    [raw] = sqs._client.receive_message(
-        QueueUrl=info.url,
-        MaxNumberOfMessages=1,
-        VisibilityTimeout=30,
-        MessageAttributeNames=["All"],
-        MessageSystemAttributeNames=["All"],
-    )["Messages"]
+    info, raw = _receive_raw(sqs, queue)
     [first] = sqs._admit(info, [raw], 30.0)
     assert sqs.ack([first.receipt]) == [True]
     twin = {**raw, "ReceiptHandle": raw["ReceiptHandle"] + "-twin"}
@@ -539,20 +534,11 @@ def test_duplicate_deliveries_do_not_run_with_redis_locks(
     second delivery of one SQS message while its first lease is live, or after its ack,
     is refused; a re-sent copy (a new MessageId under the same tasuki id) still runs;
     an extension keeps the lease live past its first visibility timeout."""
-    redis = request.getfixturevalue("redis_server")
-    backend = backend_from_url(_url(sqs_server, tmp_path, locks=False) + f"&locks={redis.url()}")
+    backend = backend_from_url(_redis_locks_url(request, sqs_server, tmp_path))
     assert isinstance(backend, SqsBackend)
     try:
         backend.enqueue([env(queue, "once")])
-        info = backend._queues.get(queue)
-        assert info is not None
-        [raw] = backend._client.receive_message(
-            QueueUrl=info.url,
-            MaxNumberOfMessages=1,
-            VisibilityTimeout=30,
-            MessageAttributeNames=["All"],
-            MessageSystemAttributeNames=["All"],
-        )["Messages"]
+        info, raw = _receive_raw(backend, queue)
         [first] = backend._admit(info, [raw], 1.0)
         twin = {**raw, "ReceiptHandle": raw["ReceiptHandle"] + "-twin"}
         assert backend._admit(info, [twin], 30.0) == []  # the first lease is live
@@ -563,8 +549,8 @@ def test_duplicate_deliveries_do_not_run_with_redis_locks(
         assert backend._admit(info, [twin], 30.0) == []  # the acked SQS message again
         resent = {**twin, "MessageId": "another-sqs-message", "ReceiptHandle": "r2"}
         [again] = backend._admit(info, [resent], 30.0)
-        # (Redis records keep no fencing number: it is SQS's receive count, the same here.)
         assert again.id == "once" and again.token == "r2"
+        assert again.fencing_token > first.fencing_token  # the record keeps the number
     finally:
         backend.close()
 
