@@ -28,25 +28,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.support.servers import RedisServer
 
 from tasuki.backends.base import Envelope
+from tasuki.backends.luafiles import expand
 from tasuki.backends.redis.backend import RedisBackend
 from tasuki.backends.urls import backend_from_url
 
 MESSAGES, BATCH = 60_000, 100
-_INCLUDE = re.compile(r'^--- @include "([a-z_]+)"$', re.MULTILINE)
 _KEYS = re.compile(r"^-- KEYS\[(\d+)\]", re.MULTILINE)
 
 
 def source(lua: Path, name: str) -> str:
-    seen: set[str] = set()
-
-    def expand(match: re.Match[str]) -> str:
-        fragment = match.group(1)
-        if fragment in seen:
-            return ""
-        seen.add(fragment)
-        return _INCLUDE.sub(expand, (lua / "includes" / f"{fragment}.lua").read_text())
-
-    return _INCLUDE.sub(expand, (lua / f"{name}.lua").read_text())
+    return expand(lambda *parts: lua.joinpath(*parts).read_text(), name)
 
 
 def key_count(script: str) -> int:

@@ -10,26 +10,30 @@ here.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from functools import cache
 from importlib import resources
 
 _INCLUDE = re.compile(r'^--- @include "([a-z_]+)"$', re.MULTILINE)
 
 
-def _read(package: str, *parts: str) -> str:
-    return resources.files(package).joinpath("lua", *parts).read_text("utf-8")
+def expand(read: Callable[..., str], name: str) -> str:
+    """The text of script `name` with its includes expanded; `read(*parts)` gives the
+    text of a file under a `lua/` folder (`read("x.lua")`, `read("includes", "y.lua")`)."""
+    seen: set[str] = set()
+
+    def include(match: re.Match[str]) -> str:
+        fragment = match.group(1)
+        if fragment in seen:
+            return ""
+        seen.add(fragment)
+        return _INCLUDE.sub(include, read("includes", f"{fragment}.lua"))
+
+    return _INCLUDE.sub(include, read(f"{name}.lua"))
 
 
 @cache
 def lua_source(package: str, name: str) -> str:
     """The text of `<package>/lua/<name>.lua` with its includes expanded."""
-    seen: set[str] = set()
-
-    def expand(match: re.Match[str]) -> str:
-        fragment = match.group(1)
-        if fragment in seen:
-            return ""
-        seen.add(fragment)
-        return _INCLUDE.sub(expand, _read(package, "includes", f"{fragment}.lua"))
-
-    return _INCLUDE.sub(expand, _read(package, f"{name}.lua"))
+    folder = resources.files(package).joinpath("lua")
+    return expand(lambda *parts: folder.joinpath(*parts).read_text("utf-8"), name)
