@@ -107,8 +107,10 @@ class Fences(ABC):
 
     @abstractmethod
     def settle(self, leases: Sequence[Record], acked: bool = False) -> list[bool]:
-        """Delete each lease record whose token is still current; False where stale.
-        `acked`: the message is gone, and a late second delivery of it must not run."""
+        """End each lease whose token is still current; False where stale. The record
+        stays without an owner (plain locks: deleted): for its count of leases, or,
+        `acked`, a while, as the message is gone and a late second delivery of it must
+        not run."""
 
     @abstractmethod
     def current(self, leases: Sequence[Record], visibility: float) -> list[bool]:
