@@ -184,3 +184,15 @@ def test_a_records_table_made_before_the_counts_gains_its_columns(tmp_path: Path
     assert fences.take([_take("m", "t1", 3, 30.0, "s1")]) == [(8, 3)]
     assert fences.take([_take("n", "t1", 2, 30.0, "s2")]) == [(2, 1)]
     fences.close()
+
+
+def test_plain_lock_records_count_nothing_of_their_own() -> None:
+    """On plain locks (a Redis Cluster, any other lock store) the numbers are SQS's."""
+    from tasuki.backends.memory import MemoryBackend
+    from tasuki.backends.sqs.fencing import LockFences
+
+    fences = LockFences(MemoryBackend().locks, "p-")
+    assert fences.take([_take("m", "t1", 3, 30.0, "s1")]) == [(3, 3)]
+    assert fences.lapsed("q", "m")
+    assert fences.settle([("q", "m", "t0"), ("q", "m", "t1")]) == [False, True]
+    assert not fences.lapsed("q", "m")
