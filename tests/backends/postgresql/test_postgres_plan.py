@@ -63,6 +63,10 @@ def assert_walks_the_due_index(plan: str) -> None:
     # The walk stops after the 256 rows it leases: it does not visit the whole queue.
     walk = next(line for line in picking.splitlines() if "tasuki_messages_due" in line)
     assert "rows=256 " in walk, walk
+    # The update finds the rows it locked by their `ctid`, with no index of its own.
+    updating = plan[plan.index("CTE changed") : plan.index("CTE unlocked")]
+    assert "Tid Scan on tasuki_messages m" in updating, plan
+    assert "Seq Scan" not in updating, plan
 
 
 def test_the_lease_walks_the_due_index_at_depth_even_with_stale_statistics(

@@ -207,7 +207,12 @@ class PostgresDialect:
         """A fresh connection of our own (migrations, the LISTEN session)."""
         try:
             return psycopg.connect(
-                self.conninfo, autocommit=True, fallback_application_name=self.application_name
+                self.conninfo,
+                autocommit=True,
+                fallback_application_name=self.application_name,
+                # behind pgBouncer a statement prepared here may already exist on the
+                # server session it lends us (a migration's repeated INSERT was the 6th)
+                prepare_threshold=None if self.pgbouncer else 5,
             )
         except psycopg.ProgrammingError as exc:  # libpq refused the URL itself
             raise InvalidURL(f"invalid PostgreSQL URL {self.display_url}: {exc}") from exc

@@ -58,7 +58,7 @@ WHERE queue = %(queue)s AND id = %(id)s AND state = 0;
 -- The token is unique per lease: a per-batch random nonce plus the message's new fence.
 WITH due AS (
     -- The locked rows as they are now: in flight here means the lease lapsed.
-    SELECT seq, attempt >= max_attempts AS dead, state, id, visible_at, fence
+    SELECT ctid, attempt >= max_attempts AS dead, state, id, visible_at, fence
     FROM tasuki_messages
     WHERE queue = %(queue)s AND state < 2 AND visible_at <= %(now)s
     ORDER BY visible_at, seq
@@ -88,7 +88,7 @@ WITH due AS (
         error_message = CASE WHEN due.dead THEN NULL ELSE m.error_message END,
         error_traceback = CASE WHEN due.dead THEN NULL ELSE m.error_traceback END
     FROM due
-    WHERE m.seq = due.seq
+    WHERE m.ctid = due.ctid
     RETURNING due.dead, m.seq, m.id, m.body, m.headers, m.attempt, m.max_attempts,
               m.enqueued_at, m.token, m.fence,
               coalesce(m.visibility_timeout, %(visibility_timeout)s) AS vt, m.unique_key
