@@ -196,6 +196,38 @@ def test_message_visibility_timeout_overrides_lease_default(
     assert again.attempt == 2
 
 
+def test_one_batch_of_messages_that_differ_in_every_field(
+    backend: Backend, queue: str, short: float
+) -> None:
+    """A batch whose messages differ in queue, delay, attempts, lease and headers keeps
+    each message's own (a backend may send fields the batch shares only once), and one
+    whose messages share them all keeps them too."""
+    other = queue + "-other"
+    backend.enqueue(
+        [
+            env(queue, "a", max_attempts=3, headers={"h": "1"}),
+            env(other, "b", max_attempts=7, visibility_timeout=short, headers={"h": "2"}),
+            env(queue, "c", delay=short, max_attempts=5),
+            env(queue, "d", max_attempts=3, headers={"h": "1"}),
+        ]
+    )
+    got = {d.id: d for d in lease_all(backend, queue) + lease_all(backend, other)}
+    assert sorted(got) == ["a", "b", "d"]
+    assert (got["a"].queue, got["a"].max_attempts, got["a"].headers) == (queue, 3, {"h": "1"})
+    assert (got["b"].queue, got["b"].max_attempts, got["b"].headers) == (other, 7, {"h": "2"})
+    assert got["b"].visibility_timeout == pytest.approx(short)
+    assert got["a"].visibility_timeout == 30.0
+    assert got["d"].body == b"body-d"
+    time.sleep(short + 0.05)
+    [c] = backend.lease(queue, 10, 30.0)
+    assert (c.id, c.max_attempts, c.headers) == ("c", 5, {})
+    backend.enqueue([env(queue, i, max_attempts=4, headers={"x": "y"}) for i in range(3)])
+    same = lease_all(backend, queue)
+    assert [(d.id, d.max_attempts, d.headers) for d in same] == [
+        (f"m{i}", 4, {"x": "y"}) for i in range(3)
+    ]
+
+
 def test_order_is_visible_time_then_enqueue_time(
     backend: Backend, queue: str, short: float
 ) -> None:

@@ -23,16 +23,28 @@ ON CONFLICT (queue, id) DO NOTHING;
 -- (sent in binary: nothing to escape): those whose id is neither stored nor remembered
 -- as finished are inserted, and their queues' listeners notified (on commit) by the same
 -- statement, so that an enqueue on its own is one round trip in autocommit.
+-- ids and bodies hold one element per message; each of the other arrays holds
+-- either that many or one element for all (a batch of one job's calls shares them, and
+-- the client then encodes one value instead of a thousand).
 -- Returns (queue, id) of each inserted; the others were duplicates.
-WITH inserted AS (
+WITH b AS (
+    SELECT p.queues[least(v.n, cardinality(p.queues))] AS queue, v.id, v.body,
+           p.headers[least(v.n, cardinality(p.headers))] AS headers,
+           p.delays[least(v.n, cardinality(p.delays))] AS delay,
+           p.max_attempts[least(v.n, cardinality(p.max_attempts))] AS max_attempts,
+           p.vts[least(v.n, cardinality(p.vts))] AS visibility_timeout,
+           p.keep_ids[least(v.n, cardinality(p.keep_ids))] AS keep_id
+    FROM unnest(%(ids)b::text[], %(bodies)b::bytea[]) WITH ORDINALITY AS v(id, body, n),
+         (SELECT %(queues)b::text[] AS queues, %(headers)b::text[] AS headers,
+                 %(delays)b::float8[] AS delays,
+                 %(max_attempts)b::integer[] AS max_attempts,
+                 %(visibility_timeouts)b::float8[] AS vts, %(keep_ids)b::float8[] AS keep_ids) p
+), inserted AS (
     INSERT INTO tasuki_messages
         (queue, id, body, headers, visible_at, enqueued_at, max_attempts, visibility_timeout, keep_id)
     SELECT b.queue, b.id, b.body, b.headers, %(now)s + b.delay, %(now)s, b.max_attempts,
            b.visibility_timeout, b.keep_id
-    FROM unnest(%(queues)b::text[], %(ids)b::text[], %(bodies)b::bytea[], %(headers)b::text[],
-                %(delays)b::float8[], %(max_attempts)b::integer[],
-                %(visibility_timeouts)b::float8[], %(keep_ids)b::float8[])
-         AS b(queue, id, body, headers, delay, max_attempts, visibility_timeout, keep_id)
+    FROM b
     WHERE NOT EXISTS (
         SELECT 1 FROM tasuki_finished f
         WHERE f.queue = b.queue AND f.id = b.id AND f.expires_at > %(now)s

@@ -305,18 +305,19 @@ class SQLBackend(Backend):
         ]
 
     def _batch_params(self, envelopes: Sequence[Envelope], now: float) -> dict[str, Any]:
-        """`insert_batch`'s parameters: parallel arrays, one element per envelope."""
+        """`insert_batch`'s parameters: parallel arrays, one element per envelope, except
+        that a column with one value for the whole batch is sent as that one value."""
         values = self.dialect.values
         return {
             "now": now,
-            "queues": values([e.queue for e in envelopes]),
+            "queues": values(_shared([e.queue for e in envelopes])),
             "ids": values([e.id for e in envelopes]),
             "bodies": values([e.body for e in envelopes]),
-            "headers": values([_headers_json(e.headers) for e in envelopes]),
-            "delays": values([e.delay for e in envelopes]),
-            "max_attempts": values([e.max_attempts for e in envelopes]),
-            "visibility_timeouts": values([e.visibility_timeout for e in envelopes]),
-            "keep_ids": values([e.keep_id for e in envelopes]),
+            "headers": values(_shared_headers(envelopes)),
+            "delays": values(_shared([e.delay for e in envelopes])),
+            "max_attempts": values(_shared([e.max_attempts for e in envelopes])),
+            "visibility_timeouts": values(_shared([e.visibility_timeout for e in envelopes])),
+            "keep_ids": values(_shared([e.keep_id for e in envelopes])),
         }
 
     def _enqueue_one(self, conn: Connection, q: Queries, env: Envelope, now: float) -> Enqueued:
@@ -764,6 +765,24 @@ class SQLLockStore(LockStore):
 
 
 _EMPTY_HEADERS_JSON = "{}"
+
+
+def _shared(column: list[Any]) -> list[Any]:
+    """`[value]` when every element is that value (`insert_batch` reads a one-element
+    array as the value of every row), else the column as it is."""
+    first = column[0]
+    if column.count(first) == len(column):
+        return [first]
+    return column
+
+
+def _shared_headers(envelopes: Sequence[Envelope]) -> list[str]:
+    """`_shared` for the headers, encoded once when every envelope has the same dict (a
+    batch of one job's calls does: it is often the very same object)."""
+    first = envelopes[0].headers
+    if all(e.headers is first or e.headers == first for e in envelopes):
+        return [_headers_json(first)]
+    return [_headers_json(e.headers) for e in envelopes]
 
 
 def _headers_json(headers: Mapping[str, str]) -> str:
