@@ -25,7 +25,7 @@ from benchmarks.redis_server import RedisServer
 from benchmarks.report import SystemResult
 
 DOCS = ROOT / "docs" / "benchmarks"
-SWEEP = (8, 64, 128, 256, 512)
+SWEEP = (8, 64, 128, 256, 512, 1024)
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -165,13 +165,14 @@ def progress_line(m: dict[str, float]) -> str:
     return ", ".join(parts)
 
 
-def sweep(bench: Bench, ctx: Context, timeout: float, rounds: int) -> None:
+def sweep(bench: Bench, ctx: Context, timeout: float, rounds: int, section: str) -> None:
     """tasuki's drains at each -c of SWEEP, rounds interleaved, medians printed at the end."""
-    from benchmarks.peers.tasuki_runner import TasukiRedis, TasukiSQLite
+    from benchmarks.peers.tasuki_runner import TasukiPostgres, TasukiRedis, TasukiSQLite
 
+    classes = (TasukiPostgres,) if section == "postgres" else (TasukiRedis, TasukiSQLite)
     seen: dict[tuple[str, int], list[dict[str, float]]] = {}
     for rnd in range(rounds):
-        for cls in (TasukiRedis, TasukiSQLite):
+        for cls in classes:
             for c in SWEEP:
                 try:
                     peer = cls(ctx, concurrency=c)
@@ -286,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
             ctx = Context(redis_url=server.url, tmpdir=workdir)
             bench = Bench(server, marks, settings, workdir)
             if args.sweep:
-                sweep(bench, ctx, args.timeout, args.rounds or 3)
+                sweep(bench, ctx, args.timeout, args.rounds or 3, args.section)
                 return 0
             loaded, results = load_all(names, ctx)
             run_rounds(bench, loaded, results, args, rounds)
