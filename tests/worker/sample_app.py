@@ -7,6 +7,7 @@ processes never interleave), so the tests can count runs per message across proc
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 
@@ -28,6 +29,7 @@ def record(event: str, **fields: object) -> None:
         "pid": os.getpid(),
         "thread": threading.current_thread().name,
         "t": time.time(),
+        "gil_slice": sys.getswitchinterval(),
         **fields,
     }
     fd = os.open(os.environ["TASUKI_TEST_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

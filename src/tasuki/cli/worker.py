@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import gc
+import sys
 
 import click
 
 from tasuki import logs
 from tasuki.cli.common import friendly_errors, load_app
+
+CPYTHON_SLICE = 0.005  # sys.getswitchinterval() until someone changes it
 
 
 @click.command()
@@ -85,6 +88,9 @@ def worker(
             metrics_host,
             queues=lambda: w.queues,
         )
+    slice_ = app.backend.capabilities.gil_slice
+    if slice_ is not None and not no_inline and sys.getswitchinterval() == CPYTHON_SLICE:
+        sys.setswitchinterval(slice_)  # see Capabilities.gil_slice; a value set by hand stays
     # Everything loaded so far (modules, the app, its jobs) lives as long as the process:
     # out of the collector's sight, a collection only walks what jobs allocate.
     gc.freeze()

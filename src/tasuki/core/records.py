@@ -65,6 +65,12 @@ class Capabilities:
     # `reliability` counts redeliveries, lost leases, expiry-to-start times and the
     # heartbeat lag workers report with `add_meters` (`tasuki.core.reliability`).
     reliability_counts: bool = True
+    # The GIL slice (`sys.setswitchinterval`, seconds) a `tasuki worker` process takes
+    # while fast jobs run inline, or None for CPython's 5 ms. The fetcher holds the GIL
+    # while it runs a batch of jobs; a client library that gives the GIL up and takes
+    # it back several times per call (psycopg reading a lease's rows) waits up to a
+    # slice each time, and the next batch arrives late.
+    gil_slice: float | None = None
 
 
 class UniqueClaim(NamedTuple):
