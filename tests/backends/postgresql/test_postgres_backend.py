@@ -132,7 +132,9 @@ def test_a_plain_enqueue_is_one_statement_that_wakes_the_listeners(
     url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """One message or a plain batch: one statement in autocommit inserts and notifies (no
-    BEGIN, id look-up, NOTIFY and COMMIT of their own); duplicates stay duplicates."""
+    BEGIN, id look-up, NOTIFY and COMMIT of their own); duplicates stay duplicates. A
+    batch without caller-given ids (keep_id 0) that meets a stored id takes a second
+    statement: the first, `insert_batch_new`, fails as a whole and changes nothing."""
     consumer, producer = from_url(url), from_url(url)
     producer.enqueue([Envelope("q", "warm", b"x", keep_id=60.0)])  # migrations, clean-up
     [warm] = consumer.lease("q", 1, wait=0.01)  # and the listener is up
@@ -151,15 +153,17 @@ def test_a_plain_enqueue_is_one_statement_that_wakes_the_listeners(
 
     monkeypatch.setattr(psycopg.Connection, "execute", counting)
     monkeypatch.setattr(psycopg.Connection, "transaction", no_transaction)
-    for envelopes, statuses in [
-        ([Envelope("q", "a", b"x")], ["enqueued"]),
-        ([Envelope("q", "b", b"x"), Envelope("r", "c", b"y")], ["enqueued", "enqueued"]),
-        ([Envelope("q", "a", b"x"), Envelope("q", "warm", b"x")], ["duplicate", "duplicate"]),
+    for envelopes, statuses, statements in [
+        ([Envelope("q", "a", b"x")], ["enqueued"], 1),
+        ([Envelope("q", "b", b"x"), Envelope("r", "c", b"y")], ["enqueued", "enqueued"], 1),
+        ([Envelope("q", "warm", b"x")], ["duplicate"], 1),  # remembered as finished
+        ([Envelope("q", "a", b"x"), Envelope("q", "warm", b"x")], ["duplicate"] * 2, 2),
+        ([Envelope("q", "a", b"x", keep_id=60.0)], ["duplicate"], 1),
     ]:
         sent.clear()
         hint = consumer.postgres.wait_hint()
         assert [r.status for r in producer.enqueue(envelopes)] == statuses
-        assert len(sent) == 1
+        assert len(sent) == statements
         started = time.monotonic()
         consumer.postgres.wait("q", 2.0, hint)
         woken = time.monotonic() - started < 1.0
@@ -169,6 +173,17 @@ def test_a_plain_enqueue_is_one_statement_that_wakes_the_listeners(
     assert [d.id for d in consumer.lease("r", 10)] == ["c"]
     consumer.close()
     producer.close()
+
+
+def test_a_batch_of_new_ids_that_meets_a_stored_one_stores_the_others_once(url: str) -> None:
+    """The fast statement fails on the stored id; the fallback stores the rest, once."""
+    backend = from_url(url)
+    backend.enqueue([Envelope("q", "x", b"1")])
+    results = backend.enqueue([Envelope("q", i, b"2") for i in ("y", "x", "z")])
+    assert [r.status for r in results] == ["enqueued", "duplicate", "enqueued"]
+    leased = {d.id: d.body for d in backend.lease("q", 10)}
+    assert leased == {"x": b"1", "y": b"2", "z": b"2"}
+    backend.close()
 
 
 def test_a_plain_enqueue_in_the_callers_transaction_is_announced_on_commit(url: str) -> None:

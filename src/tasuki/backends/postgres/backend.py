@@ -67,6 +67,10 @@ from tasuki.backends.urls import redact
 from tasuki.errors import BackendError, BackendUnavailable, InvalidArgument, InvalidURL
 
 Q = load_dialect_queries("tasuki.backends.postgres")
+_ARBITER = "    ON CONFLICT (queue, id) DO NOTHING\n"
+if Q["insert_batch"].count(_ARBITER) != 1:
+    raise ImportError("queries.sql: insert_batch must have one ON CONFLICT (queue, id) line")
+Q = {**Q, "insert_batch_new": Q["insert_batch"].replace(_ARBITER, "")}  # see queries.sql
 MIGRATIONS = "tasuki.backends.postgres.migrations"
 
 DEFAULT_MAX_MESSAGE_SIZE = 16 * 1024 * 1024
@@ -488,7 +492,8 @@ class PostgresBackend(SQLBackend):
         self, envelopes: Sequence[Envelope], connection: object | None = None
     ) -> list[Enqueued]:
         """Plain messages (no unique claim, no id twice: one message or a batch) take one
-        statement, `insert_batch`, which inserts and notifies the listeners: on its own in
+        statement, `insert_batch` (`insert_batch_new` when no id was given by the caller),
+        which inserts and notifies the listeners: on its own in
         autocommit (one round trip, committed when it returns), or in the caller's open
         transaction with `connection=` (announced on its commit). The rest, and the odd
         call that is due for the periodic clean-up, take the shared layer's transaction."""
@@ -499,6 +504,11 @@ class PostgresBackend(SQLBackend):
             conn, queries = self.postgres.joined(connection)
             return self._insert_batch(conn, queries["insert_batch"], envelopes, now)
         with self.postgres.statements() as conn:
+            if all(e.keep_id == 0 for e in envelopes):  # ids of our own making
+                try:
+                    return self._insert_batch(conn, self.q["insert_batch_new"], envelopes, now)
+                except psycopg.errors.UniqueViolation:
+                    pass  # an id was stored already: nothing was written; ask properly
             return self._insert_batch(conn, self.q["insert_batch"], envelopes, now)
 
     def _batch_params(self, envelopes: Sequence[Envelope], now: float) -> dict[str, Any]:

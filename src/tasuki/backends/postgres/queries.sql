@@ -27,6 +27,11 @@ ON CONFLICT (queue, id) DO NOTHING;
 -- either that many or one element for all (a batch of one job's calls shares them, and
 -- the client then encodes one value instead of a thousand).
 -- Returns (queue, id) of each inserted; the others were duplicates.
+-- `insert_batch_new` is this statement without its ON CONFLICT line (the backend derives
+-- it), for a batch whose ids are very likely new (none given by the caller): without an
+-- arbiter index the insert is not speculative, which spares a WAL record per row and a
+-- quarter of the statement's time. Should an id be stored already, it fails as a whole
+-- on the primary key, changing nothing, and the backend runs this one.
 WITH b AS (
     SELECT p.queues[least(v.n, cardinality(p.queues))] AS queue, v.id, v.body,
            p.headers[least(v.n, cardinality(p.headers))] AS headers,

@@ -105,7 +105,7 @@ REQUIRED: frozenset[QueryName] = frozenset(get_args(QueryName))
 # layer otherwise does in several (`insert_batch`: a plain batch from parallel arrays),
 # or for what only that engine offers (`ack_archive`, `prune_archive`: PostgreSQL's
 # opt-in archive of acked messages).
-OptionalQueryName = Literal["insert_batch", "ack_archive", "prune_archive"]
+OptionalQueryName = Literal["insert_batch", "insert_batch_new", "ack_archive", "prune_archive"]
 OPTIONAL: frozenset[OptionalQueryName] = frozenset(get_args(OptionalQueryName))
 
 Queries = Mapping[QueryName | OptionalQueryName, str]
