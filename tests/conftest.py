@@ -56,3 +56,12 @@ def any_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 def shared_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A fresh store on every backend that several processes can share."""
     return URL_FACTORIES[request.param](request, tmp_path)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under `./dev test` (pytest-xdist, `--dist loadgroup`) the chaos tests run one after
+    another on one test process: each starts several workers and times their recovery,
+    and two at once on two cores measured each other instead."""
+    for item in items:
+        if item.nodeid.startswith("tests/chaos/"):
+            item.add_marker(pytest.mark.xdist_group("chaos"))
