@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -19,10 +18,9 @@ from pathlib import Path
 
 import psycopg
 
-from benchmarks.marks import ENV as MARKS_ENV
+from benchmarks.drain import drain as run_worker
 from benchmarks.marks import Marks
-from benchmarks.peers.base import ROOT
-from benchmarks.peers.tasuki_app import URL_ENV, build
+from benchmarks.peers.tasuki_app import build
 from benchmarks.peers.tasuki_runner import CONCURRENCY, postgres_url
 
 SCHEMA = "tasuki_depth"
@@ -57,23 +55,7 @@ def drain(n: int, marks: Marks, deep: int) -> float:
     app.close()
     if deep:
         fill_deep(deep, n)
-    marks.clear()
-    env = dict(os.environ, **{URL_ENV: url(), MARKS_ENV: marks.path})
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    argv = [sys.executable, "-m", "tasuki", "worker", "benchmarks.peers.tasuki_app:app"]
-    argv += ["-q", "default", "-c", str(CONCURRENCY["postgres"]), "--no-scheduler"]
-    worker = subprocess.Popen([*argv, "--log-level", "WARNING"], env=env, cwd=ROOT)
-    try:
-        deadline = time.monotonic() + 240
-        while marks.done(n) < n:
-            if worker.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"worker stopped or timed out: {marks.done(n)} of {n} ran")
-            time.sleep(0.002)
-    finally:
-        worker.terminate()
-        worker.wait(30)
-    started = marks.started(range(n))
-    return n / (max(started) - min(started))
+    return run_worker(url(), n, marks, CONCURRENCY["postgres"], timeout=240).rate
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,4 +1,4 @@
-"""A/B of the Redis hot-path scripts (`lease`, `ack`) of several source trees.
+"""A/B of the Redis hot-path scripts (`lease`, and `ack` or `settle`) of several trees.
 
     .venv/bin/python -m benchmarks.redis_scripts_ab NAME=TREE [NAME=TREE ...]
 
@@ -7,10 +7,11 @@
 
 Each TREE is a checkout of tasuki (its `src/tasuki/backends/redis/lua`). One
 redis-server of our own holds one queue per tree, filled with the same messages; the
-trees' `lease` (100 messages) and `ack` (of those 100) scripts are then called in
+trees' `lease` (100 messages) and ack (of those 100) scripts are then called in
 rotation, so that whatever else the machine does weighs on all of them alike, and the
 server times every call itself (SLOWLOG with a threshold of 0): what is printed is Redis
-CPU per call, free of the client's and the network's noise. A tree whose scripts take
+CPU per call, free of the client's and the network's noise. The ack is `settle.lua` with
+every verdict an ack in a tree that has it, else `ack.lua`. A tree whose scripts take
 one key fewer (before the queue's `counts` hash existed) is called without it.
 """
 
@@ -50,9 +51,11 @@ def main(trees: dict[str, Path]) -> None:
         assert isinstance(backend, RedisBackend)
         conn = backend._connection()
         scripts = {}
+        settles: dict[str, bool] = {}
         for name, root in trees.items():
             lua = root / "src" / "tasuki" / "backends" / "redis" / "lua"
-            lease, ack = source(lua, "lease"), source(lua, "ack")
+            settles[name] = lua.joinpath("settle.lua").exists()
+            lease, ack = source(lua, "lease"), source(lua, "settle" if settles[name] else "ack")
             scripts[name] = (
                 conn.command("SCRIPT", "LOAD", lease).decode(),
                 key_count(lease),
@@ -80,9 +83,13 @@ def main(trees: dict[str, Path]) -> None:
                     "EVALSHA", lease_sha, len(keys), *keys, k.base, BATCH, 30_000_000, nonce
                 )
                 args: list[object] = [k.base]
+                if settles[name]:
+                    args.append("a" * ((len(out) - 1) // 9))
+                    keys = [k.waiting, k.leased, k.leases, k.dead, k.keep, k.counts, k.signal]
+                else:
+                    keys = [k.leased, k.leases, k.keep, k.counts][:ack_keys]
                 for i in range(1, len(out), 9):
                     args += [out[i], out[i + 6]]
-                keys = [k.leased, k.leases, k.keep, k.counts][:ack_keys]
                 acked = conn.command("EVALSHA", ack_sha, len(keys), *keys, *args)
                 assert len(acked) == BATCH and all(acked), name
         times: dict[str, list[int]] = {}

@@ -4,7 +4,15 @@ and always tell you what happened to it."""
 from tasuki.app import App
 from tasuki.core.context import Context, current
 from tasuki.core.message import DeadLetter, ErrorInfo, Message
-from tasuki.core.policies import Dedup, Retry, Unique, constant, exponential
+from tasuki.core.policies import (
+    ConcurrencyLimit,
+    Dedup,
+    RateLimit,
+    Retry,
+    Unique,
+    constant,
+    exponential,
+)
 from tasuki.core.records import HistoryEntry, MessageInfo
 from tasuki.errors import Defer, Skip, TasukiError
 from tasuki.middleware.base import Middleware, Outcome, Outgoing
@@ -13,6 +21,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "App",
+    "ConcurrencyLimit",
     "Context",
     "DeadLetter",
     "Dedup",
@@ -24,6 +33,7 @@ __all__ = [
     "Middleware",
     "Outcome",
     "Outgoing",
+    "RateLimit",
     "Retry",
     "Skip",
     "TasukiError",

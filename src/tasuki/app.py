@@ -7,13 +7,15 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
-from tasuki.backends.base import DEFAULT_VISIBILITY_TIMEOUT, Backend, LockStore
+from tasuki.backends.base import DEFAULT_VISIBILITY_TIMEOUT, Backend, LockStore, lacks
 from tasuki.backends.urls import DEFAULT_URL, backend_from_url, redact
 from tasuki.core.codec import Codec, Serializer
-from tasuki.core.job import EXECUTORS, Executor, Job, check_delay, check_queue
+from tasuki.core.flowcontrol import OPTIONS as FLOW_OPTIONS
+from tasuki.core.flowcontrol import check_aging, check_shared, flow_options
+from tasuki.core.job import EXECUTORS, Executor, Job, check_delay, check_message_id, check_queue
 from tasuki.core.message import DeadLetter, Message
-from tasuki.core.policies import Dedup, Retry, Unique
-from tasuki.core.records import MessageInfo
+from tasuki.core.policies import ConcurrencyLimit, Dedup, RateLimit, Retry, Unique
+from tasuki.core.records import CancelStatus, MessageInfo
 from tasuki.core.registry import Registry
 from tasuki.errors import ConfigurationError, InvalidArgument
 from tasuki.middleware import MessageGroups, default_middleware
@@ -27,18 +29,21 @@ if TYPE_CHECKING:
 P = ParamSpec("P")
 R = TypeVar("R")
 
-_CORE_OPTIONS = frozenset(
-    {
-        "queue",
-        "retry",
-        "timeout",
-        "visibility_timeout",
-        "dedup",
-        "unique",
-        "on_exhausted",
-        "name",
-        "executor",
-    }
+_CORE_OPTIONS = (
+    frozenset(
+        {
+            "queue",
+            "retry",
+            "timeout",
+            "visibility_timeout",
+            "dedup",
+            "unique",
+            "on_exhausted",
+            "name",
+            "executor",
+        }
+    )
+    | FLOW_OPTIONS
 )
 
 
@@ -49,6 +54,8 @@ class App:
     `id_window` is how long a finished caller-given message id still makes a repeated
     enqueue a no-op. `locks` is the lock store of dedup and uniqueness when the backend
     has none of its own (a `LockStore`, or the URL of a backend whose locks to use).
+    `priority_aging`: seconds of waiting that count as one priority level (the backend's
+    own 300 s when None); give every App of a deployment the same.
 
     Nothing below holds the app: jobs hold the producer, the worker gets the registry,
     backend, lock store, codec and chain.
@@ -66,9 +73,12 @@ class App:
         middleware: Sequence[Any] | None = None,
         backend: Backend | None = None,
         locks: LockStore | str | None = None,
+        priority_aging: float | None = None,
     ) -> None:
         self.url = url or os.environ.get("TASUKI_URL") or DEFAULT_URL
         self.backend: Backend = backend if backend is not None else backend_from_url(self.url)
+        if priority_aging is not None:
+            self.backend.priority_aging = check_aging(priority_aging)
         self.codec = Codec(
             serializer, signing_key if not isinstance(signing_key, str) else signing_key.encode()
         )
@@ -77,15 +87,42 @@ class App:
             list(middleware) if middleware is not None else default_middleware()
         )
         self.registry = Registry()
-        self.producer = Producer(
-            self.backend,
+        self._max_message_size = max_message_size
+        self.producer = self._producer(self.backend, id_window)
+        self._locks = backend_from_url(locks).locks if isinstance(locks, str) else locks
+
+    def _producer(self, backend: Backend, id_window: float) -> Producer:
+        return Producer(
+            backend,
             self.codec,
             self.middleware,
             id_window=id_window,
-            max_message_size=max_message_size,
+            max_message_size=self._max_message_size,
             consumer_of=self.registry.consumers.get,
         )
-        self._locks = backend_from_url(locks).locks if isinstance(locks, str) else locks
+
+    def use_backend(self, backend: Backend, locks: LockStore | None = None) -> Callable[[], None]:
+        """Store on `backend` from now on, every job of the app included, and take locks
+        from `locks`, else from the backend. Returns the function that puts back what the
+        app used until now.
+
+        For tests: `tasuki.testing.use_memory` runs an app declared for production on a
+        fresh `memory://` store. A worker already running keeps what it was given.
+        """
+        previous = (self.backend, self._locks, self.url, self.producer)
+        self.backend, self._locks, self.url = backend, locks, backend.url
+        self._bind(self._producer(backend, self.producer.id_window))
+
+        def restore() -> None:
+            self.backend, self._locks, self.url, producer = previous
+            self._bind(producer)
+
+        return restore
+
+    def _bind(self, producer: Producer) -> None:
+        self.producer = producer
+        for job in self.registry.jobs.values():
+            job.producer = producer
 
     @property
     def jobs(self) -> dict[str, Job[..., Any]]:
@@ -129,6 +166,9 @@ class App:
         unique: Unique | None = None,
         on_exhausted: Callable[[Message, BaseException], Any] | None = None,
         executor: Executor = "auto",
+        priority: int = 0,
+        rate_limit: RateLimit | None = None,
+        concurrency_limit: ConcurrencyLimit | None = None,
         **options: Any,
     ) -> Callable[[Callable[P, R]], Job[P, R]]: ...
 
@@ -229,6 +269,9 @@ class App:
         if executor not in EXECUTORS:
             raise InvalidArgument(f"executor must be one of {EXECUTORS}, got {executor!r}")
         self._check_capabilities(name, dedup, unique)
+        scheme = self.backend.url.split("://", 1)[0]
+        flow = flow_options(name, options, self.backend.capabilities, scheme)
+        check_shared(name, flow, self.registry.jobs.values())
         job: Job[..., Any] = Job(
             self.producer,
             fn,
@@ -243,6 +286,9 @@ class App:
             executor=executor,
             consumer=consumer,
             extra={k: v for k, v in options.items() if k not in _CORE_OPTIONS},
+            priority=flow.priority,
+            rate_limit=flow.rate_limit,
+            concurrency_limit=flow.concurrency_limit,
         )
         self.registry.add(job)
         return job
@@ -315,6 +361,14 @@ class App:
     def inspect(self, queue: str, message_id: str) -> MessageInfo:
         """What happened to one message: state, attempts, lease, fencing number, history."""
         return self.backend.inspect(check_queue(queue), message_id)
+
+    def cancel(self, queue: str, message_id: str) -> CancelStatus:
+        """Cancel a message: "removed" (it was waiting), "signalled" (it runs: its job sees
+        `ctx.cancelled` at its next heartbeat, and nothing of that run is kept), or
+        "unknown" (finished, dead, already cancelled, or never enqueued)."""
+        if not self.backend.capabilities.cancel:
+            raise lacks(self.backend, "cancel", "cancel a message")
+        return self.backend.cancel(check_queue(queue), check_message_id(message_id))
 
     def redrive(self, queue: str | None = None, ids: Sequence[str] | None = None) -> int:
         """Send dead letters back to the queue with attempts reset; all of them by default."""

@@ -106,3 +106,13 @@ class Skip(TasukiError):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class DrainTimeout(TasukiError, TimeoutError):
+    """`tasuki.testing.drain` gave up: the queues were not idle within its timeout."""
+
+
+class DeadLettered(TasukiError):
+    """A message went to the dead letters with no run of a job to blame (a test's drain
+    reports it): an unknown job, an undecodable body, leases that lapsed until its
+    attempts were used up."""

@@ -26,6 +26,7 @@ EVENT_LEVELS: dict[str, int] = {
     "dead-lettered": logging.ERROR,
     "exhausted handler ran": logging.WARNING,
     "lease lost": logging.WARNING,
+    "cancelled": logging.INFO,
     "released on shutdown": logging.WARNING,
     "ack refused": logging.WARNING,
     "timed out": logging.WARNING,

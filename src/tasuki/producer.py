@@ -14,10 +14,11 @@ from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from typing import Any
 
-from tasuki.backends.base import Backend, Enqueued, Envelope
+from tasuki.backends.base import Backend, Enqueued, Envelope, Limit
 from tasuki.core.codec import Codec
+from tasuki.core.flowcontrol import lacking, limits_of
 from tasuki.core.job import Call, Enqueuer, Job, check_headers, check_message_id
-from tasuki.core.message import JOB_HEADER, NOT_BEFORE_HEADER, new_id, new_ids
+from tasuki.core.message import JOB_HEADER, NOT_BEFORE_HEADER, Message, new_id, new_ids
 from tasuki.core.outgoing import Outgoing
 from tasuki.core.policies import UNSTATED_MAX_ATTEMPTS
 from tasuki.errors import ConfigurationError, InvalidArgument, MessageTooLarge
@@ -64,6 +65,7 @@ class Producer:
         given = bound.message_id if bound is not None else None
         if given is not None:
             self._check_ids_supported()
+        priority = job.priority if bound is None or bound.priority is None else bound.priority
         ids = new_ids(len(calls)) if given is None else [given] * len(calls)
         for (args, kwargs), message_id in zip(calls, ids, strict=True):
             job.check_arguments(args, kwargs)
@@ -80,6 +82,7 @@ class Producer:
                     visibility_timeout=job.visibility_timeout,
                     keep_id=self.id_window if given else 0.0,
                     id_given=given is not None,
+                    priority=priority,
                 )
             )
         if bound is not None and bound.connection is not None:
@@ -114,6 +117,7 @@ class Producer:
             visibility_timeout=consumer.visibility_timeout if consumer else None,
             keep_id=self.id_window if given else 0.0,
             id_given=given is not None,
+            priority=consumer.priority if consumer else 0,
         )
         return self.enqueue_outgoing([draft])[0].id
 
@@ -136,6 +140,9 @@ class Producer:
             )
 
     def _store(self, drafts: list[Outgoing]) -> list[Enqueued]:
+        if not self.backend.capabilities.priorities and any(d.priority for d in drafts):
+            scheme = self.backend.url.split("://", 1)[0]
+            raise ConfigurationError(lacking("priority=", "priorities", scheme))
         envelopes = [self._envelope(d) for d in drafts]
         if not envelopes:
             return []
@@ -178,4 +185,23 @@ class Producer:
             d.visibility_timeout,
             d.keep_id,
             d.unique,
+            priority=d.priority,
+            limits=_limits(d, body, headers),
         )
+
+
+def _limits(d: Outgoing, body: bytes, headers: Mapping[str, str]) -> tuple[Limit, ...]:
+    """The limits the message counts against, keyed from it as the worker will see it."""
+    job = d.job
+    if job is None or (job.rate_limit is None and job.concurrency_limit is None):
+        return ()
+    message = Message(
+        id=d.id,
+        queue=d.queue,
+        body=body,
+        headers=headers,
+        job=None if job.consumer else job.name,
+        args=d.args,
+        kwargs=d.kwargs,
+    )
+    return limits_of(job, message)

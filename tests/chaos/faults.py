@@ -26,6 +26,9 @@ from tests.support.servers import env_with_src
 
 ROOT = Path(__file__).resolve().parents[2]
 NET_KINDS = ("latency", "drop", "blackhole")
+# How long the first kill of a short run looks for a busy worker: worker processes take a
+# few seconds to start on a loaded machine.
+BUSY_WAIT = 20.0
 
 
 @dataclass
@@ -139,6 +142,7 @@ class Injector:
         vt: float,
         rng: random.Random,
         families: list[str],
+        interrupt_first: bool = False,
     ) -> None:
         self.backend, self.service, self.pool, self.proxy = backend, service, pool, proxy
         self.vt, self.rng = vt, rng
@@ -148,6 +152,14 @@ class Injector:
         # Kinds take turns (in a seeded order), so even a short run does every one of them;
         # which worker, when, and for how long stay random.
         rng.shuffle(self.families)
+        # A short run must interrupt something, or it proves nothing: its first fault is a
+        # kill that waits for a worker in the middle of a job (the producer is still at
+        # work then). Later kinds come when they come: by then the queue may be empty.
+        self._wait_busy = 0.0
+        if interrupt_first and "kill" in self.families:
+            self.families.remove("kill")
+            self.families.insert(0, "kill")
+            self._wait_busy = BUSY_WAIT
         self._families = itertools.cycle(self.families)
         self._kills = itertools.cycle(rng.sample([False, True], 2))
         self._nets = itertools.cycle(rng.sample(["latency", "drop", "blackhole"], 3))
@@ -168,15 +180,22 @@ class Injector:
             return self.crash_writer() if self.backend.crash == "writer" else self.restart()
         return self.network()
 
-    def _victim(self) -> Worker:
-        """A worker in the middle of a job when there is one: a fault on an idle worker
-        proves little (a short run could end with nothing interrupted)."""
-        busy = _busy(self.pool.log)
-        running = [w for w in self.pool.workers if w.wid in busy and w.alive()]
-        return self.rng.choice(running or self.pool.workers)
+    def _victim(self, wait: float = 0.0) -> Worker:
+        """A worker in the middle of a job when there is one (looking for up to `wait`
+        seconds): a fault on an idle worker proves little."""
+        deadline = time.monotonic() + wait
+        while True:
+            # With a wait, only a run with time left to interrupt will do: one about to
+            # end could be acked before the signal lands.
+            busy = _busy(self.pool.log, time.time() + 0.1 if wait else 0.0)
+            running = [w for w in self.pool.workers if w.wid in busy and w.alive()]
+            if running or time.monotonic() >= deadline:
+                return self.rng.choice(running or self.pool.workers)
+            time.sleep(0.02)
 
     def kill(self) -> Fault:
-        w = self._victim()
+        w = self._victim(self._wait_busy)
+        self._wait_busy = 0.0
         group = next(self._kills)
         t = time.time()
         if group:
@@ -250,15 +269,17 @@ class Injector:
         return Fault(kind, "net", t, time.time(), None, detail)
 
 
-def _busy(log: Path) -> set[str]:
-    """Workers with a run started and not ended, from the execution records."""
-    open_runs: dict[tuple[str, int, int], str] = {}
+def _busy(log: Path, until: float = 0.0) -> set[str]:
+    """Workers with a run started and not ended, from the execution records; with `until`,
+    only runs that planned to sleep past that moment."""
+    open_runs: dict[tuple[str, int, int], tuple[str, float]] = {}
     for r in read(log):
         if r["event"] == "start":
-            open_runs[(r["id"], r["fence"], r["pid"])] = r["worker"]
+            ends = r["t"] + r.get("sleep", 0.0)
+            open_runs[(r["id"], r["fence"], r["pid"])] = (r["worker"], ends)
         elif r["event"] == "end":
             open_runs.pop((r["id"], r["fence"], r["pid"]), None)
-    return set(open_runs.values())
+    return {worker for worker, ends in open_runs.values() if not until or ends > until}
 
 
 # The unix VFS keeps WAL locks as POSIX byte locks on the -shm file; byte 120 is the

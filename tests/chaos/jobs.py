@@ -59,7 +59,7 @@ if "TASUKI_CHAOS_WORKER" in os.environ and multiprocessing.parent_process() is N
 
 @app.job(visibility_timeout=VT, retry=RETRY)
 def chaos(n: int, sleep: float) -> None:
-    record("start", n)
+    record("start", n, sleep=sleep)
     time.sleep(sleep)
     ctx = tasuki.current()
     record("end", n, should_stop=ctx.should_stop, stop_reason=ctx.stop_reason)
@@ -67,7 +67,7 @@ def chaos(n: int, sleep: float) -> None:
 
 @app.job(visibility_timeout=VT, retry=RETRY, executor="process")
 def chaos_process(n: int, sleep: float) -> None:
-    record("start", n)
+    record("start", n, sleep=sleep)
     time.sleep(sleep)
     ctx = tasuki.current()
     record("end", n, should_stop=ctx.should_stop, stop_reason=ctx.stop_reason)

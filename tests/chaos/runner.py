@@ -107,7 +107,9 @@ def run_backend(backend: ChaosBackend, opts: Options, workdir: Path) -> Report:
         producer.start()
         depth = Depth(producer_app)
         depth.start()
-        injector = Injector(backend, service, pool, proxy, opts.vt, rng, opts.faults)
+        injector = Injector(
+            backend, service, pool, proxy, opts.vt, rng, opts.faults, interrupt_first=opts.cover
+        )
         ends = time.monotonic() + opts.duration
         missing = injector.kinds() if opts.cover else set()
         while injector.families and (time.monotonic() < ends or missing):

@@ -158,6 +158,7 @@ COMMANDS = [
     ["dead", "redrive"],
     ["dead", "purge"],
     ["enqueue"],
+    ["cancel"],
 ]
 cli_args = st.lists(
     st.sampled_from(["--url", "-q", "--json", "--id", "--delay", "--kwargs", "--all", "-h"])

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 import tasuki
-from tasuki.backends.base import Release
+from tasuki.backends.base import Settle
 from tasuki.backends.urls import backend_from_url, redact
 from tasuki.cli.main import cli
 from tasuki.errors import ConfigurationError, InvalidURL, TasukiError
@@ -90,7 +90,7 @@ def test_tampered_unsigned_and_replayed_messages_are_refused(tmp_path: Path) -> 
     # Capture the genuine message as a worker would see it, then put it back untouched.
     [d] = app.backend.lease("payments", 1, 30.0)
     headers, body = dict(d.headers), d.body
-    app.backend.release([Release(d.receipt, 0.0, penalty=False)])
+    app.backend.settle([Settle.release(d.receipt, 0.0, penalty=False)])
     assert "tasuki-signature" in headers
 
     tampered = body.replace(b"100", b"999")

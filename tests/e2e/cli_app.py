@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import os
+import tempfile
 
 import tasuki
 
-app = tasuki.App(os.environ.get("TASUKI_URL", "memory://cli-tests"))
+# A file other processes can open: the command line refuses memory://, which lives in one.
+app = tasuki.App(
+    os.environ.get("TASUKI_URL", f"sqlite:///{tempfile.gettempdir()}/tasuki-cli-tests.db")
+)
 
 
 @app.job(queue="images")

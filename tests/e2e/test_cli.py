@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 import tasuki
-from tasuki.backends.base import Bury, Envelope
+from tasuki.backends.base import Envelope, Settle
 from tests.support.servers import MotoServer, env_with_src
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,10 +83,10 @@ def test_operating_commands(tmp_path: Path) -> None:
 
     app = tasuki.App(url)
     [d] = app.backend.lease("default", 1, 30.0)
-    from tasuki.backends.base import Bury
+    from tasuki.backends.base import Settle
     from tasuki.core.message import ErrorInfo
 
-    app.backend.bury([Bury(d.receipt, "testing", ErrorInfo("RuntimeError", "boom", "tb"))])
+    app.backend.settle([Settle.dead(d.receipt, "testing", ErrorInfo("RuntimeError", "boom", "tb"))])
     listed = tasuki_cli("dead", "list", "default", "--json", "--url", url)
     [letter] = orjson.loads(listed.stdout)
     assert (letter["id"], letter["reason"], letter["error"]) == (
@@ -128,7 +128,9 @@ def test_inspect_command(tmp_path: Path) -> None:
     app.backend.enqueue([Envelope("mail", "msg-1", b"hello", max_attempts=3)])
     [d] = app.backend.lease("mail", 1, 30.0)
     trace = "Traceback (most recent call last):\nKeyError: 'to'\n"
-    app.backend.bury([Bury(d.receipt, "gave up", tasuki.ErrorInfo("KeyError", "'to'", trace))])
+    app.backend.settle(
+        [Settle.dead(d.receipt, "gave up", tasuki.ErrorInfo("KeyError", "'to'", trace))]
+    )
 
     shown = tasuki_cli("inspect", "mail", "msg-1", "--url", url)
     assert shown.returncode == 0, shown.stderr

@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 import tasuki
 from tasuki.backends import urls
-from tasuki.backends.base import Bury
+from tasuki.backends.base import Settle
 from tasuki.cli.main import cli
 from tasuki.core.message import ErrorInfo
 from tests.e2e.test_cli import ROOT, tasuki_cli
@@ -234,7 +234,7 @@ def test_brackets_in_data_print_as_written(tmp_path: Path) -> None:
     app.send("images[hd]", b"{}")
     [d] = app.backend.lease("images[hd]", 1, 30.0)
     error = ErrorInfo("KeyError", "'tasuki[redis]' [bold]not[/bold] found", "tb")
-    app.backend.bury([Bury(d.receipt, "gave up on [KeyError]", error)])
+    app.backend.settle([Settle.dead(d.receipt, "gave up on [KeyError]", error)])
     stats = tasuki_cli("stats", "--url", url)
     assert stats.returncode == 0, stats.stderr
     assert "images[hd]" in stats.stdout and "[shop].db" in stats.stdout
@@ -346,7 +346,7 @@ def _bury_one(url: str) -> str:
         raise RuntimeError("card declined")
     except RuntimeError as exc:
         info = ErrorInfo.from_exception(exc)
-    app.backend.bury([Bury(d.receipt, "retries exhausted after 1 attempts", info)])
+    app.backend.settle([Settle.dead(d.receipt, "retries exhausted after 1 attempts", info)])
     app.close()
     return d.id
 

@@ -12,12 +12,14 @@ docs/images/dashboard.png and the reliability section as dashboard-reliability.p
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
@@ -52,15 +54,21 @@ APP = "tests.e2e.dashboard_app:app"
 
 
 def _ensure_chromium() -> str:
-    """Debian's chromium; installed with apt-get when missing (never `playwright install`)."""
-    if not os.path.exists(CHROMIUM):
-        subprocess.run(["apt-get", "update", "-qq"], check=True, timeout=300)
-        subprocess.run(
-            ["apt-get", "install", "-y", "-qq", "chromium"],
-            check=True,
-            timeout=900,
-            env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
-        )
+    """Debian's chromium; installed with apt-get when missing (never `playwright install`).
+
+    `./dev test` installs it first; this is for a run of pytest alone. Test processes
+    take turns (a file lock): two apt-gets at once fail on apt's own lock.
+    """
+    with open(Path(tempfile.gettempdir()) / "tasuki-apt.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not os.path.exists(CHROMIUM):
+            subprocess.run(["apt-get", "update", "-qq"], check=True, timeout=300)
+            subprocess.run(
+                ["apt-get", "install", "-y", "-qq", "chromium"],
+                check=True,
+                timeout=900,
+                env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
+            )
     return CHROMIUM
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -28,3 +29,23 @@ def test_quickstart_runs_as_written(tmp_path: Path) -> None:
     assert "resizing image 42, attempt 1" in out  # two threads print: lines may interleave
     assert out.count("resizing image 7, attempt 1") == 1  # the same id twice ran once
     assert out.splitlines()[-1].startswith("{'ready': 0, 'in_flight': 0, 'delayed': 0, 'dead': 0")
+
+
+def test_the_testing_guide_runs_as_written(tmp_path: Path) -> None:
+    """docs/testing.md includes examples/testing/ as it is; its tests pass in a pytest run
+    of their own, as in a project of a user's (no configuration of this repository)."""
+    shutil.copytree(ROOT / "examples" / "testing", tmp_path / "shop")
+    guide = (ROOT / "docs" / "testing.md").read_text()
+    for name in ("shop.py", "conftest.py", "test_shop.py"):
+        assert f'--8<-- "examples/testing/{name}"' in guide, f"the guide leaves out {name}"
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "error"],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path / "shop",
+        env=env_with_src(),
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.strip().splitlines()[-1].startswith("3 passed")

@@ -2,9 +2,10 @@
 
 Each entry makes the URL of a fresh, isolated store. Tests also use unique queue names
 and lock keys, so a shared server (one redis-server per session) is safe. The suites that
-read this list: the contract suite (`any_url`), the lock tests and lock properties, the
-worker tests (`any_url`, and `shared_url` for real worker processes) and the chaos tests.
-Tests skip by the backend's declared `Capabilities`, never by its URL.
+read this list: the contract suite (`tests/contract/conftest.py` hands each entry to
+`tasuki.testing.contract` as its `make_backend_url`), the worker tests (`any_url`, and
+`shared_url` for real worker processes) and the chaos tests. Tests skip by the
+backend's declared `Capabilities`, never by its URL.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 
 from tasuki.backends.base import Backend
+from tasuki.testing.contract import ContractOptions
 
 
 def _memory(request: pytest.FixtureRequest, tmp_path: Path) -> str:
@@ -78,10 +80,23 @@ class BackendEntry:
     worker_suites: bool = True
     # Share of a bulk test's message count its test server runs in sane time.
     volume: float = 1.0
+    # Examples and steps of the contract's lock property test: more where a step is cheap.
+    lock_examples: int = 40
+    lock_steps: int = 25
+
+    @property
+    def contract(self) -> ContractOptions:
+        """What the contract suite is told beyond the URL (`contract_options`)."""
+        return ContractOptions(
+            volume=self.volume,
+            expire_lock=self.expire_lock,
+            lock_examples=self.lock_examples,
+            lock_steps=self.lock_steps,
+        )
 
 
 BACKENDS: dict[str, BackendEntry] = {
-    "memory": BackendEntry(_memory, cross_process=False),
+    "memory": BackendEntry(_memory, cross_process=False, lock_examples=150, lock_steps=30),
     "postgresql": BackendEntry(_postgresql),
     "postgresql-archive": BackendEntry(_postgresql_archive, worker_suites=False),
     "sqlite": BackendEntry(_sqlite),

@@ -1,4 +1,4 @@
-"""The Lua loader both backends share: `--- @include` fragments expanded once each."""
+"""The Lua loader: `--- @include` fragments expanded once each, `--- @reply` lines read."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from importlib import resources
 
 import pytest
 
-from tasuki.backends.luafiles import lua_source
+from tasuki.backends.luafiles import lua_source, reply_fields
 
-PACKAGES = ("tasuki.backends.redis", "tasuki.backends.sqs")
+PACKAGES = ("tasuki.backends.redis",)
 
 
 def _scripts(package: str) -> list[str]:
@@ -28,13 +28,18 @@ def test_every_script_expands_its_includes_once(package: str) -> None:
                 assert text.count(line) == 1, (name, line)
 
 
-def test_the_sqs_lease_scripts_share_one_record_parser() -> None:
-    for name in ("lease_take", "lease_settle", "lease_renew"):
-        raw = resources.files("tasuki.backends.sqs").joinpath("lua", f"{name}.lua").read_text()
+def test_the_lease_record_scripts_share_one_record_parser() -> None:
+    for name in ("records_take", "records_settle", "records_renew"):
+        raw = resources.files("tasuki.backends.redis").joinpath("lua", f"{name}.lua").read_text()
         assert '--- @include "lease_record"' in raw and "string.match" not in raw
-        assert lua_source("tasuki.backends.sqs", name).count("local function read_lease(") == 1
+        assert lua_source("tasuki.backends.redis", name).count("local function read_lease(") == 1
 
 
 def test_an_unknown_script_fails() -> None:
     with pytest.raises(FileNotFoundError):
-        lua_source("tasuki.backends.sqs", "no_such_script")
+        lua_source("tasuki.backends.redis", "no_such_script")
+
+
+def test_reply_declarations() -> None:
+    text = "-- x\n--- @reply a: one two\n--- @reply b_c: three\n--- @replyx d: no\n"
+    assert reply_fields(text) == {"a": ("one", "two"), "b_c": ("three",)}

@@ -254,16 +254,25 @@ def test_a_settled_delivery_leaves_no_garbage_cycle() -> None:
     assert leaked == []
 
 
-def test_new_ids_are_random_version_4_uuids() -> None:
+def test_new_ids_are_time_ordered_version_7_uuids() -> None:
+    """UUID layout, version 7: the millisecond they were made, then random bits; ids made
+    later sort after (what keeps a batch's entries together in a SQL id index)."""
+    import time
     import uuid
 
     from tasuki.core.message import new_id, new_ids
 
+    before = time.time_ns() // 1_000_000
     ids = {new_id() for _ in range(500)} | set(new_ids(500))
+    after = time.time_ns() // 1_000_000
     assert len(ids) == 1000
     for i in list(ids)[:50]:
         parsed = uuid.UUID(hex=i)
-        assert (parsed.version, parsed.variant, parsed.hex) == (4, uuid.RFC_4122, i)
+        assert (parsed.version, parsed.variant, parsed.hex) == (7, uuid.RFC_4122, i)
+        assert before <= int(i[:12], 16) <= after
+    first = new_ids(3)
+    time.sleep(0.002)
+    assert max(first) < min(new_ids(3))
 
 
 def test_pace_sends_a_job_that_mostly_waits_back_to_the_pool_for_good() -> None:

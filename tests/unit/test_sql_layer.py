@@ -10,7 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from tasuki.backends.sql.base import OPTIONAL, REQUIRED
+from tasuki.backends.sql.dialect import (
+    EXTRAS,
+    POSTGRES_EXTRAS,
+    REQUIRED,
+    SEPARATE_STEPS,
+    SQLITE_EXTRAS,
+)
 from tasuki.backends.sqlfiles import QueryNamesError, check_names, load_queries
 
 
@@ -26,9 +32,9 @@ def package(tmp_path: Path) -> Iterator[Path]:
     root.joinpath("__init__.py").write_text(
         textwrap.dedent(
             """
-            from tasuki.backends.sql.base import load_dialect_queries
+            from tasuki.backends.sql.dialect import load_dialect_queries
 
-            Q = load_dialect_queries(__name__)
+            Q = load_dialect_queries(__name__, cte_writes=True)
             """
         )
     )
@@ -38,9 +44,9 @@ def package(tmp_path: Path) -> Iterator[Path]:
     sys.modules.pop("fake_dialect", None)
 
 
-def test_sqlite_defines_exactly_the_required_queries() -> None:
+def test_sqlite_defines_the_required_queries_the_separate_steps_and_its_extras() -> None:
     queries = load_queries("tasuki.backends.sqlite", "queries.sql")
-    assert set(queries) == REQUIRED
+    assert set(queries) == REQUIRED | SEPARATE_STEPS | SQLITE_EXTRAS
 
 
 def test_a_misspelt_query_name_fails_at_import(package: Path) -> None:
@@ -56,14 +62,30 @@ def test_a_complete_query_file_imports(package: Path) -> None:
     assert set(module.Q) == REQUIRED
 
 
-def test_an_optional_query_may_be_defined_and_a_misspelt_one_still_fails(
+def test_an_extra_query_may_be_defined_and_a_misspelt_one_still_fails(
     package: Path,
 ) -> None:
-    package.joinpath("queries.sql").write_text(_file([*sorted(REQUIRED), *sorted(OPTIONAL)]))
-    assert set(importlib.import_module("fake_dialect").Q) == REQUIRED | OPTIONAL
+    package.joinpath("queries.sql").write_text(_file([*sorted(REQUIRED), *sorted(EXTRAS)]))
+    assert set(importlib.import_module("fake_dialect").Q) == REQUIRED | EXTRAS
     sys.modules.pop("fake_dialect", None)
     package.joinpath("queries.sql").write_text(_file([*sorted(REQUIRED), "insert_batches"]))
     with pytest.raises(QueryNamesError, match="unknown insert_batches"):
+        importlib.import_module("fake_dialect")
+
+
+def test_separate_steps_are_required_exactly_without_cte_writes(package: Path) -> None:
+    """A dialect whose statements cannot take the separate steps must define them; one
+    whose statements take them must not (the queries would never run)."""
+    package.joinpath("queries.sql").write_text(_file([*sorted(REQUIRED), *sorted(SEPARATE_STEPS)]))
+    with pytest.raises(QueryNamesError, match="unknown record_lost_leases, remember_finished"):
+        importlib.import_module("fake_dialect")  # it declares cte_writes=True
+    sys.modules.pop("fake_dialect", None)
+    init = package.joinpath("__init__.py")
+    init.write_text(init.read_text().replace("cte_writes=True", "cte_writes=False"))
+    assert set(importlib.import_module("fake_dialect").Q) == REQUIRED | SEPARATE_STEPS
+    sys.modules.pop("fake_dialect", None)
+    package.joinpath("queries.sql").write_text(_file(sorted(REQUIRED)))
+    with pytest.raises(QueryNamesError, match="missing record_lost_leases, remember_finished"):
         importlib.import_module("fake_dialect")
 
 
@@ -76,8 +98,37 @@ def test_check_names_reports_missing_and_unknown() -> None:
 
 
 def test_sqlite_and_postgresql_define_the_same_queries() -> None:
+    """The same names, but for what each declares: SQLite the steps PostgreSQL's
+    statements take inside themselves, each its extras."""
     sqlite = load_queries("tasuki.backends.sqlite", "queries.sql")
-    postgres = load_queries("tasuki.backends.postgres", "queries.sql")
-    # The required names are the same; an optional one is a single-statement shortcut.
-    assert set(sqlite) - OPTIONAL == set(postgres) - OPTIONAL == REQUIRED
-    assert set(postgres) & OPTIONAL == {"insert_batch", "ack_archive", "prune_archive"}
+    postgres = {
+        **load_queries("tasuki.backends.postgres", "queries.sql"),
+        **load_queries("tasuki.backends.postgres", "archive.sql"),
+    }
+    assert set(sqlite) - SEPARATE_STEPS - EXTRAS == set(postgres) - EXTRAS == REQUIRED
+    assert set(sqlite) - REQUIRED == SEPARATE_STEPS | SQLITE_EXTRAS
+    assert set(postgres) - REQUIRED == POSTGRES_EXTRAS
+
+
+def test_a_name_defined_in_two_of_a_dialects_files_fails(package: Path) -> None:
+    package.joinpath("queries.sql").write_text(_file(sorted(REQUIRED)))
+    package.joinpath("more.sql").write_text(_file(["lease"]))
+    init = package.joinpath("__init__.py")
+    files = 'files=("queries.sql", "more.sql")'
+    init.write_text(init.read_text().replace("cte_writes=True", f"cte_writes=True, {files}"))
+    with pytest.raises(QueryNamesError, match=r"more\.sql: defined again: lease"):
+        importlib.import_module("fake_dialect")
+
+
+def test_rows_are_read_by_column_name_and_a_missing_column_is_named() -> None:
+    import sqlite3
+
+    from tasuki.backends.sql.dialect import named_rows
+    from tasuki.errors import BackendError
+
+    conn = sqlite3.connect(":memory:")
+    cursor = conn.execute("SELECT 1 AS a, 2 AS b, 3 AS c UNION ALL SELECT 4, 5, 6")
+    assert named_rows(cursor, "c", "a") == [(3, 1), (6, 4)]  # any order, by name
+    assert named_rows(conn.execute("SELECT 7 AS only"), "only") == [(7,)]
+    with pytest.raises(BackendError, match="no column b, d"):
+        named_rows(conn.execute("SELECT 1 AS a"), "a", "b", "d")

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-import time
-from pathlib import Path
-
 import pytest
 
+from tasuki.backends.base import Envelope
 from tasuki.backends.sqs.codec import (
     Meta,
     attributes,
+    dead_letter,
     decode_body,
+    delivery,
     encode_body,
     received_meta,
+    stored,
 )
-from tasuki.backends.sqs.fencing import Take
 from tasuki.backends.sqs.options import parse_url
 from tasuki.backends.sqs.queues import sqs_names, tasuki_name
 from tasuki.core.message import ErrorInfo
@@ -88,6 +88,31 @@ def test_meta_round_trips_through_the_attribute() -> None:
     assert others == {}
 
 
+def test_an_envelope_travels_to_a_delivery_and_a_dead_letter() -> None:
+    """The codec's one mapping: envelope -> `tasuki` attribute -> Delivery / DeadLetter."""
+    env = Envelope("q", "m1", b"\x00\xff", {"h": "v"}, max_attempts=3, keep_id=60.0)
+    meta = stored(env, 1.5, "owner")
+    body, meta.encoding = encode_body(env.body)
+    message = {"MessageId": "s1", "ReceiptHandle": "r1", "Body": body}
+    message["MessageAttributes"] = attributes(meta)
+    back, _ = received_meta(message)
+    d = delivery("q", message, back, attempt=2, fence=5, vt=30.0)
+    assert d == ("q", "m1", b"\x00\xff", {"h": "v"}, 2, 3, 1.5, "r1", 5, 30.0)
+    back.reason, back.died_at, back.died_attempt = "lease_expired", 9.0, 3
+    dead = {**message, "MessageAttributes": attributes(back)}
+    letter = dead_letter("q", dead, max_receive_count=1000)
+    assert (letter.id, letter.body, letter.attempt) == ("m1", b"\x00\xff", 3)
+    assert (letter.reason, letter.died_at, letter.enqueued_at) == (
+        "lease expired 3 times",
+        9.0,
+        1.5,
+    )
+    moved = {**message, "Attributes": {"ApproximateReceiveCount": "4", "SentTimestamp": "2000"}}
+    letter = dead_letter("q", moved, max_receive_count=4)
+    assert (letter.attempt, letter.died_at) == (4, 2.0)
+    assert letter.reason == "moved by the SQS redrive policy after 4 receives (not by tasuki)"
+
+
 def test_a_message_without_the_attribute_is_raw() -> None:
     message = {
         "MessageId": "sqs-id",
@@ -120,79 +145,3 @@ def test_an_unreadable_tasuki_attribute_is_delivered_raw() -> None:
         meta, others = received_meta(message)
         assert (meta.id, meta.raw) == ("sqs-id", True)
         assert "tasuki" in others  # kept as it was, for whoever reads the message next
-
-
-def _take(id: str, token: str, count: int, vt: float, copy: str, fresh: bool = True) -> Take:
-    return Take("q", id, token, copy, count, count, vt, fresh)
-
-
-def test_sqlite_records_fence_and_refuse_stale_tokens(tmp_path: Path) -> None:
-    from tasuki.backends.memory import MemoryBackend
-    from tasuki.backends.sqs.fencing import SqliteFences
-
-    fences = SqliteFences(MemoryBackend().locks, "p-", str(tmp_path / "locks.db"))
-    # a first lease: no record, the copy first received just now: its first receive
-    assert fences.take([_take("m", "t1", 3, 0.2, "s1")]) == [(3, 1)]
-    assert fences.lapsed("q", "m")
-    # SQS delivering the message again while the lease is live: refused, not counted
-    assert fences.take([_take("m", "dup", 4, 30.0, "s1")]) == [None]
-    time.sleep(0.25)
-    # after the lease lapsed, a later lease whose receive count came back lower still
-    # gets a higher number; its receives are the leases granted on the copy
-    assert fences.take([_take("m", "t2", 2, 30.0, "s1")]) == [(4, 2)]
-    assert fences.current([("q", "m", "t1"), ("q", "m", "t2")], 30.0) == [False, True]
-    assert fences.settle([("q", "m", "t1")]) == [False]
-    assert fences.settle([("q", "m", "t2")]) == [True]
-    assert not fences.lapsed("q", "m")
-    # released: the record keeps counting the copy's leases
-    assert fences.take([_take("m", "t3", 6, 30.0, "s1")]) == [(6, 3)]
-    # no record of a copy first received long ago: its receive count
-    assert fences.take([_take("old", "t1", 5, 30.0, "s9", fresh=False)]) == [(5, 5)]
-    # acked: the same SQS message delivered once more is refused, a re-sent copy is not
-    assert fences.take([_take("n", "t1", 1, 30.0, "s2")]) == [(1, 1)]
-    assert fences.settle([("q", "n", "t1")], acked=True) == [True]
-    assert not fences.lapsed("q", "n")
-    assert fences.take([_take("n", "late", 2, 30.0, "s2")]) == [None]
-    assert fences.take([_take("n", "t3", 1, 30.0, "s3")]) == [(2, 1)]
-    # the id window: a second claim of a live id fails; a finished one is kept `keep` s
-    assert fences.claim_ids([("q", "a", "o1"), ("q", "a", "o2")]) == [True, False]
-    fences.finish_ids("q", [("a", "o1", 60.0)])
-    assert fences.claim_ids([("q", "a", "o3")]) == [False]
-    fences.finish_ids("q", [("a", "", 0.0)])
-    assert fences.claim_ids([("q", "a", "o4")]) == [True]
-    fences.close()
-
-
-def test_a_records_table_made_before_the_counts_gains_its_columns(tmp_path: Path) -> None:
-    import sqlite3
-
-    from tasuki.backends.memory import MemoryBackend
-    from tasuki.backends.sqs.fencing import SqliteFences
-
-    path = str(tmp_path / "old.db")
-    db = sqlite3.connect(path)
-    db.execute(
-        "CREATE TABLE tasuki_sqs_records (key TEXT PRIMARY KEY, owner TEXT NOT NULL,"
-        " expires REAL NOT NULL, fence INTEGER NOT NULL DEFAULT 0,"
-        " lease_until REAL NOT NULL DEFAULT 0) WITHOUT ROWID"
-    )
-    db.execute("INSERT INTO tasuki_sqs_records VALUES ('tasuki-sqs:p-lease:q:m', 't0', 1e12, 7, 0)")
-    db.commit()
-    db.close()
-    fences = SqliteFences(MemoryBackend().locks, "p-", path)
-    # the old record counted no receives (and named no copy): the receive count stands
-    assert fences.take([_take("m", "t1", 3, 30.0, "s1")]) == [(8, 3)]
-    assert fences.take([_take("n", "t1", 2, 30.0, "s2")]) == [(2, 1)]
-    fences.close()
-
-
-def test_plain_lock_records_count_nothing_of_their_own() -> None:
-    """On plain locks (a Redis Cluster, any other lock store) the numbers are SQS's."""
-    from tasuki.backends.memory import MemoryBackend
-    from tasuki.backends.sqs.fencing import LockFences
-
-    fences = LockFences(MemoryBackend().locks, "p-")
-    assert fences.take([_take("m", "t1", 3, 30.0, "s1")]) == [(3, 3)]
-    assert fences.lapsed("q", "m")
-    assert fences.settle([("q", "m", "t0"), ("q", "m", "t1")]) == [False, True]
-    assert not fences.lapsed("q", "m")

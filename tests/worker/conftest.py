@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from tasuki.backends.urls import backend_from_url
+from tasuki.testing.contract.fixtures import skip_unless_capable
 from tests.support.backends import VOLUME
 from tests.worker.helpers import WorkerProcess, kill_all
 
@@ -21,11 +22,7 @@ def _requires(request: pytest.FixtureRequest) -> None:
     backend = backend_from_url(request.getfixturevalue(fixture))
     try:
         for capability in wanted:
-            if not hasattr(backend.capabilities, capability):
-                raise AssertionError(f"no capability called {capability!r}")
-            if not getattr(backend.capabilities, capability):
-                scheme = backend.url.split("://", 1)[0]
-                pytest.skip(f"{scheme}:// lacks the {capability} capability")
+            skip_unless_capable(backend, capability)
     finally:
         backend.close()
 

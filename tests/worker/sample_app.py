@@ -99,3 +99,17 @@ if app.backend.capabilities.atomic_unique:
             mode="until_and_while_executing", key=lambda m: "report", reschedule_delay=0.1
         ),
     )(report)
+
+
+# Limits are refused where the backend does not admit them at lease time.
+if app.backend.capabilities.concurrency_limits:
+
+    @app.job(
+        visibility_timeout=VT,
+        concurrency_limit=tasuki.ConcurrencyLimit(2, key=lambda m: str(m.args[1])),
+    )
+    def limited(n: int, tenant: str, sleep: float) -> None:
+        """At most two of a tenant at once, whichever worker process runs them."""
+        record("start", n=n, tenant=tenant)
+        time.sleep(sleep)
+        record("end", n=n, tenant=tenant)

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import pytest
 
 import tasuki
-from tasuki.backends.faulty import FaultyBackend
 from tasuki.backends.urls import backend_from_url
+from tasuki.testing import FaultyBackend
 
 
 @pytest.fixture

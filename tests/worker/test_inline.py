@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 import tasuki
+from tasuki.runtime.finisher import Finisher
 from tasuki.runtime.pace import JUDGE, QUALIFY, SAMPLE, Pace
-from tasuki.runtime.settlement import Finisher
 from tasuki.runtime.worker import Worker
 
 # Any job that does not sleep qualifies, however loaded the machine running the tests:

@@ -12,7 +12,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 import tasuki
-from tasuki.backends.base import Release
+from tasuki.backends.base import Settle
 from tasuki.middleware.metrics import Metrics, QueueCollector
 from tests.support.servers import free_port
 from tests.worker.helpers import WorkerProcess, read_log, wait_until
@@ -118,7 +118,7 @@ def test_reliability_metrics(any_url: str) -> None:
         runs.append((n, ctx.attempt))
         if n == 0 and ctx.attempt == 1:
             # Another party takes the message back: the next extension is refused.
-            assert app.backend.release([Release(ctx.receipt, 0.0, penalty=True)]) == [True]
+            assert app.backend.settle([Settle.release(ctx.receipt, 0.0, penalty=True)]) == [True]
             assert ctx.wait_for_stop(timeout=5.0)
             return
         time.sleep(0.5)  # several extensions of a 0.3 s lease

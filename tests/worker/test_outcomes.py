@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 import tasuki
-from tasuki.backends.base import Release
+from tasuki.backends.base import QueueStats, Settle
+from tasuki.backends.memory import MemoryBackend
 from tasuki.core.message import JOB_HEADER
 from tasuki.errors import JobTimeout
 from tasuki.middleware.base import ExecuteHook, Middleware, Outgoing
@@ -361,7 +362,7 @@ def test_lease_lost_is_never_acked(app: tasuki.App) -> None:
     def held() -> None:
         ctx = tasuki.current()
         # Another worker takes the message over: this delivery's token is stale from now on.
-        app.backend.release([Release(ctx.receipt, 0.0, penalty=False)])
+        app.backend.settle([Settle.release(ctx.receipt, 0.0, penalty=False)])
         thief.extend(app.backend.lease("default", 1, 30.0))
         with pytest.raises(tasuki.errors.LeaseLost):
             ctx.extend(30)
@@ -491,3 +492,28 @@ def test_failed_runs_reach_the_error_reporter(app: tasuki.App) -> None:
     assert seen == [("KeyError", "retry", 1), ("KeyError", "dead", 2)]
     assert finals == [failing]
     assert app.stats()["dead"] == 1  # a reporter that raised changed nothing
+
+
+class _ApproximateStats(MemoryBackend):
+    """Stats that miss delayed and in-flight messages, as SQS's approximate counts may."""
+
+    def stats(self, queue: str) -> QueueStats:
+        s = super().stats(queue)
+        return QueueStats(s.ready, 0, 0, s.dead, s.oldest_ready_age)
+
+
+def test_until_idle_waits_for_its_own_retries_whatever_the_stats_say() -> None:
+    # Fails without `runtime/returning.py`: the run ended after attempt 1, while the
+    # retry it had just released was on its way back (CI saw it on SQS).
+    app = tasuki.App("memory://", backend=_ApproximateStats())
+    attempts: list[int] = []
+
+    @app.job(retry=tasuki.Retry(max_attempts=5, backoff=tasuki.constant(0.3)))
+    def flaky() -> None:
+        attempts.append(tasuki.current().attempt)
+        if len(attempts) < 3:
+            raise ConnectionError("try again")
+
+    flaky.enqueue()
+    run(app)
+    assert attempts == [1, 2, 3]

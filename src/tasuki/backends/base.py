@@ -1,9 +1,9 @@
 """The seam every backend plugs into.
 
-A backend stores messages and enforces the lifecycle of DESIGN §2 *itself*, atomically:
-lease tokens, attempts, expiry, dead-lettering of exhausted messages. Nothing above this
-interface does read-modify-write on backend state, which is what lets several worker
-processes on several machines share a queue safely.
+A backend stores messages and enforces their lifecycle *itself*, atomically: lease
+tokens, attempts, expiry, dead-lettering of exhausted messages (the states and rules:
+docs/concepts.md). Nothing above this interface does read-modify-write on backend state,
+which is what lets several worker processes on several machines share a queue safely.
 
 Every settling operation takes a batch, because the round trip, not the work, is what a
 network backend pays for. Backends that can't do a batch in one trip loop internally.
@@ -13,52 +13,74 @@ producers and workers on machines with skewed clocks still agree.
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
 
+from tasuki.core.flowrecords import Effects, Fill, FlowFailure, FlowRecord, FlowStep, ResultRecord
 from tasuki.core.locks import LockStore
 from tasuki.core.message import DeadLetter
 from tasuki.core.records import (
     DEFAULT_VISIBILITY_TIMEOUT,
     FOREVER,
-    Bury,
+    CancelStatus,
     Capabilities,
     Delivery,
     Enqueued,
     EnqueueStatus,
     Envelope,
     HistoryEntry,
+    Keep,
+    LeaseStatus,
+    Limit,
     LockHolder,
     MessageInfo,
+    Progress,
     QueueStats,
     Receipt,
-    Release,
+    Settle,
     SettledTotals,
     UniqueClaim,
+    Verdict,
 )
 from tasuki.core.reliability import Reliability
 from tasuki.errors import InvalidArgument
+
+T = TypeVar("T")
 
 __all__ = [
     "DEFAULT_VISIBILITY_TIMEOUT",
     "FOREVER",
     "Backend",
-    "Bury",
+    "CancelStatus",
     "Capabilities",
     "Delivery",
+    "Effects",
     "EnqueueStatus",
     "Enqueued",
     "Envelope",
+    "Fill",
+    "FlowFailure",
+    "FlowRecord",
+    "FlowStep",
     "HistoryEntry",
+    "Keep",
+    "LeaseStatus",
+    "Limit",
     "LockHolder",
     "LockStore",
+    "MaintenanceService",
     "MessageInfo",
+    "Progress",
     "QueueStats",
     "Receipt",
-    "Release",
     "Reliability",
+    "ResultRecord",
+    "Settle",
     "SettledTotals",
     "UniqueClaim",
+    "Verdict",
 ]
 
 
@@ -73,11 +95,44 @@ def refuse_connection(backend: Backend, connection: object | None) -> None:
         )
 
 
+def lacks(backend: Backend, capability: str, what: str) -> InvalidArgument:
+    """The error for an operation a backend cannot do, naming the missing capability."""
+    scheme = backend.url.split("://", 1)[0]
+    return InvalidArgument(f"{scheme}:// cannot {what} (it lacks the {capability} capability)")
+
+
+# How a default `wait_result` / `wait_flow` polls: from 10 ms, doubling, to 1 s.
+POLL_FIRST, POLL_MOST = 0.01, 1.0
+
+
+class MaintenanceService(ABC):
+    """A chore a backend's store needs now and then, kept off the enqueue and settle paths
+    (forgetting expired ids and locks, pruning an archive).
+
+    Workers run them on a thread of their own (`tasuki.runtime.maintenance`), each round
+    under a lock named after the service and held for `interval` seconds, so that
+    however many workers share the store, one of them runs it once per interval.
+    """
+
+    # Unique among the backend's services: the lock's name.
+    name: str
+    # Seconds between two rounds.
+    interval: float
+
+    @abstractmethod
+    def run(self) -> bool:
+        """One round, in short transactions; True when work was left for another round
+        soon (a batch limit was reached)."""
+
+
 class Backend(ABC):
     """A message store that enforces the tasuki lifecycle. See the module docstring."""
 
     url: str
     capabilities: Capabilities
+    # Seconds of waiting that count as one priority level (`Envelope.priority`): the
+    # lease ranks due messages by visible_at - priority x priority_aging. The App sets it.
+    priority_aging: float = 300.0
 
     # -- producing -------------------------------------------------------------------
     @abstractmethod
@@ -126,20 +181,82 @@ class Backend(ABC):
         return lambda: self.lease(queue, max_messages, visibility_timeout)
 
     @abstractmethod
+    def settle(self, items: Sequence[Settle]) -> list[bool]:
+        """End deliveries, each by its verdict: ack deletes the message, release makes it
+        visible again after `delay` (without penalty the attempt is given back), dead
+        moves it to the dead-letter queue with its reason and last error.
+
+        One call for a batch of any mix of verdicts, one result per item: False (and no
+        change) where the token is not the message's current lease. A receipt repeated in
+        one call settles the message once; its later copies are refused.
+        """
+
     def ack(self, receipts: Sequence[Receipt]) -> list[bool]:
-        """Delete the messages; False (and no change) where the token is stale."""
+        """`settle` with every receipt acked."""
+        return self.settle([Settle.ack(r) for r in receipts])
 
     @abstractmethod
     def extend(self, receipts: Sequence[Receipt], visibility_timeout: float) -> list[bool]:
         """Push lease expiry to now + `visibility_timeout`; False where the token is stale."""
 
-    @abstractmethod
-    def release(self, releases: Sequence[Release]) -> list[bool]:
-        """Make messages visible again after `delay`; without penalty the attempt is returned."""
+    def keep(self, items: Sequence[Keep]) -> list[LeaseStatus]:
+        """Keep leases alive, each with its job's latest progress: "held" if the lease is
+        still the caller's (extended, progress stored), "lost" if it lapsed or another
+        lease holds the message, "cancelled" if the message was cancelled while it ran.
 
-    @abstractmethod
-    def bury(self, burials: Sequence[Bury]) -> list[bool]:
-        """Move messages to the dead-letter queue with their reason and last error."""
+        This default extends and never answers "cancelled" nor stores progress: backends
+        with the `cancel` or `progress` capability override it.
+        """
+        by_vt: dict[float, list[int]] = {}
+        for n, item in enumerate(items):
+            by_vt.setdefault(item.visibility_timeout, []).append(n)
+        out: list[LeaseStatus] = ["lost"] * len(items)
+        for vt, positions in by_vt.items():
+            held = self.extend([items[n].receipt for n in positions], vt)
+            for n, ok in zip(positions, held, strict=True):
+                out[n] = "held" if ok else "lost"
+        return out
+
+    def cancel(self, queue: str, id: str) -> CancelStatus:
+        """Cancel a message: "removed" (it was waiting: gone, `inspect` says cancelled),
+        "signalled" (in flight: its lease is fenced out, `keep` answers "cancelled", it is
+        never leased again), "unknown" (nothing to cancel)."""
+        raise lacks(self, "cancel", "cancel a message")
+
+    # -- results and workflows (`core/flowrecords.py`) ------------------------------------
+    def result(self, queue: str, id: str) -> ResultRecord | None:
+        """The message's result record, or None (unknown id, result not kept, expired)."""
+        raise lacks(self, "results", "keep results")
+
+    def wait_result(self, queue: str, id: str, timeout: float) -> ResultRecord | None:
+        """`result`, once it is no longer pending or `timeout` passed. This default polls
+        (10 ms doubling to 1 s); backends with a notification override it."""
+        return _poll(lambda: self.result(queue, id), lambda r: r.state != "pending", timeout)
+
+    def start_flow(self, record: FlowRecord, envelopes: Sequence[Envelope]) -> bool:
+        """Store a flow's record and enqueue its first steps, atomically where the engine
+        can; False (and nothing enqueued) if a flow with that id exists."""
+        raise lacks(self, "workflows", "run workflows")
+
+    def flow(self, flow_id: str) -> FlowRecord | None:
+        raise lacks(self, "workflows", "run workflows")
+
+    def wait_flow(self, flow_id: str, timeout: float) -> FlowRecord | None:
+        """`flow`, once it has a result, a failure or is cancelled, or `timeout` passed."""
+        return _poll(
+            lambda: self.flow(flow_id),
+            lambda f: f.result is not None or f.failure is not None or f.cancelled,
+            timeout,
+        )
+
+    def cancel_flow(self, flow_id: str) -> bool:
+        """Set the flow's cancelled flag (settles of its steps then enqueue nothing);
+        False if the flow is unknown. The runtime cancels its steps."""
+        raise lacks(self, "workflows", "run workflows")
+
+    def group_value(self, flow_id: str, barrier: str) -> bytes | None:
+        """A complete barrier's value (the JSON array of its slots), or None."""
+        raise lacks(self, "workflows", "run workflows")
 
     # -- operating -------------------------------------------------------------------
     @abstractmethod
@@ -214,6 +331,11 @@ class Backend(ABC):
     def locks(self) -> LockStore:
         """The lock service that lives beside this backend's messages."""
 
+    def maintenance(self) -> Sequence[MaintenanceService]:
+        """The chores this backend's store needs, for the workers to run; none by default
+        (a store that expires its own keys, like Redis, needs none)."""
+        return ()
+
     def ping(self) -> None:  # noqa: B027 - optional hook with a sane default
         """Raise BackendUnavailable if the backend cannot be reached."""
 
@@ -225,3 +347,15 @@ class Backend(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _poll(read: Callable[[], T | None], done: Callable[[T], bool], timeout: float) -> T | None:
+    deadline = time.monotonic() + timeout
+    pause = POLL_FIRST
+    while True:
+        found = read()
+        remaining = deadline - time.monotonic()
+        if found is None or done(found) or remaining <= 0:
+            return found
+        time.sleep(min(pause, remaining))
+        pause = min(pause * 2, POLL_MOST)

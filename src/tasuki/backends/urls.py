@@ -3,15 +3,24 @@
 Backends other than memory and SQLite are imported only when their scheme is used, so
 the core install doesn't need redis-py, psycopg or boto3.
 
-A scheme whose module is not (yet) part of the package is *planned*: asking for it says
-so, instead of suggesting an install that cannot help. Nothing is listed by hand: the
-day `tasuki/backends/postgres/` lands, `postgresql://` is known, and a missing driver
-makes the error name the extra to install (`pip install 'tasuki[postgres]'`).
+A scheme whose module is not part of the install is *planned*: asking for it says so,
+instead of suggesting an install that cannot help. A missing driver makes the error name
+the extra to install (`pip install 'tasuki[postgres]'`).
+
+A backend from another package names its scheme in the `tasuki.backends` entry-point
+group, so `App("mine://...")`, `--url mine://...` and a worker in another process all
+reach it:
+
+    [project.entry-points."tasuki.backends"]
+    mine = "mypackage.backend:from_url"    # from_url(url) -> Backend
+
+The schemes of this package come first: an entry point cannot take one of them over.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import importlib.util
 import re
 from collections.abc import Callable
@@ -21,6 +30,7 @@ from tasuki.backends.base import Backend
 from tasuki.errors import InvalidURL
 
 DEFAULT_URL = "sqlite:///tasuki.db"
+ENTRY_POINTS = "tasuki.backends"
 
 # scheme -> (module, factory function name, pip extra that brings the module's dependencies)
 _SCHEMES: dict[str, tuple[str, str, str | None]] = {
@@ -105,25 +115,32 @@ def planned_schemes() -> list[str]:
     return sorted(s for s, (module, _, _) in _SCHEMES.items() if not _built(module))
 
 
+def _installed(scheme: str | None = None) -> list[importlib.metadata.EntryPoint]:
+    """Backends of other packages: every one, or those claiming `scheme`."""
+    found = importlib.metadata.entry_points(group=ENTRY_POINTS)
+    unique = {ep.value: ep for ep in found if scheme is None or ep.name == scheme}
+    return list(unique.values())
+
+
 def _known() -> list[str]:
     planned = planned_schemes()
-    return sorted(s for s in _SCHEMES if s not in planned)
+    own = {s for s in _SCHEMES if s not in planned}
+    return sorted(own | {ep.name for ep in _installed()})
+
+
+def _check_splits(url: str) -> None:
+    try:
+        urlsplit(url)  # every factory splits it again: make that safe once, here
+    except ValueError as exc:
+        raise InvalidURL(f"invalid backend URL {redact(url)!r}: {exc}") from exc
 
 
 def _module(url: str) -> tuple[object, str]:
     scheme = scheme_of(url)
     entry = _SCHEMES.get(scheme)
     if entry is None:
-        planned = planned_schemes()
-        later = f"; planned: {', '.join(planned)}" if planned else ""
-        raise InvalidURL(
-            f"unsupported backend URL scheme {scheme!r} in {redact(url)!r}; "
-            f"known: {', '.join(_known())}{later}"
-        )
-    try:
-        urlsplit(url)  # every factory splits it again: make that safe once, here
-    except ValueError as exc:
-        raise InvalidURL(f"invalid backend URL {redact(url)!r}: {exc}") from exc
+        return _installed_module(url, scheme)
+    _check_splits(url)
     module_name, factory_name, extra = entry
     try:
         module = importlib.import_module(module_name)
@@ -136,6 +153,33 @@ def _module(url: str) -> tuple[object, str]:
         hint = f"pip install 'tasuki[{extra}]'" if extra else "reinstall tasuki"
         raise InvalidURL(f"the {scheme}:// backend is not available ({exc}); {hint}") from exc
     return module, factory_name
+
+
+def _installed_module(url: str, scheme: str) -> tuple[object, str]:
+    """The module of the backend another package declares for `scheme`."""
+    claims = _installed(scheme)
+    if not claims:
+        planned = planned_schemes()
+        later = f"; planned: {', '.join(planned)}" if planned else ""
+        raise InvalidURL(
+            f"unsupported backend URL scheme {scheme!r} in {redact(url)!r}; "
+            f"known: {', '.join(_known())}{later}"
+        )
+    if len(claims) > 1:
+        raise InvalidURL(
+            f"several installed packages declare the {scheme}:// backend "
+            f"({', '.join(ep.value for ep in claims)}); uninstall all but one"
+        )
+    _check_splits(url)
+    [ep] = claims
+    try:
+        module = importlib.import_module(ep.module)
+    except ImportError as exc:
+        raise InvalidURL(
+            f"the {scheme}:// backend ({ep.value}, entry point of group {ENTRY_POINTS!r}) "
+            f"cannot be imported: {exc}"
+        ) from exc
+    return module, ep.attr or "from_url"
 
 
 def backend_from_url(url: str) -> Backend:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import importlib
 import os
-import sys
 from collections.abc import Callable
 from functools import wraps
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -13,6 +11,7 @@ import click
 
 from tasuki.app import App
 from tasuki.backends.urls import DEFAULT_URL, open_existing
+from tasuki.cli.target import load_app, refuse_in_process
 from tasuki.core.job import check_message_id, check_queue
 from tasuki.errors import TasukiError
 
@@ -85,49 +84,28 @@ class MessageId(click.ParamType):  # type: ignore[type-arg]
 MESSAGE_ID = MessageId()
 
 
-def load_app(spec: str) -> App:
-    """`package.module:attribute` (attribute defaults to `app`) -> the App in it."""
-    module_name, _, attr = spec.partition(":")
-    attr = attr or "app"
-    if not module_name:
-        raise click.BadParameter(f"expected module:app, got {spec!r}")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise click.BadParameter(f"cannot import {module_name!r}: {exc}") from exc
-    target: Any = module
-    for part in attr.split("."):
-        try:
-            target = getattr(target, part)
-        except AttributeError:
-            raise click.BadParameter(f"{module_name!r} has no attribute {attr!r}") from None
-    if callable(target) and not isinstance(target, App):
-        target = target()
-    if not isinstance(target, App):
-        raise click.BadParameter(f"{spec!r} is a {type(target).__name__}, not a tasuki.App")
-    return target
-
-
 def app_from_options(app_spec: str | None, url: str | None, *, existing: bool = False) -> App:
     """The app of --app, or one on the backend of --url ($TASUKI_URL, else the default).
 
     `existing=True` is for commands that only look at or clean up what is stored: the
     backend must already hold a store (`open_existing`), so a mistyped path or a wrong
     working directory is an error instead of a new, empty database reporting zeros.
+    A backend that lives in one process (memory://) is refused: the command runs in a
+    process of its own.
     """
     if url is not None and not url.strip():
         raise click.BadParameter("the backend URL is empty", param_hint="'--url'")
     if app_spec:
-        app = load_app(app_spec)
+        app = load_app(app_spec, param_hint="'--app'")
         if url and url != app.url:
             raise click.BadParameter("give --app or --url, not both")
-        return app
-    if not existing:
-        return App(url)
-    resolved = url or os.environ.get("TASUKI_URL") or DEFAULT_URL
-    return App(resolved, backend=open_existing(resolved))
+    elif not existing:
+        app = App(url)
+    else:
+        resolved = url or os.environ.get("TASUKI_URL") or DEFAULT_URL
+        app = App(resolved, backend=open_existing(resolved))
+    refuse_in_process(app)
+    return app
 
 
 def app_options(fn: F) -> F:
@@ -159,3 +137,14 @@ def friendly_errors(fn: F) -> F:
             raise click.ClickException(message) from exc
 
     return wrapper  # type: ignore[return-value]
+
+
+def message_command(fn: F) -> F:
+    """A command about one message: QUEUE and MESSAGE_ID, --app/--url, --json, and
+    friendly errors (in that order of parameters: queue, message_id, app_spec, url,
+    as_json)."""
+    fn = friendly_errors(fn)
+    fn = click.option("--json", "as_json", is_flag=True, help="Print JSON.")(fn)
+    fn = app_options(fn)
+    fn = click.argument("message_id", type=MESSAGE_ID)(fn)
+    return click.argument("queue", type=QUEUE)(fn)

@@ -15,6 +15,7 @@ from tasuki.cli.common import (
     app_options,
     friendly_errors,
 )
+from tasuki.cli.tables import Column, record, table
 from tasuki.core.message import DeadLetter
 
 
@@ -40,26 +41,25 @@ def _as_dict(d: DeadLetter, *, full: bool) -> dict[str, object]:
     return doc
 
 
-def _describe(d: DeadLetter) -> str:
+def _describe(d: DeadLetter) -> None:
     """A dead letter for a person: one field a line, then the body and the traceback as
     they are (a traceback reads as one only with its line breaks)."""
-    lines = [
-        f"dead letter {d.id}",
-        f"  queue:     {d.queue}",
-        f"  job:       {d.job or '-'}",
-        f"  attempts:  {d.attempt}",
-        f"  reason:    {d.reason}",
-        f"  error:     {d.error or '-'}",
-        f"  enqueued:  {_when(d.enqueued_at)} UTC",
-        f"  died:      {_when(d.died_at)} UTC",
+    fields = [
+        ("queue", d.queue),
+        ("job", d.job or "-"),
+        ("attempts", str(d.attempt)),
+        ("reason", d.reason),
+        ("error", str(d.error) if d.error else "-"),
+        ("enqueued", f"{_when(d.enqueued_at)} UTC"),
+        ("died", f"{_when(d.died_at)} UTC"),
     ]
-    if d.headers:
-        lines.append("  headers:")
-        lines.extend(f"    {k}: {v}" for k, v in sorted(d.headers.items()))
+    record(f"dead letter {d.id}", fields)
+    lines = ["  headers:"] if d.headers else []
+    lines += [f"    {k}: {v}" for k, v in sorted(d.headers.items())]
     lines += ["", "body:", d.body.decode("utf-8", "backslashreplace")]
     if d.error and d.error.traceback:
         lines += ["", "traceback:", d.error.traceback.rstrip("\n")]
-    return "\n".join(lines)
+    click.echo("\n".join(lines))
 
 
 @click.group()
@@ -83,16 +83,21 @@ def list_(
     if as_json:
         click.echo(orjson.dumps([_as_dict(d, full=False) for d in letters]).decode())
         return
-    # A block per letter, not a table: an id is for copying into `dead show` or
-    # `dead redrive`, and a table squeezed into a terminal wraps or cuts it.
-    click.echo(f"dead letters of {queue!r}: {app.stats(queue)['dead']} in all, newest first")
-    for d in letters:
-        click.echo(
-            f"\n{d.id}  job {d.job or '-'}  attempts {d.attempt}  died {_when(d.died_at)} UTC"
-        )
-        click.echo(f"  reason: {d.reason}")
-        if d.error:
-            click.echo(f"  error:  {d.error}")
+    table(
+        f"dead letters of {queue!r}: {app.stats(queue)['dead']} in all, newest first",
+        [
+            Column("id", whole=True),
+            Column("job", whole=True),
+            Column("attempts", whole=True, justify="right"),
+            Column("died (UTC)", whole=True),
+            Column("reason"),
+            Column("error"),
+        ],
+        [
+            [d.id, d.job or "-", str(d.attempt), _when(d.died_at), d.reason, str(d.error or "-")]
+            for d in letters
+        ],
+    )
 
 
 @dead.command()
@@ -110,7 +115,7 @@ def show(queue: str, message_id: str, app_spec: str | None, url: str | None, as_
     if as_json:
         click.echo(orjson.dumps(_as_dict(letter, full=True), option=orjson.OPT_INDENT_2).decode())
     else:
-        click.echo(_describe(letter))
+        _describe(letter)
 
 
 @dead.command()

@@ -18,10 +18,11 @@ from rich.console import Group
 from rich.live import Live
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
+from rich.text import Text
 
 import tasuki
 from tasuki.cli.common import console, friendly_errors, text
+from tasuki.cli.tables import Column, table
 from tasuki.core.message import JOB_HEADER
 from tasuki.middleware.base import ExecuteHook, Middleware
 
@@ -112,11 +113,13 @@ def demo(db: Path, url: str | None, concurrency: int) -> None:
     app.send("demo", b'{"args": [1], "kwar', headers={JOB_HEADER: "resize"})
     app.send("demo", b'{"args": [], "kwargs": {}}', headers={JOB_HEADER: "no_such_job"})
     expected_messages = FAST + FLAKY + DOOMED + 1 + len(ids) + 2
-    console.out(
-        f"enqueued {expected_messages} messages: {FAST} fast jobs, {FLAKY} that fail twice "
-        f"then succeed, {DOOMED} that always fail, 1 slow job (3 s, 1 s lease),\n"
-        f"{DUPLICATES} enqueues that share {len(ids)} message ids (idempotent: "
-        f"{len(ids)} messages), and 2 poison messages.\n"
+    console.print(
+        text(
+            f"enqueued {expected_messages} messages: {FAST} fast jobs, {FLAKY} that fail twice "
+            f"then succeed, {DOOMED} that always fail, 1 slow job (3 s, 1 s lease), "
+            f"{DUPLICATES} enqueues that share {len(ids)} message ids (idempotent: "
+            f"{len(ids)} messages), and 2 poison messages.\n"
+        )
     )
 
     worker = app.worker(queues=["demo"], concurrency=concurrency, grace=5.0)
@@ -137,30 +140,31 @@ def demo(db: Path, url: str | None, concurrency: int) -> None:
         live.update(_view(app, tally, progress, bar))
     elapsed = time.monotonic() - started
 
-    console.out(f"\nworker went idle after {elapsed:.1f}s; where every message ended up:\n")
+    console.print(text(f"\nworker went idle after {elapsed:.1f}s; where every message ended up:\n"))
     s = app.stats("demo")
-    table = Table(title="queue 'demo'")
-    for col in ("ready", "in flight", "delayed", "dead"):
-        table.add_column(col, justify="right")
-    table.add_row(str(s["ready"]), str(s["in_flight"]), str(s["delayed"]), str(s["dead"]))
-    console.print(table)
-
-    dead = app.dead_letters("demo", limit=20)
-    dl = Table(title=f"dead letters ({len(dead)})")
-    dl.add_column("id", no_wrap=True, min_width=max((len(d.id) for d in dead), default=2))
-    for col in ("job", "attempts", "reason", "last error"):
-        dl.add_column(col, overflow="fold")
-    for d in dead:
-        dl.add_row(
-            text(d.id), text(d.job or "-"), str(d.attempt), text(d.reason), text(d.error or "")
-        )
-    console.print(dl)
-    console.out(
-        "\nlook closer:  tasuki dead list demo --url "
-        + url
-        + "\nre-drive:     tasuki dead redrive demo --all --url "
-        + url
+    table(
+        "queue 'demo'",
+        [
+            Column(name, whole=True, justify="right")
+            for name in ("ready", "in flight", "delayed", "dead")
+        ],
+        [[str(s["ready"]), str(s["in_flight"]), str(s["delayed"]), str(s["dead"])]],
     )
+    console.print()
+    dead = app.dead_letters("demo", limit=20)
+    table(
+        f"dead letters ({len(dead)})",
+        [
+            Column("id", whole=True),
+            Column("job", whole=True),
+            Column("attempts", whole=True, justify="right"),
+            Column("reason"),
+            Column("last error"),
+        ],
+        [[d.id, d.job or "-", str(d.attempt), d.reason, str(d.error or "")] for d in dead],
+    )
+    console.print(text(f"\nlook closer:  tasuki dead list demo --url {url}"), soft_wrap=True)
+    console.print(text(f"re-drive:     tasuki dead redrive demo --all --url {url}"), soft_wrap=True)
 
 
 def _view(app: tasuki.App, tally: _Tally, progress: Progress, bar: object) -> Group:
@@ -169,15 +173,13 @@ def _view(app: tasuki.App, tally: _Tally, progress: Progress, bar: object) -> Gr
         counts = dict(tally.counts)
     settled = counts.get("ack", 0) + s["dead"]
     progress.update(bar, completed=min(settled, progress.tasks[0].total or 0))  # type: ignore[arg-type]
-    table = Table.grid(padding=(0, 3))
-    for col in ("finished", "retries", "dead", "ready", "in flight", "delayed"):
-        table.add_column(col)
-    table.add_row(
-        f"[green]finished {counts.get('ack', 0)}",
-        f"[yellow]retries scheduled {counts.get('retry', 0)}",
-        f"[red]dead {s['dead']}",
-        f"ready {s['ready']}",
-        f"in flight {s['in_flight']}",
-        f"delayed {s['delayed']}",
+    # One line of words that wraps between them in a narrow terminal.
+    line = Text.assemble(
+        (f"finished {counts.get('ack', 0)}", "green"),
+        "   ",
+        (f"retries scheduled {counts.get('retry', 0)}", "yellow"),
+        "   ",
+        (f"dead {s['dead']}", "red"),
+        f"   ready {s['ready']}   in flight {s['in_flight']}   delayed {s['delayed']}",
     )
-    return Group(progress, table)
+    return Group(progress, line)

@@ -71,6 +71,11 @@ def _kwargs(ctx: click.Context, param: click.Parameter, value: str | None) -> di
 @click.option(
     "--id", "message_id", type=MESSAGE_ID, help="Message id (makes the enqueue idempotent)."
 )
+@click.option(
+    "--priority",
+    type=click.IntRange(0, 9),
+    help="0 (lowest) to 9 (default: the job's with --app, else 0).",
+)
 @app_options
 @friendly_errors
 def enqueue(
@@ -80,6 +85,7 @@ def enqueue(
     queue: str | None,
     delay: float | None,
     message_id: str | None,
+    priority: int | None,
     app_spec: str | None,
     url: str | None,
 ) -> None:
@@ -88,7 +94,9 @@ def enqueue(
     values = tuple(_parse(a) for a in args)
     if app_spec:
         registered = app.get_job(job)
-        bound = registered.options(queue=queue, delay=delay, message_id=message_id)
+        bound = registered.options(
+            queue=queue, delay=delay, message_id=message_id, priority=priority
+        )
         click.echo(bound.enqueue(*values, **kwargs))
         return
     given = check_message_id(message_id) if message_id else None
@@ -102,5 +110,6 @@ def enqueue(
         max_attempts=UNSTATED_MAX_ATTEMPTS,  # the worker applies the job's own policy
         keep_id=app.id_window if given else 0.0,
         id_given=given is not None,
+        priority=priority or 0,
     )
     click.echo(app.producer.enqueue_outgoing([draft])[0].id)

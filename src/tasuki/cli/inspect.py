@@ -18,7 +18,8 @@ from tasuki.cli.common import (
     friendly_errors,
     text,
 )
-from tasuki.core.records import MessageInfo
+from tasuki.cli.tables import Column, record, table
+from tasuki.core.records import MessageInfo, Progress
 
 
 @click.command()
@@ -30,7 +31,7 @@ from tasuki.core.records import MessageInfo
 def inspect(
     queue: str, message_id: str, app_spec: str | None, url: str | None, as_json: bool
 ) -> None:
-    """State, attempts, lease, fencing number and recent history of one message.
+    """State, attempts, priority, lease, progress and recent history of one message.
 
     Exits with status 1 when the backend knows nothing of the message (never enqueued,
     or acked and its id no longer remembered).
@@ -56,30 +57,34 @@ def when(at: float | None, now: float | None = None) -> str:
     return f"{stamp} ({relative})"
 
 
-def print_info(info: MessageInfo) -> None:
-    from rich.table import Table
+def progress_line(progress: Progress) -> str:
+    """`40% 4 of 10 pages`: what a running job last said of its progress."""
+    return f"{progress.fraction:.0%} {progress.text}".rstrip()
 
+
+def print_info(info: MessageInfo) -> None:
     now = time.time()
+    out = console.real()
     if info.state == "unknown":
-        console.print(
+        out.print(
             text(
                 f"{info.id} in {info.queue}: unknown (never enqueued, or finished and no "
                 "longer remembered)"
             )
         )
         return
-    table = Table(show_header=False, title=text(f"{info.queue} / {info.id}"))
-    table.add_column("field", style="bold")
-    table.add_column("value")
     rows: list[tuple[str, str]] = [("state", info.state.replace("_", " "))]
-    if info.state == "finished":
+    if info.state in ("finished", "cancelled"):
         rows.append(("id remembered until", when(info.finished_until, now)))
     else:
         rows += [
             ("attempt", f"{info.attempt} of {info.max_attempts}"),
             ("fencing number", str(info.fencing_token)),
+            ("priority", str(info.priority)),
             ("enqueued", when(info.enqueued_at, now)),
         ]
+        if info.progress is not None:
+            rows.append(("progress", progress_line(info.progress)))
         if info.visible_at is not None:
             rows.append(("visible", when(info.visible_at, now)))
         if info.lease_expires_at is not None:
@@ -88,20 +93,20 @@ def print_info(info: MessageInfo) -> None:
             rows += [("died", when(info.died_at, now)), ("reason", info.reason)]
             if info.error is not None:
                 rows.append(("error", str(info.error)))
-    for field, value in rows:
-        table.add_row(field, text(value))
-    console.print(table)
+    record(f"{info.id} in queue {info.queue}", rows, out=out)
     if info.history:
-        history = Table(title="recent leases, oldest first")
-        for col in ("ended", "how", "fencing number", "detail"):
-            history.add_column(col)
-        for entry in info.history:
-            history.add_row(
-                text(when(entry.at, now)),
-                text(entry.event),
-                str(entry.fencing_token),
-                text(entry.detail),
-            )
-        console.print(history)
+        out.print()
+        table(
+            "recent leases, oldest first",
+            [
+                Column("ended", whole=True),
+                Column("how", whole=True),
+                Column("fencing number", whole=True, justify="right"),
+                Column("detail"),
+            ],
+            [[when(e.at, now), e.event, str(e.fencing_token), e.detail] for e in info.history],
+            out=out,
+        )
     if info.error is not None and info.error.traceback:
-        console.print(text(info.error.traceback.rstrip()))
+        out.print()
+        out.print(text(info.error.traceback.rstrip()), soft_wrap=True)

@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("demo", "demo"),
     "migrate": ("migrate", "migrate"),
     "inspect": ("inspect", "inspect"),
+    "cancel": ("cancel", "cancel"),
     "dashboard": ("dashboard", "dashboard"),
 }
 

@@ -6,10 +6,10 @@ import time
 
 import click
 import orjson
-from rich.table import Table
 
 from tasuki.backends.urls import redact
-from tasuki.cli.common import QUEUE, app_from_options, app_options, console, friendly_errors, text
+from tasuki.cli.common import QUEUE, app_from_options, app_options, friendly_errors
+from tasuki.cli.tables import Column, table
 
 
 @click.command()
@@ -38,19 +38,25 @@ def stats(
         if as_json:
             click.echo(orjson.dumps(rows).decode())
         else:
-            table = Table(title=text(f"tasuki · {redact(app.url)}"))
-            for col in ("queue", "ready", "in flight", "delayed", "dead", "oldest ready"):
-                table.add_column(col, justify="left" if col == "queue" else "right")
-            for q, s in rows.items():
-                table.add_row(
-                    text(q),
-                    str(s["ready"]),
-                    str(s["in_flight"]),
-                    str(s["delayed"]),
-                    str(s["dead"]),
-                    f"{s['oldest_ready_age']:.1f}s",
-                )
-            console.print(table)
+            columns = [Column("queue", whole=True)] + [
+                Column(name, whole=True, justify="right")
+                for name in ("ready", "in flight", "delayed", "dead", "oldest ready")
+            ]
+            table(
+                f"tasuki · {redact(app.url)}",
+                columns,
+                [
+                    [
+                        q,
+                        str(s["ready"]),
+                        str(s["in_flight"]),
+                        str(s["delayed"]),
+                        str(s["dead"]),
+                        f"{s['oldest_ready_age']:.1f}s",
+                    ]
+                    for q, s in rows.items()
+                ],
+            )
         if not watch:
             return
         time.sleep(watch)

@@ -6,9 +6,12 @@ import gc
 import sys
 
 import click
+from click.core import ParameterSource
 
 from tasuki import logs
-from tasuki.cli.common import friendly_errors, load_app
+from tasuki.cli.common import friendly_errors
+from tasuki.cli.target import load_app, refuse_in_process
+from tasuki.runtime.health import STUCK_AFTER
 
 CPYTHON_SLICE = 0.005  # sys.getswitchinterval() until someone changes it
 
@@ -52,8 +55,42 @@ CPYTHON_SLICE = 0.005  # sys.getswitchinterval() until someone changes it
     show_default=True,
     help="Address for --metrics-port; 0.0.0.0 exposes it.",
 )
+@click.option(
+    "--health-port",
+    type=click.IntRange(min=1, max=65535),
+    help="Serve /livez and /readyz on this port (also served on --metrics-port).",
+)
+@click.option(
+    "--health-host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address for --health-port; 0.0.0.0 for probes from outside (Kubernetes).",
+)
+@click.option(
+    "--stuck-after",
+    type=click.FloatRange(min=0, min_open=True),
+    default=STUCK_AFTER,
+    show_default=True,
+    metavar="SECONDS",
+    help="/livez fails when a loop of the worker has not turned for this long.",
+)
+@click.option(
+    "--reload",
+    is_flag=True,
+    help="Development: restart the worker when a .py file under the working directory "
+    "changes (needs tasuki[reload]); --grace defaults to 1 s then.",
+)
+@click.option(
+    "--reload-dir",
+    "reload_dirs",
+    multiple=True,
+    type=click.Path(exists=True, file_okay=False),
+    help="Watch this directory too (repeatable).",
+)
+@click.pass_context
 @friendly_errors
 def worker(
+    ctx: click.Context,
     app_spec: str,
     queues: str | None,
     concurrency: int,
@@ -65,10 +102,21 @@ def worker(
     log_format: str,
     metrics_port: int | None,
     metrics_host: str,
+    health_port: int | None,
+    health_host: str,
+    stuck_after: float,
+    reload: bool,
+    reload_dirs: tuple[str, ...],
 ) -> None:
     """Run a worker for the app's jobs until SIGTERM/SIGINT (graceful), or a second one."""
     logs.configure(log_level, log_format)
-    app = load_app(app_spec)
+    if reload:
+        from tasuki.cli.reload import run
+
+        given = ctx.get_parameter_source("grace") is not ParameterSource.DEFAULT
+        sys.exit(run(ctx, reload_dirs, grace if given else None))
+    app = load_app(app_spec, param_hint="'MODULE:APP'")
+    refuse_in_process(app)
     w = app.worker(
         queues=queues,
         concurrency=concurrency,
@@ -78,15 +126,16 @@ def worker(
         handle_signals=True,
         inline=not no_inline,
     )
-    if metrics_port is not None:
-        from tasuki.middleware.metrics import serve
+    if metrics_port is not None or health_port is not None:
+        from tasuki.runtime.probes import serve_worker_endpoints
 
-        serve(
+        serve_worker_endpoints(
+            w,
             app.middleware,
             app.backend,
-            metrics_port,
-            metrics_host,
-            queues=lambda: w.queues,
+            metrics=None if metrics_port is None else (metrics_host, metrics_port),
+            health=None if health_port is None else (health_host, health_port),
+            stuck_after=stuck_after,
         )
     slice_ = app.backend.capabilities.gil_slice
     if slice_ is not None and not no_inline and sys.getswitchinterval() == CPYTHON_SLICE:

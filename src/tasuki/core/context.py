@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
-from tasuki.core.records import Receipt
-from tasuki.errors import LeaseLost, TasukiError
+from tasuki.core.records import Progress, Receipt
+from tasuki.errors import InvalidArgument, LeaseLost, TasukiError
 
 if TYPE_CHECKING:
     from tasuki.core.job import Job
@@ -17,16 +18,22 @@ if TYPE_CHECKING:
 
 _current: ContextVar[Context | None] = ContextVar("tasuki_context", default=None)
 _EVENT_MUTEX = threading.Lock()
+# The longest text `ctx.progress` takes: it is stored with the message and shown as is.
+MAX_PROGRESS_TEXT = 256
 
 
 class Context:
     """One delivery of one message, as seen from inside its handler and middleware.
 
-    `should_stop` is set on graceful shutdown, on timeout and when the lease is lost; a
-    long job checks it and raises `tasuki.Defer()` to hand the message back unharmed.
+    `should_stop` is set on graceful shutdown, on timeout, when the lease is lost and
+    when the message is cancelled (then `cancelled` too); a long job checks it and raises
+    `tasuki.Defer()` to hand the message back unharmed, or just returns once cancelled:
+    nothing of a cancelled run is kept either way.
     """
 
     __slots__ = (
+        "_asked",
+        "_cancelled",
         "_extender",
         "_held_locks",
         "_locks",
@@ -34,6 +41,7 @@ class Context:
         "_stop",
         "deadline",
         "job",
+        "last_progress",
         "lease_lost",
         "message",
         "started_at",
@@ -56,6 +64,12 @@ class Context:
         self.lease_lost = False
         self.deadline: float | None = None
         self.started_at = 0.0
+        self._cancelled = False
+        # Whether the job looked for a stop (`should_stop`, `wait_for_stop`, `cancelled`):
+        # the lease keeper then looks for a cancel more often (`runtime/heartbeat.py`).
+        self._asked = False
+        # What the job last said of its progress; the keeper sends it with the next keep.
+        self.last_progress: Progress | None = None
         # Made on first use, like the stop event: most deliveries never need them.
         self._state: dict[str, Any] | None = None
         self._held_locks: list[tuple[str, str]] | None = None
@@ -102,12 +116,54 @@ class Context:
 
     @property
     def should_stop(self) -> bool:
+        self._asked = True
         stop = self._stop
         return stop is not None and stop.is_set()
 
+    @property
+    def cancelled(self) -> bool:
+        """The message was cancelled while this run held it (`app.cancel`): its lease is
+        fenced out, so nothing this run returns or raises is kept, and it is never retried."""
+        self._asked = True
+        return self._cancelled
+
+    @property
+    def asked(self) -> bool:
+        """Whether the job has looked for a stop (see `__init__`)."""
+        return self._asked
+
     def wait_for_stop(self, timeout: float | None = None) -> bool:
         """Sleep up to `timeout` seconds, waking early if the job is asked to stop."""
+        self._asked = True
         return self._event().wait(timeout)
+
+    def mark_cancelled(self) -> None:
+        """The lease keeper learnt that the message was cancelled: its lease is gone too."""
+        self._cancelled = True
+        self.lease_lost = True
+        self.request_stop("cancelled")
+
+    def progress(self, fraction: float, text: str = "") -> None:
+        """Say how far the job is: `fraction` from 0 to 1 and a short text, shown by
+        `tasuki inspect` and the dashboard. It travels with the lease's next heartbeat,
+        stored only while this run holds the lease (a stale run's progress is refused)."""
+        if isinstance(fraction, bool) or not isinstance(fraction, int | float):
+            raise InvalidArgument(
+                f"progress fraction must be a number from 0 to 1, got {fraction!r}"
+            )
+        if not (math.isfinite(fraction) and 0.0 <= fraction <= 1.0):
+            raise InvalidArgument(f"progress fraction must be from 0 to 1, got {fraction!r}")
+        if not isinstance(text, str) or len(text) > MAX_PROGRESS_TEXT:
+            raise InvalidArgument(
+                f"progress text must be a str of at most {MAX_PROGRESS_TEXT} chars, got "
+                f"{type(text).__name__} {text!r:.60}"
+            )
+        if self._extender is None:
+            raise TasukiError(
+                "this delivery's progress cannot be reported here (no lease keeper looks "
+                "after it: a process job, or a run already settled)"
+            )
+        self.last_progress = Progress(float(fraction), text)
 
     def request_stop(self, reason: str) -> None:
         stop = self._event()
@@ -135,7 +191,8 @@ class Context:
         if self._extender is None:
             raise TasukiError("this delivery's lease cannot be extended here")
         if not self._extender(float(seconds)):
-            raise LeaseLost(f"lease on message {self.message.id} was lost; stop work on it")
+            what = "was cancelled" if self._cancelled else "was lost"
+            raise LeaseLost(f"lease on message {self.message.id} {what}; stop work on it")
 
 
 def current() -> Context:

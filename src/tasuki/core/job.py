@@ -9,7 +9,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, Protocol, TypeVar
 
-from tasuki.core.policies import Dedup, Retry, Unique
+from tasuki.core.policies import (
+    ConcurrencyLimit,
+    Dedup,
+    RateLimit,
+    Retry,
+    Unique,
+    check_priority,
+)
 from tasuki.errors import InvalidArgument
 
 if TYPE_CHECKING:
@@ -101,6 +108,9 @@ class Job(Generic[P, R]):
         executor: Executor,
         consumer: bool = False,
         extra: Mapping[str, Any] | None = None,
+        priority: int = 0,
+        rate_limit: RateLimit | None = None,
+        concurrency_limit: ConcurrencyLimit | None = None,
     ) -> None:
         self.producer = producer
         self.fn = fn
@@ -121,6 +131,11 @@ class Job(Generic[P, R]):
             raise InvalidArgument(f"job {name!r}: an async def job runs on the event loop only")
         self.executor: Executor = executor
         self.consumer = consumer
+        # Flow control (`core/flowcontrol.py`): the default priority of its messages and
+        # the limits they count against.
+        self.priority = check_priority(priority)
+        self.rate_limit = rate_limit
+        self.concurrency_limit = concurrency_limit
         self.extra: dict[str, Any] = dict(extra or {})
         self.__doc__ = fn.__doc__
         self.__name__ = getattr(fn, "__name__", name)
@@ -164,12 +179,14 @@ class Job(Generic[P, R]):
         message_id: str | None = None,
         headers: Mapping[str, str] | None = None,
         connection: object | None = None,
+        priority: int | None = None,
     ) -> Enqueuer[P]:
         """Per-call settings; `message_id` makes the enqueue idempotent.
 
         `connection`: your own database connection (psycopg for postgresql://, sqlite3
         for sqlite://); the message is written in its open transaction, so it exists
-        only if that transaction commits.
+        only if that transaction commits. `priority`: 0 (lowest) to 9 (highest), instead
+        of the job's own.
         """
         return Enqueuer(
             self,
@@ -178,6 +195,7 @@ class Job(Generic[P, R]):
             message_id=check_message_id(message_id) if message_id is not None else None,
             headers=check_headers(headers),
             connection=connection,
+            priority=check_priority(priority) if priority is not None else None,
         )
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
@@ -200,6 +218,7 @@ class Enqueuer(Generic[P]):
         message_id: str | None,
         headers: dict[str, str],
         connection: object | None = None,
+        priority: int | None = None,
     ) -> None:
         self.job = job
         self.delay = delay
@@ -207,6 +226,7 @@ class Enqueuer(Generic[P]):
         self.message_id = message_id
         self.headers = headers
         self.connection = connection
+        self.priority = priority
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
         return self.job.producer.enqueue_calls(self.job, [(args, kwargs)], self)[0]

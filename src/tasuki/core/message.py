@@ -7,6 +7,7 @@ believes was delivered.
 from __future__ import annotations
 
 import os
+import time
 import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -23,23 +24,37 @@ NOT_BEFORE_HEADER = "tasuki-not-before"
 # The FIFO message group of a message on an SQS `.fifo` queue (`middleware/groups.py`).
 GROUP_HEADER = "tasuki-group"
 
+# A random byte with the UUID version (7) in its high nibble, and with the variant's bits.
+_VERSION_7 = bytes((b & 0x0F) | 0x70 for b in range(256))
+_VARIANT = bytes((b & 0x3F) | 0x80 for b in range(256))
+
 
 def new_id() -> str:
-    """A fresh message id, in the form of `uuid.uuid4().hex` (32 hex digits, version 4).
+    """A fresh message id: 32 hex digits in the layout of a UUID version 7 (RFC 9562), the
+    Unix time in milliseconds, then 74 random bits.
 
-    Made from `os.urandom` directly: the uuid module costs a worker a hundredth of a second
-    to import, for one call per enqueue.
+    Time-ordered, so that the ids of messages enqueued together sit together in an
+    index: a SQL backend's ack deletes a batch's entries from a few pages of its id
+    index instead of one page per message (random ids made SQLite write 5 times the
+    pages per message, and slowed it by half with a million messages waiting).
+    Made from `os.urandom` directly: the uuid module costs a worker a hundredth of a
+    second to import, for one call per enqueue.
     """
-    return new_ids(1)[0]
+    tail = bytearray(os.urandom(10))
+    tail[0] = _VERSION_7[tail[0]]
+    tail[2] = _VARIANT[tail[2]]
+    return f"{time.time_ns() // 1_000_000:012x}{tail.hex()}"
 
 
 def new_ids(n: int) -> list[str]:
-    """`n` fresh message ids from one `os.urandom` call (a system call per id would be a
-    tenth of a bulk enqueue's time)."""
+    """`n` fresh message ids (`new_id`) from one `os.urandom` call (a system call per id
+    would be a tenth of a bulk enqueue's time)."""
     raw = bytearray(os.urandom(16 * n))
-    for at in range(0, 16 * n, 16):
-        raw[at + 6] = (raw[at + 6] & 0x0F) | 0x40
-        raw[at + 8] = (raw[at + 8] & 0x3F) | 0x80
+    # Byte by byte across all ids at once (extended slices): no Python loop per id.
+    for at, byte in enumerate((time.time_ns() // 1_000_000).to_bytes(6, "big")):
+        raw[at::16] = bytes((byte,)) * n
+    raw[6::16] = raw[6::16].translate(_VERSION_7)
+    raw[8::16] = raw[8::16].translate(_VARIANT)
     text = raw.hex()
     return [text[at : at + 32] for at in range(0, 32 * n, 32)]
 

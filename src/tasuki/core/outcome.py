@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Action = Literal["ack", "skip", "defer", "retry", "dead"]
+# "cancel": the message was cancelled while it ran; nothing is settled (see `Context`).
+Action = Literal["ack", "skip", "defer", "retry", "dead", "cancel"]
 
 
 @dataclass(slots=True)

@@ -28,3 +28,5 @@ class Outgoing:
     keep_id: float = 0.0
     unique: UniqueClaim | None = None
     id_given: bool = False
+    # 0 (lowest) to 9: the order of the lease (`Envelope.priority`).
+    priority: int = 0

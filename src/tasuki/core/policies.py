@@ -178,3 +178,69 @@ class Unique:
             raise InvalidArgument("Unique reschedule_delay must be >= 0")
         if self.key is not None and not callable(self.key):
             raise InvalidArgument("Unique key must be a callable taking the Message")
+
+
+MAX_PRIORITY = 9
+# A limit's name and what its key callable returns end up in the backend's keys.
+MAX_LIMIT_KEY = 256
+
+
+def check_priority(priority: object) -> int:
+    """A message priority: an int from 0 (the default, lowest) to 9 (highest)."""
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise InvalidArgument(f"priority must be an int from 0 to 9, got {priority!r}")
+    if not 0 <= priority <= MAX_PRIORITY:
+        raise InvalidArgument(f"priority must be from 0 to 9, got {priority}")
+    return priority
+
+
+def _check_limit(kind: str, limit: int, key: KeyFunc | None, name: str | None) -> None:
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise InvalidArgument(f"{kind} needs an int n >= 1, got {limit!r}")
+    if key is not None and not callable(key):
+        raise InvalidArgument(f"{kind} key must be a callable taking the Message, got {key!r}")
+    if name is not None and (not isinstance(name, str) or not name or len(name) > MAX_LIMIT_KEY):
+        raise InvalidArgument(
+            f"{kind} name must be a non-empty str of at most {MAX_LIMIT_KEY} chars, got {name!r}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RateLimit:
+    """At most `n` starts in any window of `per` seconds, per key, across every worker.
+
+    `key` (a callable taking the `Message`) splits the limit: one per customer, say. The
+    limit belongs to the job (keys of two jobs never meet) unless both give the same
+    `name`: then they share it, as two jobs calling one external API share its quota.
+    A message over the limit is not run and costs no attempt: the backend keeps it
+    until its token is due.
+    """
+
+    n: int
+    per: float = 1.0
+    key: KeyFunc | None = None
+    name: str | None = None
+
+    def __post_init__(self) -> None:
+        _check_limit("RateLimit", self.n, self.key, self.name)
+        per = self.per
+        if isinstance(per, bool) or not isinstance(per, int | float) or not 0 < per < 1e9:
+            raise InvalidArgument(f"RateLimit per must be a number of seconds > 0, got {per!r}")
+        object.__setattr__(self, "per", float(per))
+
+
+@dataclass(frozen=True, slots=True)
+class ConcurrencyLimit:
+    """At most `n` messages running at once per key, across every worker.
+
+    A slot is the lease that holds it: freed by the ack, the dead letter, the release, a
+    cancel, or the lease's expiry when its worker died. `key` and `name` as in
+    `RateLimit`.
+    """
+
+    n: int
+    key: KeyFunc | None = None
+    name: str | None = None
+
+    def __post_init__(self) -> None:
+        _check_limit("ConcurrencyLimit", self.n, self.key, self.name)

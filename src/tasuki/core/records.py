@@ -8,14 +8,34 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
-from typing import Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
+from tasuki.core.envelope import (
+    Enqueued,
+    EnqueueStatus,
+    Envelope,
+    Limit,
+    LimitKind,
+    UniqueClaim,
+)
 from tasuki.core.message import ErrorInfo, Lease, Message
+
+if TYPE_CHECKING:
+    from tasuki.core.flowrecords import Effects
+
+# Made where a message is made (`core/envelope.py`), named here too: the values that
+# cross the backend seam are imported from this module.
+__all__ = [
+    "EnqueueStatus",
+    "Enqueued",
+    "Envelope",
+    "Limit",
+    "LimitKind",
+    "UniqueClaim",
+]
 
 DEFAULT_VISIBILITY_TIMEOUT = 30.0
 FOREVER = 10 * 365 * 86400.0
-_NO_HEADERS: Mapping[str, str] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,51 +91,21 @@ class Capabilities:
     # it back several times per call (psycopg reading a lease's rows) waits up to a
     # slice each time, and the next batch arrives late.
     gil_slice: float | None = None
-
-
-class UniqueClaim(NamedTuple):
-    """Take lock `key` for the message being enqueued, atomically with the enqueue.
-
-    If a live holder exists the message is not stored; with `replace`, a holder that is
-    still waiting gets the new body and headers.
-    """
-
-    key: str
-    ttl: float
-    replace: bool = False
-
-
-class Envelope(NamedTuple):
-    """A message on its way in, with the per-message settings the backend enforces.
-
-    A named tuple, not a dataclass: bulk enqueue builds tens of thousands a second.
-    `headers` must not be mutated (the default is shared).
-    """
-
-    queue: str
-    id: str
-    body: bytes
-    headers: Mapping[str, str] = _NO_HEADERS
-    delay: float = 0.0
-    max_attempts: int = 10
-    visibility_timeout: float | None = None
-    keep_id: float = 0.0
-    unique: UniqueClaim | None = None
-
-
-EnqueueStatus = Literal["enqueued", "duplicate", "conflict", "replaced"]
-
-
-class Enqueued(NamedTuple):
-    """Result of one enqueue.
-
-    `duplicate`: the id was already known (queued, in flight, dead, or finished within
-    its window) and nothing changed. `conflict` / `replaced`: a unique claim met a live
-    holder; `id` is then the holder's id, the message that will do the work.
-    """
-
-    id: str
-    status: EnqueueStatus
+    # Result records (`Envelope.keep_result`, `Settle.effects.result`, `result`,
+    # `wait_result`): the backend keeps jobs' return values.
+    results: bool = False
+    # Workflows: `start_flow`, `flow`, `wait_flow`, `cancel_flow`, `group_value`, and a
+    # settle's effects (fills, successors, the flow's result and failure).
+    workflows: bool = False
+    # `Envelope.priority` orders the lease (rank = visible_at - priority x aging).
+    priorities: bool = False
+    # `Envelope.limits` of kind "rate" / "concurrency" are admitted at lease time.
+    rate_limits: bool = False
+    concurrency_limits: bool = False
+    # `cancel(queue, id)`, and `keep` answering "cancelled" to a cancelled lease.
+    cancel: bool = False
+    # `keep` stores a lease's `Progress` (fenced), shown by `inspect`.
+    progress: bool = False
 
 
 class Receipt(NamedTuple):
@@ -126,18 +116,79 @@ class Receipt(NamedTuple):
     token: str
 
 
-class Release(NamedTuple):
+# How a delivery ends: deleted ("ack"), handed back to wait again ("release"), or moved to
+# the dead letters ("dead"). One word per verdict, the same in the runtime, the backends
+# and the logs ("dead-lettered" is the log line's past tense of "dead").
+Verdict = Literal["ack", "release", "dead"]
+
+
+class Settle(NamedTuple):
+    """How one delivery ends, as the worker tells the backend.
+
+    A worker sends its settles in batches (`Backend.settle`), whatever their verdicts:
+    only the holder of the current lease (`receipt.token`) can settle a message. The
+    fields after `verdict` belong to one verdict each: a release waits `delay` seconds,
+    and without `penalty` gives its attempt back; `error` is the error that made a run
+    retry (a release) or the last error of a dead letter; `reason` says why it died.
+    """
+
     receipt: Receipt
+    verdict: Verdict
     delay: float = 0.0
     penalty: bool = True
-    # The error that made the run retry, as `Type: message` (for the message's history).
-    error: str = ""
-
-
-class Bury(NamedTuple):
-    receipt: Receipt
-    reason: str
+    reason: str = ""
     error: ErrorInfo | None = None
+    # What must change with this settle, in the same atomic step and under the same
+    # token check (results, workflows: `core/flowrecords.py`); ack and dead only.
+    effects: Effects | None = None
+
+    @classmethod
+    def ack(cls, receipt: Receipt, effects: Effects | None = None) -> Settle:
+        return cls(receipt, "ack", 0.0, True, "", None, effects)
+
+    @classmethod
+    def release(
+        cls,
+        receipt: Receipt,
+        delay: float = 0.0,
+        penalty: bool = True,
+        error: ErrorInfo | None = None,
+    ) -> Settle:
+        return cls(receipt, "release", delay, penalty, "", error)
+
+    @classmethod
+    def dead(
+        cls,
+        receipt: Receipt,
+        reason: str,
+        error: ErrorInfo | None = None,
+        effects: Effects | None = None,
+    ) -> Settle:
+        return cls(receipt, "dead", 0.0, True, reason, error, effects)
+
+
+class Progress(NamedTuple):
+    """How far a running job says it is: `fraction` in [0, 1] and a short text."""
+
+    fraction: float
+    text: str = ""
+
+
+class Keep(NamedTuple):
+    """One lease to keep alive (`Backend.keep`): extended to now + `visibility_timeout`,
+    with the job's latest progress, stored only while the lease is current."""
+
+    receipt: Receipt
+    visibility_timeout: float
+    progress: Progress | None = None
+
+
+# What `keep` found: the lease is still the caller's ("held"), it lapsed or was taken by
+# another lease ("lost"), or the message was cancelled while it ran ("cancelled").
+LeaseStatus = Literal["held", "lost", "cancelled"]
+# What `cancel` did: removed a waiting message, signalled a running one, or found
+# nothing it could cancel (unknown, finished, dead, or cancelled already).
+CancelStatus = Literal["removed", "signalled", "unknown"]
 
 
 class Delivery(NamedTuple):
@@ -189,7 +240,7 @@ class QueueStats:
         }
 
 
-MessageState = Literal["delayed", "ready", "in_flight", "dead", "finished", "unknown"]
+MessageState = Literal["delayed", "ready", "in_flight", "dead", "finished", "cancelled", "unknown"]
 HistoryEvent = Literal["acked", "retried", "released", "dead", "lease lost"]
 # Entries of history a backend keeps per message: the most recent ends of its leases.
 HISTORY_LIMIT = 5
@@ -225,11 +276,12 @@ class MessageInfo:
     """What a backend knows of one message: `app.inspect(queue, id)`.
 
     `state` is "finished" when the message was acked and its caller-given id is still
-    remembered (the idempotency window, until `finished_until`), "unknown" when the
-    backend has no trace of it. `visible_at` is when a waiting message becomes ready;
-    `lease_expires_at` when the current lease of one in flight expires. `history` holds
-    the ends of its last few leases (at most `HISTORY_LIMIT`), oldest first. Times are
-    epoch seconds of the backend's clock.
+    remembered (the idempotency window, until `finished_until`), "cancelled" when it was
+    cancelled (for the same window), "unknown" when the backend has no trace of it.
+    `visible_at` is when a waiting message becomes ready; `lease_expires_at` when the
+    current lease of one in flight expires. `history` holds the ends of its last few
+    leases (at most `HISTORY_LIMIT`), oldest first. `progress` is what the running job
+    last reported. Times are epoch seconds of the backend's clock.
     """
 
     queue: str
@@ -246,6 +298,9 @@ class MessageInfo:
     error: ErrorInfo | None = None
     died_at: float | None = None
     history: tuple[HistoryEntry, ...] = ()
+    # What the running job last said of its progress (backends with `progress`).
+    progress: Progress | None = None
+    priority: int = 0
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -269,6 +324,10 @@ class MessageInfo:
             },
             "died_at": self.died_at,
             "history": [entry.as_dict() for entry in self.history],
+            "progress": None
+            if self.progress is None
+            else {"fraction": self.progress.fraction, "text": self.progress.text},
+            "priority": self.priority,
         }
 
 

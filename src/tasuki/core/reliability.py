@@ -1,6 +1,6 @@
 """Reliability counts a backend keeps per queue, so any process can read them.
 
-DESIGN §6 asks how reliable delivery is: deliveries that were redeliveries, leases lost,
+Operators ask how reliable delivery is: deliveries that were redeliveries, leases lost,
 how late heartbeats were, and how long a crashed worker's message waited between its
 lease's expiry and its next start. The Prometheus middleware counts these inside each
 worker; a dashboard is another process, so the backend keeps the same numbers beside

@@ -9,6 +9,7 @@ from tasuki.middleware.groups import MessageGroups
 from tasuki.middleware.logging import Logging
 from tasuki.middleware.metrics import Metrics
 from tasuki.middleware.retry import Retries
+from tasuki.middleware.sentry import SentryErrors
 from tasuki.middleware.timeout import Timeouts
 from tasuki.middleware.tracing import TraceContext
 from tasuki.middleware.unique import Uniqueness
@@ -36,6 +37,7 @@ __all__ = [
     "Outgoing",
     "ReportErrors",
     "Retries",
+    "SentryErrors",
     "Timeouts",
     "TraceContext",
     "Uniqueness",

@@ -42,6 +42,8 @@ class Logging(Middleware):
 
     def after(self, ctx: Context, outcome: Outcome) -> None:
         action = outcome.action or "ack"
+        if action == "cancel":
+            return  # the lease keeper logged "cancelled" when it learnt it
         if action in _INFO_ACTIONS and not logs.logger.isEnabledFor(logging.INFO):
             return  # the common case at WARNING: a success nobody logs
         name = _EVENTS.get(action, "finished")

@@ -203,16 +203,10 @@ class QueueCollector:
         return []  # collected on demand: no fixed description to check at register time
 
 
-def serve(
-    chain: MiddlewareChain,
-    backend: Backend,
-    port: int,
-    host: str = "127.0.0.1",
-    *,
-    queues: Callable[[], Iterable[str]],
+def install(
+    chain: MiddlewareChain, backend: Backend, *, queues: Callable[[], Iterable[str]]
 ) -> Metrics:
-    """Install `Metrics` outermost (once) and serve `/metrics` on host:port in a thread."""
-    prom = _prometheus()
+    """Install `Metrics` outermost (once), and the queue gauges read at scrape time."""
     installed = next((m for m in chain if isinstance(m, Metrics)), None)
     if installed is None:
         installed = Metrics(backend=backend)
@@ -221,12 +215,34 @@ def serve(
             chain.append(installed)
         else:
             chain.insert_before(first, installed)
-    try:
-        prom.start_http_server(port, addr=host, registry=installed.registry)
-    except OSError as exc:
-        raise TasukiError(f"cannot serve metrics on {host}:{port}: {exc}") from exc
     if installed.backend is None:
         installed.backend = backend
     # Leases lost are counted by the middleware, by queue and job.
     installed.registry.register(QueueCollector(backend, queues))
+    return installed
+
+
+def metrics_app(installed: Metrics) -> Callable[..., Any]:
+    """The WSGI app that serves `installed`'s registry (what `/metrics` answers)."""
+    return _prometheus().make_wsgi_app(installed.registry)  # type: ignore[no-any-return]
+
+
+def serve(
+    chain: MiddlewareChain,
+    backend: Backend,
+    port: int,
+    host: str = "127.0.0.1",
+    *,
+    queues: Callable[[], Iterable[str]],
+) -> Metrics:
+    """Install `Metrics` (see `install`) and serve `/metrics` on host:port in a thread.
+
+    `tasuki worker --metrics-port` serves the same and the health checks beside it
+    (`tasuki.runtime.probes`)."""
+    prom = _prometheus()
+    installed = install(chain, backend, queues=queues)
+    try:
+        prom.start_http_server(port, addr=host, registry=installed.registry)
+    except OSError as exc:
+        raise TasukiError(f"cannot serve metrics on {host}:{port}: {exc}") from exc
     return installed

@@ -12,11 +12,14 @@ from typing import TYPE_CHECKING, Any
 from tasuki.core.context import reset_current, set_current
 from tasuki.core.outcome import Outcome
 from tasuki.errors import Defer, JobTimeout, Skip
+from tasuki.runtime.pulse import Pulse
 
 if TYPE_CHECKING:
     from tasuki.runtime.chain import ChainDriver
-    from tasuki.runtime.settlement import Finisher
+    from tasuki.runtime.finisher import Finisher
     from tasuki.runtime.task import Task
+
+BEAT_EVERY = 1.0
 
 
 class EventLoopThread:
@@ -29,6 +32,7 @@ class EventLoopThread:
         self._pending_mutex = threading.Lock()
         self._scheduled = False
         self.tasks: set[asyncio.Task[None]] = set()
+        self.pulse = Pulse("event loop")
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
         self._ready.wait()
@@ -36,8 +40,14 @@ class EventLoopThread:
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
         self.loop.call_soon(self._ready.set)
+        self.loop.call_soon(self._beat)
         self.loop.run_forever()
         self.loop.close()
+
+    def _beat(self) -> None:
+        """A loop blocked by a job that does not await beats no more (`runtime.health`)."""
+        self.pulse.beat()
+        self.loop.call_later(BEAT_EVERY, self._beat)
 
     def submit(self, make: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """Start a task; submissions made while the loop is busy are started together."""

@@ -13,9 +13,10 @@ import time
 from collections.abc import Callable
 
 from tasuki import logs
-from tasuki.backends.base import Backend, Delivery, Release
+from tasuki.backends.base import Backend, Delivery, Settle
 from tasuki.errors import TasukiError
 from tasuki.runtime.outage import Outage
+from tasuki.runtime.pulse import Pulse
 
 # How long a busy fetcher waits for a quarter of the slots to free up before leasing.
 LINGER = 0.002
@@ -122,6 +123,7 @@ class Fetcher:
         self.empty = False
         self.gather = max(1, min(batch_size, slots.size // 4))
         self.outage = Outage(f"leasing from queue {queue!r}")
+        self.pulse = Pulse(f"fetcher {queue}")
         self._thread = threading.Thread(target=self._run, name=f"tasuki-fetch-{queue}", daemon=True)
 
     def start(self) -> None:
@@ -135,6 +137,7 @@ class Fetcher:
         # The next batch, asked for before the current one ran: (slots, finish the lease).
         ahead: tuple[int, Callable[[], list[Delivery]]] | None = None
         while not self.stopping.is_set():
+            self.pulse.beat()
             if ahead is None:
                 reserved = self.slots.reserve(
                     self.batch_size, timeout=0.2, gather=self.gather, linger=LINGER
@@ -164,7 +167,8 @@ class Fetcher:
             except TasukiError as exc:
                 self.slots.give_back(reserved)
                 self.outage.failed(exc, backoff)
-                self.stopping.wait(backoff)
+                with self.pulse.idle():  # backing off from a failing backend: alive
+                    self.stopping.wait(backoff)
                 backoff = min(backoff * 2, 5.0)
                 continue
             backoff = 0.1
@@ -222,7 +226,7 @@ class Fetcher:
     def _hand_back(self, leased: list[Delivery]) -> None:
         """Leased just as the worker began to stop: give them straight back, no penalty."""
         try:
-            self.backend.release([Release(d.receipt, 0.0, penalty=False) for d in leased])
+            self.backend.settle([Settle.release(d.receipt, penalty=False) for d in leased])
         except TasukiError as exc:
             logs.logger.warning("could not hand back %d messages: %s", len(leased), exc)
         self.slots.give_back(len(leased))

@@ -1,10 +1,17 @@
-"""The lease keeper: extends the leases of running jobs (one loop, one thread).
+"""The lease keeper: keeps the leases of running jobs (one loop, one thread).
 
-A lease is extended once a third of its visibility timeout has passed, so a job may run
-for hours while its worker lives, and its message is redelivered within one visibility
-timeout of the worker's death. An extension refused by the backend means another
-delivery owns the message now: the job is told to stop and its result is never acked
-with the stale token. A backend with a maximum visibility (SQS: 12 hours from receipt)
+A lease is kept (`Backend.keep`: extended, with the job's latest progress) once a third
+of its visibility timeout has passed, so a job may run for hours while its worker lives,
+and its message is redelivered within one visibility timeout of the worker's death. The
+backend answers for each lease:
+- "lost": another delivery owns the message now; the job is told to stop and its
+  result is never acked with the stale token;
+- "cancelled": the message was cancelled (`app.cancel`); the job sees `ctx.cancelled`
+  and `ctx.should_stop`, and the run settles nothing (its token is fenced out anyway).
+A cancel is thus learnt within a third of the lease, or within `WATCH_EVERY` for a job
+that looks for a stop (`ctx.should_stop`, `wait_for_stop`, `ctx.cancelled`): only those
+leases are kept more often, so a job that never looks costs nothing more.
+A backend with a maximum visibility (SQS: 12 hours from receipt)
 gets extensions up to it and no further, with a log line: the message is then delivered
 again when that lease lapses.
 
@@ -23,10 +30,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tasuki import logs
-from tasuki.backends.base import Backend
+from tasuki.backends.base import Backend, Keep, LeaseStatus, Progress
 from tasuki.core import reliability
 from tasuki.errors import TasukiError
 from tasuki.runtime.outage import Outage
+from tasuki.runtime.pulse import Pulse
 
 if TYPE_CHECKING:
     from tasuki.core.context import Context
@@ -36,6 +44,8 @@ MIN_TICK = 0.01
 MAX_TICK = 0.5
 RETRY_TICK = 0.1
 REPORT_EVERY = 5.0
+# How often a lease whose job looks for a stop is kept, at most (a cancel's latency).
+WATCH_EVERY = 1.0
 
 
 @dataclass(eq=False, slots=True)
@@ -48,6 +58,8 @@ class Held:
     keeper: LeaseKeeper
     leased_at: float = 0.0
     capped: bool = False
+    # The progress the backend has stored for this lease (sent with a keep it held).
+    progress_sent: Progress | None = None
 
     def extend(self, seconds: float) -> bool:
         """`ctx.extend()`: extend this lease at once."""
@@ -55,25 +67,46 @@ class Held:
 
     @property
     def due_at(self) -> float:
-        return self.extended_at + self.visibility_timeout / 3.0
+        every = self.visibility_timeout / 3.0
+        watch = self.keeper.watch_every
+        if watch is not None and every > watch and self.ctx.asked:
+            every = watch
+        return self.extended_at + every
+
+    def keep(self, visibility_timeout: float) -> Keep:
+        """What to ask of `Backend.keep`: the lease, and the progress not yet stored."""
+        progress = self.ctx.last_progress
+        if progress is self.progress_sent:
+            progress = None
+        elif progress is not None and not self.keeper.stores_progress:
+            self.keeper.progress_dropped()
+            progress = None
+        return Keep(self.ctx.receipt, visibility_timeout, progress)
 
 
 class LeaseKeeper:
     def __init__(self, backend: Backend, chain: MiddlewareChain | None = None) -> None:
         self._backend = backend
         self._chain = chain
-        self._max_visibility = backend.capabilities.max_visibility
+        caps = backend.capabilities
+        self._max_visibility = caps.max_visibility
+        # Keeping a lease more often only tells a job of a cancel sooner where there is one.
+        self.watch_every = WATCH_EVERY if caps.cancel else None
+        self.stores_progress = caps.progress
+        self._progress_warned = False
         self._held: set[Held] = set()
         self._mutex = threading.Lock()
         self._wake = threading.Event()
         self._stopped = threading.Event()
         self.lost = 0
+        self.cancelled = 0
         self._next_wake = 0.0
         self._outage = Outage("extending leases")
         self._reports = backend.capabilities.reliability_counts
         self._lags: dict[str, dict[str, int]] = {}  # queue -> meters not yet reported
         self._lags_mutex = threading.Lock()
         self._report_at = time.monotonic() + REPORT_EVERY
+        self.pulse = Pulse("lease keeper")
         self._thread = threading.Thread(target=self._run, name="tasuki-lease-keeper", daemon=True)
         self._thread.start()
 
@@ -107,12 +140,14 @@ class LeaseKeeper:
 
     def extend_now(self, held: Held, seconds: float) -> bool:
         """`ctx.extend()`: extend this one lease at once."""
-        ok = self._backend.extend([held.ctx.receipt], seconds)[0]
-        if ok:
+        item = held.keep(seconds)
+        status = self._backend.keep([item])[0]
+        if status == "held":
             held.extended_at = time.monotonic() + max(0.0, seconds - held.visibility_timeout)
+            held.progress_sent = item.progress or held.progress_sent
         else:
-            self._lose([held])
-        return ok
+            self._end([held], [status])
+        return status == "held"
 
     def stop(self) -> None:
         self._stopped.set()
@@ -137,6 +172,7 @@ class LeaseKeeper:
 
     def _run(self) -> None:
         while not self._stopped.is_set():
+            self.pulse.beat()
             self._wake.clear()
             due, _ = self._plan(time.monotonic())
             if due:
@@ -167,35 +203,45 @@ class LeaseKeeper:
         return due, next_at
 
     def _extend(self, due: list[Held]) -> None:
-        by_vt: dict[float, list[Held]] = {}
-        for h in due:
-            by_vt.setdefault(self._length(h), []).append(h)
-        for vt, group in by_vt.items():
-            started = time.monotonic()
-            try:
-                results = self._backend.extend([h.ctx.receipt for h in group], vt)
-            except TasukiError as exc:
-                self._outage.failed(exc)
+        """One `keep` call for the due leases (per lease length), each with its progress."""
+        items = [h.keep(self._length(h)) for h in due]
+        started = time.monotonic()
+        try:
+            results = self._backend.keep(items)
+        except TasukiError as exc:
+            self._outage.failed(exc)
+            return
+        self._outage.worked()
+        ended: list[tuple[Held, LeaseStatus]] = []
+        listeners = self._listeners("lease_extended")
+        lags: list[tuple[str, float]] = []
+        for h, item, status in zip(due, items, results, strict=True):
+            if status != "held":
+                ended.append((h, status))
                 continue
-            self._outage.worked()
-            lost = []
-            listeners = self._listeners("lease_extended")
-            lags: list[tuple[str, float]] = []
-            for h, ok in zip(group, results, strict=True):
-                if ok:
-                    lag = max(0.0, started - h.due_at)
-                    h.extended_at = started
-                    lags.append((h.ctx.message.queue, lag))
-                    for m in listeners:
-                        _tell(m.lease_extended, h.ctx, lag)
-                else:
-                    lost.append(h)
-            if self._reports and lags:
-                with self._lags_mutex:
-                    for queue, lag in lags:
-                        reliability.observe(self._lags.setdefault(queue, {}), reliability.LAG, lag)
-            if lost:
-                self._lose(lost)
+            lag = max(0.0, started - h.due_at)
+            h.extended_at = started
+            if item.progress is not None:
+                h.progress_sent = item.progress
+            lags.append((h.ctx.message.queue, lag))
+            for m in listeners:
+                _tell(m.lease_extended, h.ctx, lag)
+        if self._reports and lags:
+            with self._lags_mutex:
+                for queue, lag in lags:
+                    reliability.observe(self._lags.setdefault(queue, {}), reliability.LAG, lag)
+        if ended:
+            self._end([h for h, _ in ended], [status for _, status in ended])
+
+    def progress_dropped(self) -> None:
+        """A job reported progress that this backend cannot store: say so, once."""
+        if not self._progress_warned:
+            self._progress_warned = True
+            logs.logger.warning(
+                "%s:// does not store progress (it lacks the progress capability): "
+                "ctx.progress() is not shown",
+                self._backend.url.split("://", 1)[0],
+            )
 
     def _listeners(self, hook: str) -> list[Middleware]:
         """The middleware that want to hear of `hook` (read per batch: the chain may change)."""
@@ -222,6 +268,22 @@ class LeaseKeeper:
             max(0.0, left),
         )
         return max(0.0, left)
+
+    def _end(self, helds: list[Held], statuses: list[LeaseStatus]) -> None:
+        """Leases the backend no longer holds for their runs: lost, or cancelled."""
+        lost = [h for h, status in zip(helds, statuses, strict=True) if status == "lost"]
+        cancelled = [h for h, status in zip(helds, statuses, strict=True) if status != "lost"]
+        if lost:
+            self._lose(lost)
+        if cancelled:
+            with self._mutex:
+                for h in cancelled:
+                    self._held.discard(h)
+            for h in cancelled:
+                self.cancelled += 1
+                h.ctx.mark_cancelled()
+                m = h.ctx.message
+                logs.event("cancelled", **logs.message_fields(m.queue, m.job, m.id, m.attempt))
 
     def _lose(self, lost: list[Held]) -> None:
         with self._mutex:

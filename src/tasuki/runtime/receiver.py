@@ -12,15 +12,16 @@ import time
 from typing import Any
 
 from tasuki import logs
-from tasuki.backends.base import Delivery, LockStore
+from tasuki.backends.base import Delivery, LockStore, Settle
 from tasuki.core.codec import Codec
 from tasuki.core.context import Context
 from tasuki.core.job import Job
 from tasuki.core.message import JOB_HEADER, NOT_BEFORE_HEADER, ErrorInfo, Lease, delivered
+from tasuki.core.reasons import LEASE_EXPIRED, describe, exhausted
 from tasuki.core.registry import Registry
 from tasuki.errors import SerializationError, SignatureError, UnknownJob
 from tasuki.runtime.heartbeat import Held, LeaseKeeper
-from tasuki.runtime.settler import Settlement, Settler
+from tasuki.runtime.settler import Settler
 from tasuki.runtime.task import Task
 
 # A hop lands this close to its time runs now rather than taking another hop.
@@ -121,12 +122,14 @@ class Receiver:
 
     def _exhausted(self, d: Delivery, job: Job[..., Any]) -> bool:
         """The job's policy governs the attempts, whatever limit the producer stamped."""
-        if d.attempt <= job.retry.max_attempts:
+        if not exhausted(d.attempt - 1, job.retry.max_attempts):
             return False
-        reason = f"lease expired {d.attempt - 1} times"
+        # Its earlier leases were not settled by a run that failed (that run's Retries
+        # would have dead-lettered it at the limit): they lapsed.
+        reason = describe(LEASE_EXPIRED, d.attempt - 1, job.retry.max_attempts)
         fields = logs.message_fields(d.queue, job.name, d.id, d.attempt)
         logs.event("dead-lettered", **fields, reason=reason)
-        self.settler.put(Settlement("bury", d.receipt, fields, reason=reason))
+        self.settler.put(Settle.dead(d.receipt, reason), fields)
         return True
 
     def _early(self, d: Delivery) -> bool:
@@ -140,11 +143,11 @@ class Receiver:
             return False
         hop = remaining if self.max_delay is None else min(remaining, self.max_delay)
         fields = logs.message_fields(d.queue, d.headers.get(JOB_HEADER), d.id, d.attempt)
-        self.settler.put(Settlement("release", d.receipt, fields, delay=hop, penalty=False))
+        self.settler.put(Settle.release(d.receipt, hop, penalty=False), fields)
         return True
 
     def _bury(self, d: Delivery, reason: str, error: BaseException) -> None:
         fields = logs.message_fields(d.queue, d.headers.get(JOB_HEADER), d.id, d.attempt)
         logs.event("dead-lettered", **fields, reason=reason)
         info = ErrorInfo(type(error).__name__, str(error), "")
-        self.settler.put(Settlement("bury", d.receipt, fields, reason=reason, error=info))
+        self.settler.put(Settle.dead(d.receipt, reason, info), fields)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from tasuki import logs
 from tasuki.errors import TasukiError
+from tasuki.runtime.pulse import Pulse
 
 if TYPE_CHECKING:
     from tasuki.core.periodic import Periodic
@@ -20,6 +21,7 @@ class Scheduler:
         self.periodics = periodics
         self.stopping = stopping
         self._thread = threading.Thread(target=self._run, name="tasuki-scheduler", daemon=True)
+        self.pulse = Pulse("scheduler")
 
     def start(self) -> None:
         self._thread.start()
@@ -30,6 +32,7 @@ class Scheduler:
     def _run(self) -> None:
         last = time.time()
         while not self.stopping.wait(INTERVAL):
+            self.pulse.beat()
             now = time.time()
             for p in self.periodics:
                 for tick in p.ticks(last, now):

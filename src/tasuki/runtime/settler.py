@@ -1,11 +1,11 @@
-"""The settler: acks, releases and burials, sent to the backend in batches.
+"""The settler: how deliveries end (ack, release, dead), sent to the backend in batches.
 
 Jobs finish one by one on many threads; the backend prefers few large calls. Every
-settlement goes through one queue and one thread that drains whatever has piled up and
-sends it as one batch per kind. Under light load a batch is one message and is sent at
-once; under heavy load batches grow on their own. A backend error is retried with
-backoff: a settlement is never dropped while the worker lives (if the lease lapses
-meanwhile, the message is simply delivered again).
+settle goes through one queue and one thread that drains whatever has piled up and
+sends it as one `Backend.settle` call, whatever the verdicts. Under light load a batch
+is one message and is sent at once; under heavy load batches grow on their own. A
+backend error is retried with backoff: a settle is never dropped while the worker lives
+(if the lease lapses meanwhile, the message is simply delivered again).
 """
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from queue import Empty, SimpleQueue
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from tasuki import logs
-from tasuki.backends.base import Backend, Bury, Receipt, Release
+from tasuki.backends.base import Backend, Settle
 from tasuki.errors import TasukiError
 from tasuki.runtime.outage import Outage
+from tasuki.runtime.pulse import Pulse
 
 MAX_BATCH = 1000
 # After a small batch, wait this long for more: under load, fewer and larger round trips.
@@ -33,38 +33,37 @@ class _HasFields(Protocol):
     def fields(self) -> dict[str, Any]: ...
 
 
-@dataclass(slots=True)
-class Settlement:
-    """One settlement; `about` gives the log fields, computed only if something is logged."""
+class Pending(NamedTuple):
+    """A settle on its way; `about` gives the log fields, computed only if one is logged."""
 
-    kind: str  # "ack" | "release" | "bury"
-    receipt: Receipt
+    settle: Settle
     about: _HasFields | dict[str, Any]
-    delay: float = 0.0
-    penalty: bool = True
-    reason: str = ""
-    error: Any = None
 
 
 _STOP = object()
 
 
 class Settler:
-    def __init__(self, backend: Backend, on_refused: Callable[[Settlement], None] | None = None):
+    def __init__(
+        self,
+        backend: Backend,
+        on_released: Callable[[list[Settle]], None] | None = None,
+    ):
         self._backend = backend
         self._queue: SimpleQueue[Any] = SimpleQueue()
-        self._on_refused = on_refused
+        self._on_released = on_released
         self._pending = 0
         self._count = threading.Lock()  # a plain lock: put() runs once per message
         self._giving_up_at: float | None = None
         self._outage = Outage("settling messages")
+        self.pulse = Pulse("settler")
         self._thread = threading.Thread(target=self._run, name="tasuki-settler", daemon=True)
         self._thread.start()
 
-    def put(self, item: Settlement) -> None:
+    def put(self, settle: Settle, about: _HasFields | dict[str, Any]) -> None:
         with self._count:
             self._pending += 1
-        self._queue.put(item)
+        self._queue.put(Pending(settle, about))
 
     @property
     def pending(self) -> int:
@@ -79,8 +78,9 @@ class Settler:
     def _run(self) -> None:
         stopping = False
         while True:
-            first = self._queue.get()
-            batch: list[Settlement] = []
+            with self.pulse.idle():
+                first = self._queue.get()
+            batch: list[Pending] = []
             if first is _STOP:
                 stopping = True
             else:
@@ -106,46 +106,39 @@ class Settler:
             if stopping and self._queue.empty():
                 return
 
-    def _send(self, batch: list[Settlement]) -> None:
-        acks = [s for s in batch if s.kind == "ack"]
-        releases = [s for s in batch if s.kind == "release"]
-        burials = [s for s in batch if s.kind == "bury"]
-        if acks:
-            self._call(acks, lambda: self._backend.ack([s.receipt for s in acks]))
-        if releases:
-            self._call(
-                releases,
-                lambda: self._backend.release(
-                    [Release(s.receipt, s.delay, s.penalty, s.error or "") for s in releases]
-                ),
-            )
-        if burials:
-            self._call(
-                burials,
-                lambda: self._backend.bury([Bury(s.receipt, s.reason, s.error) for s in burials]),
-            )
+    def _send(self, batch: list[Pending]) -> None:
+        results = self._call(batch)
+        if self._on_released is not None:
+            returning = [
+                p.settle
+                for p, ok in zip(batch, results, strict=True)
+                if ok and p.settle.verdict == "release"
+            ]
+            if returning:
+                self._on_released(returning)
 
-    def _call(self, items: Sequence[Settlement], send: Callable[[], list[bool]]) -> None:
+    def _call(self, items: Sequence[Pending]) -> list[bool]:
+        """Send with retries; per item, whether the backend accepted it."""
         backoff = 0.05
         while True:
             try:
-                results = send()
+                results = self._backend.settle([p.settle for p in items])
                 self._outage.worked()
                 break
             except TasukiError as exc:
                 if self._giving_up_at is not None and time.monotonic() > self._giving_up_at:
                     logs.logger.error(
-                        "giving up on %d settlements after backend errors: %s", len(items), exc
+                        "giving up on %d settles after backend errors: %s", len(items), exc
                     )
-                    return
+                    return [False] * len(items)
                 self._outage.failed(exc, backoff)
+                self.pulse.beat()
                 time.sleep(backoff)
                 backoff = min(backoff * 2, 2.0)
-        for item, ok in zip(items, results, strict=True):
-            if not ok:
-                if logs.enabled("ack refused"):
+        if logs.enabled("ack refused"):
+            for item, ok in zip(items, results, strict=True):
+                if not ok:
                     about = item.about
                     fields = about if isinstance(about, dict) else about.fields
-                    logs.event("ack refused", **fields, action=item.kind)
-                if self._on_refused is not None:
-                    self._on_refused(item)
+                    logs.event("ack refused", **fields, action=item.settle.verdict)
+        return results

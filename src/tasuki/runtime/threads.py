@@ -26,8 +26,8 @@ from tasuki.runtime.pace import SAMPLE, Pace
 if TYPE_CHECKING:
     from tasuki.runtime.chain import ChainDriver
     from tasuki.runtime.deadlines import Deadlines
+    from tasuki.runtime.finisher import Finisher
     from tasuki.runtime.processes import ProcessPool
-    from tasuki.runtime.settlement import Finisher
     from tasuki.runtime.task import Task
 
 # A stuck thread gets this long to react to its JobTimeout before its message is settled

@@ -27,12 +27,15 @@ from tasuki.middleware.base import MiddlewareChain
 from tasuki.runtime.chain import ChainDriver
 from tasuki.runtime.deadlines import Deadlines
 from tasuki.runtime.fetcher import Fetcher, Slots
+from tasuki.runtime.finisher import Finisher
 from tasuki.runtime.heartbeat import LeaseKeeper
 from tasuki.runtime.lock_renewal import LockRenewal
+from tasuki.runtime.maintenance import Maintenance
 from tasuki.runtime.pace import BATCH_BUDGET, Pace
+from tasuki.runtime.pulse import Pulse
 from tasuki.runtime.receiver import Receiver
+from tasuki.runtime.returning import Returning
 from tasuki.runtime.scheduler import Scheduler
-from tasuki.runtime.settlement import Finisher
 from tasuki.runtime.settler import Settler
 from tasuki.runtime.signals import graceful_signals
 from tasuki.runtime.task import Task
@@ -111,6 +114,8 @@ class Worker:
         self._pool: ProcessPool | None = None
         self._deadlines: Deadlines | None = None
         self._renewal: LockRenewal | None = None
+        # Set by `run(until_idle=True)`: the releases this worker expects back.
+        self._returning: Returning | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -118,7 +123,15 @@ class Worker:
             raise TasukiError("a worker can only be started once")
         self._started = True
         backend = self.backend
-        self.settler = Settler(backend)
+        returning = self._returning
+        self.settler = Settler(
+            backend,
+            on_released=None
+            if returning is None
+            else lambda done: returning.released(
+                (s.receipt.queue, s.receipt.id, s.delay) for s in done
+            ),
+        )
         self.keeper = LeaseKeeper(backend, self.chain)
         self.slots = Slots(self.concurrency)
         self.threads = ThreadPool(self.concurrency)
@@ -161,13 +174,22 @@ class Worker:
             self.concurrency,
             backend.url,
         )
+        self.maintenance = Maintenance(backend.maintenance(), self.locks)
         for f in self.fetchers:
             f.start()
         if self.scheduler is not None:
             self.scheduler.start()
+        self.maintenance.start()
 
     def run(self, until_idle: bool = False, timeout: float | None = None) -> None:
-        """Process messages until stopped, idle (`until_idle`) or `timeout` seconds passed."""
+        """Process messages until stopped, idle (`until_idle`) or `timeout` seconds passed.
+
+        Idle means no job running, nothing to settle, the queues' stats showing nothing
+        ready, delayed or in flight, and no message this worker released (a retry, a
+        deferral) still on its way back: approximate stats (SQS) may miss those.
+        """
+        if until_idle and not self._started:
+            self._returning = Returning(self.backend.capabilities.timer_resolution)
         self.start()
         if until_idle:
             # The run ends right after the queues empty: a fetcher blocked for its whole
@@ -214,6 +236,17 @@ class Worker:
     def join(self, timeout: float | None = None) -> bool:
         return self._stopped.wait(timeout)
 
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
+
+    def pulses(self) -> list[Pulse]:
+        """The signs of life of this worker's loops, for its health checks (`health.py`)."""
+        if not self._started:
+            return []
+        loops = [*self.fetchers, self.keeper, self.settler, self.scheduler, self._loop]
+        return [loop.pulse for loop in loops if loop is not None]
+
     # -- plumbing ----------------------------------------------------------------------------------
     def _default_vt(self, queue: str) -> float:
         consumer = self.registry.consumers.get(queue)
@@ -246,6 +279,8 @@ class Worker:
     def _dispatch(self, deliveries: list[Delivery]) -> None:
         """On the fetcher's thread: start a leased batch (see `pace.py` for what runs here)."""
         pace = self.pace
+        if self._returning is not None:
+            self._returning.leased((d.queue, d.id) for d in deliveries)
         tasks = self.receiver.receive_many(deliveries)
         settled_here = len(deliveries) - len(tasks)
         if settled_here:
@@ -299,6 +334,8 @@ class Worker:
     def _idle(self) -> bool:
         if self._active or self.settler.pending or not all(f.empty for f in self.fetchers):
             return False
+        if self._returning is not None and self._returning.expected():
+            return False
         try:
             for q in self.queues:
                 s = self.backend.stats(q)
@@ -326,6 +363,7 @@ class Worker:
             self._release_remaining()
         if self.scheduler is not None:
             self.scheduler.join(2.0)
+        self.maintenance.stop()
         self.settler.stop(timeout=10.0)
         self.keeper.stop()
         if self._renewal is not None:

@@ -4,7 +4,8 @@ Every page reads what `tasuki stats`, `tasuki dead list` and `tasuki inspect` re
 stats of each queue (index counts), one page of dead letters, one message by id; and the
 reliability counts the backend keeps per queue (`Backend.reliability`: a few counters,
 whatever the queue's depth). The
-actions (re-drive one, re-drive all, purge the dead letters, purge the queue) are POSTs
+actions (re-drive one, re-drive all, purge the dead letters, purge the queue, cancel
+one message) are POSTs
 behind a confirmation page; see `tasuki.web.security` for who may send them.
 """
 
@@ -47,7 +48,10 @@ ACTIONS = {
     "redrive-all": "Re-drive every dead letter of the queue",
     "purge-dead": "Delete every dead letter of the queue",
     "purge": "Delete EVERY message of the queue: ready, delayed, in flight and dead",
+    "cancel": "Cancel this message (a running one is told to stop; nothing of its run is kept)",
 }
+# States in which a message can be cancelled (`app.cancel`).
+CANCELLABLE = ("ready", "delayed", "in_flight")
 
 
 def ago(seconds: float) -> str:
@@ -207,7 +211,14 @@ def create_app(
         if letter is not None:
             body = letter.body[:4096].decode("utf-8", "replace")
         return render(
-            request, "message.html", status, queue=queue, info=info, letter=letter, body=body
+            request,
+            "message.html",
+            status,
+            queue=queue,
+            info=info,
+            letter=letter,
+            body=body,
+            cancellable=app.backend.capabilities.cancel and info.state in CANCELLABLE,
         )
 
     async def confirm_page(request: Request) -> Response:
@@ -216,7 +227,7 @@ def create_app(
         if action not in ACTIONS:
             return PlainTextResponse("unknown action", status_code=400)
         message_id = request.query_params.get("id", "")
-        if action == "redrive":
+        if action in ("redrive", "cancel"):
             check_message_id(message_id)
         return render(request, "confirm.html", queue=queue, action=action, message_id=message_id)
 
@@ -236,6 +247,8 @@ def create_app(
             return RedirectResponse(f"/queues/{quote(queue)}/confirm?{query}", status_code=303)
 
         def run() -> str:
+            if action == "cancel":
+                return f"cancel {message_id}: {app.cancel(queue, check_message_id(message_id))}"
             if action == "redrive":
                 count = app.redrive(queue, [check_message_id(message_id)])
                 return f"re-drove {count} message(s)"

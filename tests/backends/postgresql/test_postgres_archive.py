@@ -1,5 +1,6 @@
 """`?archive=true`: acked messages move to `tasuki_archive` in the ack's own statement,
-and the acking workers prune rows older than `archive_days` in batches. (The contract
+and a maintenance service run by the workers prunes rows older than `archive_days` in
+batches. (The contract
 suite also runs with the option on: `postgresql-archive` in tests/support/backends.py.)"""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import pytest
 from tasuki import errors
 from tasuki.backends.base import Envelope
 from tasuki.backends.postgres import PostgresBackend, from_url
+from tasuki.backends.postgres.archive import ArchivePruner
 from tests.support.servers import PostgresServer
 
 
@@ -59,11 +61,22 @@ def test_without_the_option_nothing_is_archived(url: str) -> None:
     [d] = backend.lease("q", 1, 30.0)
     assert backend.ack([d.receipt]) == [True]
     assert _archived(backend) == []
+    assert {s.name for s in backend.maintenance()} == {"expired", "history"}
     backend.close()
 
 
-def test_rows_past_archive_days_are_pruned_in_batches(url: str) -> None:
+def _pruner(backend: PostgresBackend, limit: int) -> ArchivePruner:
+    """The backend's archive pruning service, with a batch limit of `limit` rows."""
+    [service] = [s for s in backend.maintenance() if isinstance(s, ArchivePruner)]
+    service.limit = limit
+    return service
+
+
+def test_rows_past_archive_days_are_pruned_in_batches_by_the_maintenance_service(
+    url: str,
+) -> None:
     backend = from_url(f"{url}&archive=true&archive_days=1")
+    assert {s.name for s in backend.maintenance()} == {"expired", "history", "archive"}
     now = [0.0]
     backend.clock = lambda: now[0]
     for day in range(3):  # 5 messages acked at each of days 0, 1 and 2 (+1 s)
@@ -71,12 +84,11 @@ def test_rows_past_archive_days_are_pruned_in_batches(url: str) -> None:
         backend.enqueue([Envelope("q", f"d{day}-{i}", b"x") for i in range(5)])
         receipts = [d.receipt for d in backend.lease("q", 10, 30.0)]
         assert backend.ack(receipts) == [True] * 5
-    # The acks of day 2 pruned what was older than a day then: day 0's rows.
-    assert sorted({row[1][:2] for row in _archived(backend)}) == ["d1", "d2"]
-    now[0] = 3 * 86_400.0  # day 1's rows are past their day, day 2's not yet
-    assert backend.prune_archive(limit=3) == 3  # at most `limit` a statement
-    assert backend.prune_archive(limit=3) == 2
-    assert backend.prune_archive(limit=3) == 0
+    # Acks only archive: pruning is the service's, off the ack's path.
+    assert sorted({row[1][:2] for row in _archived(backend)}) == ["d0", "d1", "d2"]
+    now[0] = 3 * 86_400.0  # days 0 and 1 are past their day, day 2 not yet
+    pruner = _pruner(backend, limit=4)
+    assert [pruner.run() for _ in range(4)] == [True, True, False, False]  # 4, 4, 2, 0
     assert sorted({row[1][:2] for row in _archived(backend)}) == ["d2"]
     backend.close()
 
@@ -93,6 +105,7 @@ def test_archive_days_zero_keeps_everything_and_a_negative_one_is_refused(url: s
     [d] = backend.lease("q", 1, 30.0)
     backend.ack([d.receipt])
     assert [row[1] for row in _archived(backend)] == ["a", "b"]
+    assert "archive" not in {s.name for s in backend.maintenance()}  # nothing to prune
     backend.close()
     with pytest.raises(errors.InvalidURL, match="archive_days"):
         from_url(f"{url}&archive=true&archive_days=-1")

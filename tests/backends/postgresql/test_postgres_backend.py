@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from tasuki import errors
 from tasuki.backends.base import Delivery, Envelope
 from tasuki.backends.postgres import PostgresBackend, from_url
-from tasuki.backends.postgres.backend import migrations
+from tasuki.backends.postgres.schema import migrations
 from tasuki.cli.main import cli
 from tests.support.servers import PostgresServer
 

@@ -91,6 +91,6 @@ def test_without_listen_url_waiting_leasers_poll(
         backend.enqueue([Envelope("q", "warm", b"x")])  # connect and migrate first
         took = lease_when_enqueued(backend, "poll")
         assert took < 1.0  # found by a poll (every 0.25 s), not at the end of the wait
-        assert backend.postgres._listener is None  # no LISTEN session was opened
+        assert backend.postgres.listener._thread is None  # no LISTEN session was opened
     finally:
         backend.close()

@@ -19,7 +19,7 @@ import redis
 
 from tasuki import errors
 from tasuki.backends.base import Backend, Envelope
-from tasuki.backends.redis import connection, resp
+from tasuki.backends.redis import options, resp
 from tasuki.backends.redis.slots import crc16, key_slot
 from tasuki.backends.urls import backend_from_url
 from tests.support.servers import RedisServer, env_with_src, free_port
@@ -54,14 +54,14 @@ def test_bad_urls_are_refused_with_the_reason(url: str, fragment: str) -> None:
 
 
 def test_url_options_and_masked_password() -> None:
-    opts = connection.parse_url("rediss://user:s3cret@cache.example:6380/2?ssl_cert_reqs=none")
+    opts = options.parse_url("rediss://user:s3cret@cache.example:6380/2?ssl_cert_reqs=none")
     assert opts.connection["host"] == "cache.example"
     assert opts.connection["port"] == 6380
     assert opts.connection["db"] == 2
     assert opts.connection["ssl"] is True
     assert opts.connection["ssl_cert_reqs"] == "none"
     assert "s3cret" not in opts.url
-    unix = connection.parse_url("unix:///run/redis.sock?db=3&prefix=app:")
+    unix = options.parse_url("unix:///run/redis.sock?db=3&prefix=app:")
     assert unix.connection["unix_socket_path"] == "/run/redis.sock"
     assert unix.connection["db"] == 3
     assert unix.prefix == "app:"

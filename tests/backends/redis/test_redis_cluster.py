@@ -13,17 +13,19 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
 from redis.crc import key_slot
 
 import tasuki
-from tasuki.backends.base import Backend, Bury, Envelope, Release, UniqueClaim
+from tasuki.backends.base import Backend, Envelope, Receipt, Settle, UniqueClaim
 from tasuki.backends.urls import backend_from_url
+from tasuki.core.locks import Granted, IdClaim, IdFinish, LeaseEnd, LeaseTake, RecordLifetimes
 from tasuki.core.message import ErrorInfo
 from tasuki.errors import InvalidArgument
-from tests.contract.helpers import env, stats
+from tasuki.testing.contract.helpers import env, stats
 from tests.support.servers import RedisCluster
 
 pytestmark = pytest.mark.slow
@@ -84,12 +86,12 @@ def test_lifecycle_on_every_master(backend: Backend, queues: list[str]) -> None:
         assert (d.id, d.body, d.attempt, d.fencing_token) == ("a", b"new", 1, 1)
         assert backend.enqueue([env(q, "c", unique=claim)]) == [("a", "conflict")]
         assert backend.extend([d.receipt], 60.0) == [True]
-        assert backend.release([Release(d.receipt, 0.0, penalty=False)]) == [True]
+        assert backend.settle([Settle.release(d.receipt, 0.0, penalty=False)]) == [True]
         [d] = backend.lease(q, 10, 30.0)
         assert (d.attempt, d.fencing_token) == (1, 2)
 
         error = ErrorInfo("RuntimeError", "boom", "Traceback...")
-        assert backend.bury([Bury(d.receipt, "gave up", error)]) == [True]
+        assert backend.settle([Settle.dead(d.receipt, "gave up", error)]) == [True]
         assert backend.locks.holder(claim.key) is None  # a dead message frees its lock
         assert stats(backend, q) == (0, 0, 1, 1)
         [dead] = backend.dead_letters(q)
@@ -136,6 +138,32 @@ def test_locks_across_slots(backend: Backend, queues: list[str]) -> None:
     assert not locks.release(keys[1], "alice")
     assert all(locks.release(k, "alice") for k in (keys[0], keys[2], keys[3]))
     assert locks.holder(keys[0]) is None
+
+
+def test_lease_records_across_slots(backend: Backend) -> None:
+    """The records SQS keeps in a `locks=` store (`LeaseRecords`), on a Cluster: a
+    batch's keys live in many slots, and each is written by its slot's script call, with
+    the counts a single server keeps."""
+    records = backend.locks.lease_records(f"ns-{uuid.uuid4().hex[:6]}:", RecordLifetimes(60, 60))
+    space: Any = backend
+    keys = [space.keys.lock(records.lease_key("q", f"m{i}")) for i in range(20)]
+    assert len({key_slot(k.encode()) for k in keys}) > 3
+    takes = [LeaseTake("q", f"m{i}", f"t{i}", f"s{i}", 1, 1, 30.0, True) for i in range(20)]
+    assert records.take(takes) == [Granted(1, 1, False)] * 20
+    assert records.take([takes[5]._replace(token="twin")]) == [None]  # held: refused
+    receipts = [Receipt("q", t.id, t.token) for t in takes]
+    assert records.renew([*receipts, Receipt("q", "m0", "stale")], 30.0) == [True] * 20 + [False]
+    ends = [LeaseEnd(r, n % 2 == 0) for n, r in enumerate(receipts)]
+    assert records.settle(ends) == [True] * 20
+    again = records.take([t._replace(token="u", receive_count=2) for t in takes])
+    assert again == [None if n % 2 == 0 else Granted(2, 2, False) for n in range(20)]
+    records.forget([("q", t.id) for t in takes])
+    assert records.take(takes[:2]) == [Granted(1, 1, False)] * 2
+    claims = [IdClaim("q", f"m{i}", "o") for i in range(20)]
+    assert records.claim_ids(claims) == [True] * 20
+    assert records.claim_ids(claims) == [False] * 20
+    records.finish_ids([IdFinish("q", f"m{i}", "o", 0.0) for i in range(20)])
+    assert records.claim_ids(claims) == [True] * 20
 
 
 def test_unique_key_outside_the_queue_slot_is_refused(backend: Backend, queues: list[str]) -> None:

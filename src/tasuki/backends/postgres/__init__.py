@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from tasuki.backends.postgres.backend import OPTIONS, PostgresBackend, migrate, split_options
+from tasuki.backends.postgres.backend import OPTIONS, PostgresBackend, split_options
+from tasuki.backends.postgres.schema import migrate
 from tasuki.backends.urls import query_options
 
 __all__ = ["PostgresBackend", "from_url", "migrate"]

@@ -1,10 +1,13 @@
--- Named queries of the PostgreSQL backend: the same names as SQLite's, checked at import.
--- Parameters are named (%(queue)s, %(now)s ...); `now` is the backend's clock, passed in
--- so one transaction sees one instant.
+-- Named queries of the PostgreSQL backend: the same names as SQLite's, checked at import,
+-- but for the steps its `lease` and `ack` take themselves in data-modifying CTEs, and
+-- for its extras (tasuki.backends.sql.dialect lists them; the archive's are in
+-- archive.sql). Parameters are named
+-- (%(queue)s, %(now)s ...); `now` is the backend's clock, passed in so one transaction
+-- sees one instant. Rows are read by column name: every column a query returns has one.
 
 -- name: known_id
 -- An id is known while its message exists in any state, or while its finished record lives.
-SELECT 1 FROM tasuki_messages WHERE queue = %(queue)s AND id = %(id)s
+SELECT 1 AS known FROM tasuki_messages WHERE queue = %(queue)s AND id = %(id)s
 UNION ALL
 SELECT 1 FROM tasuki_finished WHERE queue = %(queue)s AND id = %(id)s AND expires_at > %(now)s
 LIMIT 1;
@@ -27,11 +30,6 @@ ON CONFLICT (queue, id) DO NOTHING;
 -- either that many or one element for all (a batch of one job's calls shares them, and
 -- the client then encodes one value instead of a thousand).
 -- Returns (queue, id) of each inserted; the others were duplicates.
--- `insert_batch_new` is this statement without its ON CONFLICT line (the backend derives
--- it), for a batch whose ids are very likely new (none given by the caller): without an
--- arbiter index the insert is not speculative, which spares a WAL record per row and a
--- quarter of the statement's time. Should an id be stored already, it fails as a whole
--- on the primary key, changing nothing, and the backend runs this one.
 WITH b AS (
     SELECT p.queues[least(v.n, cardinality(p.queues))] AS queue, v.id, v.body,
            p.headers[least(v.n, cardinality(p.headers))] AS headers,
@@ -61,6 +59,41 @@ WITH b AS (
 )
 SELECT queue, id FROM inserted, woken;
 
+
+-- name: insert_batch_new
+-- `insert_batch` without its ON CONFLICT arbiter, for a batch whose ids are very likely
+-- new (none given by the caller): the insert is not speculative, which spares a WAL
+-- record per row and a quarter of the statement's time. Should an id be stored already,
+-- it fails as a whole on the primary key, changing nothing, and `insert_batch` runs.
+-- Keep the two statements the same but for that line.
+WITH b AS (
+    SELECT p.queues[least(v.n, cardinality(p.queues))] AS queue, v.id, v.body,
+           p.headers[least(v.n, cardinality(p.headers))] AS headers,
+           p.delays[least(v.n, cardinality(p.delays))] AS delay,
+           p.max_attempts[least(v.n, cardinality(p.max_attempts))] AS max_attempts,
+           p.vts[least(v.n, cardinality(p.vts))] AS visibility_timeout,
+           p.keep_ids[least(v.n, cardinality(p.keep_ids))] AS keep_id
+    FROM unnest(%(ids)b::text[], %(bodies)b::bytea[]) WITH ORDINALITY AS v(id, body, n),
+         (SELECT %(queues)b::text[] AS queues, %(headers)b::text[] AS headers,
+                 %(delays)b::float8[] AS delays,
+                 %(max_attempts)b::integer[] AS max_attempts,
+                 %(visibility_timeouts)b::float8[] AS vts, %(keep_ids)b::float8[] AS keep_ids) p
+), inserted AS (
+    INSERT INTO tasuki_messages
+        (queue, id, body, headers, visible_at, enqueued_at, max_attempts, visibility_timeout, keep_id)
+    SELECT b.queue, b.id, b.body, b.headers, %(now)s + b.delay, %(now)s, b.max_attempts,
+           b.visibility_timeout, b.keep_id
+    FROM b
+    WHERE NOT EXISTS (
+        SELECT 1 FROM tasuki_finished f
+        WHERE f.queue = b.queue AND f.id = b.id AND f.expires_at > %(now)s
+    )
+    RETURNING queue, id
+), woken AS (
+    SELECT count(pg_notify(%(channel)s, q.queue)) FROM (SELECT DISTINCT queue FROM inserted) q
+)
+SELECT queue, id FROM inserted, woken;
+
 -- name: replace_waiting_payload
 UPDATE tasuki_messages SET body = %(body)s, headers = %(headers)s
 WHERE queue = %(queue)s AND id = %(id)s AND state = 0;
@@ -70,8 +103,10 @@ WHERE queue = %(queue)s AND id = %(id)s AND state = 0;
 -- leases, walking the partial index `tasuki_messages_due`) without waiting on rows
 -- another leaser holds, lease them, and bury the exhausted ones (attempts used up) with
 -- their uniqueness locks dropped. Returns every row it changed: `dead` marks the buried
--- ones, and `unique_key` is the lock still to drop — none here, the statement did it;
--- the last column is the expiry of a lease found lost (the reliability meters).
+-- ones (counted by the caller, a statement after it when there are any: counting them
+-- here cost every lease a fifth more server time), `unique_key` is the lock still to
+-- drop (none: the statement dropped them), `lost_at` the expiry of a lease found lost
+-- (written to the history here, and counted by the reliability meters).
 -- The token is unique per lease: a per-batch random nonce plus the message's new fence.
 WITH due AS (
     -- The locked rows as they are now: in flight here means the lease lapsed.
@@ -98,8 +133,8 @@ WITH due AS (
         died_at = CASE WHEN due.dead THEN %(now)s ELSE m.died_at END,
         reason = CASE
             WHEN NOT due.dead THEN m.reason
-            WHEN m.state = 1 THEN 'lease expired ' || m.attempt || ' times'
-            ELSE 'attempts exhausted (' || m.attempt || ' of ' || m.max_attempts || ')'
+            WHEN m.state = 1 THEN 'lease_expired'
+            ELSE 'attempts_exhausted'
         END,
         error_type = CASE WHEN due.dead THEN NULL ELSE m.error_type END,
         error_message = CASE WHEN due.dead THEN NULL ELSE m.error_message END,
@@ -114,72 +149,44 @@ WITH due AS (
     WHERE c.dead AND l.key = c.unique_key AND l.owner = c.id
 )
 SELECT c.dead, c.seq, c.id, c.body, c.headers, c.attempt, c.max_attempts, c.enqueued_at,
-       c.token, c.fence, c.vt, NULL::text, lost.at
+       c.token, c.fence, c.vt AS visibility_timeout, NULL::text AS unique_key,
+       lost.at AS lost_at
 FROM changed c LEFT JOIN lost ON lost.id = c.id;
 
 -- name: next_visible_at
-SELECT min(visible_at) FROM tasuki_messages WHERE queue = %(queue)s AND state < 2;
+SELECT min(visible_at) AS next_at FROM tasuki_messages WHERE queue = %(queue)s AND state < 2;
 
 -- name: ack
 -- A batch of receipts in one statement (three parallel arrays): delete the messages whose
--- lease the token still holds, remember the ids of those with an id window, and add them
--- to the queues' acked totals (`count_settled`'s shard). Returns the deleted (queue, id,
--- token, keep_id, remembered): remembered and counted here, not by the caller.
+-- lease the token still holds; for those with an id window, remember the id and write
+-- "acked" into their history (which outlives the message for the window), keeping the
+-- last `keep` entries; add them all to the queues' acked totals (`count_settled`'s
+-- shard). Returns the deleted (queue, id, token, keep_id): every step is taken here.
 WITH gone AS (
     DELETE FROM tasuki_messages m
     USING unnest(%(queues)b::text[], %(ids)b::text[], %(tokens)b::text[]) AS r(queue, id, token)
     WHERE m.queue = r.queue AND m.id = r.id AND m.token = r.token AND m.state = 1
-    RETURNING m.queue, m.id, m.token, m.keep_id
+    RETURNING m.queue, m.id, m.token, m.keep_id, m.fence
 ), kept AS (
     INSERT INTO tasuki_finished (queue, id, expires_at)
     SELECT queue, id, %(now)s + keep_id FROM gone WHERE keep_id > 0
     ON CONFLICT (queue, id) DO UPDATE SET expires_at = excluded.expires_at
+), told AS (
+    INSERT INTO tasuki_history (queue, id, at, event, fence, detail)
+    SELECT queue, id, %(now)s, 'acked', fence, '' FROM gone WHERE keep_id > 0
+), pruned AS (
+    -- The statement's own entry is not seen here: keep one fewer of the older ones.
+    DELETE FROM tasuki_history h USING gone g
+    WHERE g.keep_id > 0 AND h.queue = g.queue AND h.id = g.id AND h.seq <= (
+        SELECT x.seq FROM tasuki_history x WHERE x.queue = g.queue AND x.id = g.id
+        ORDER BY x.seq DESC LIMIT 1 OFFSET %(keep)s - 1
+    )
 ), counted AS (
     INSERT INTO tasuki_counts (queue, shard, acked, dead)
     SELECT queue, %(shard)s, count(*), 0 FROM gone GROUP BY queue
     ON CONFLICT (queue, shard) DO UPDATE SET acked = tasuki_counts.acked + excluded.acked
 )
-SELECT queue, id, token, keep_id, true FROM gone;
-
--- name: ack_archive
--- `ack` for a backend with `?archive=true`: the same, and the deleted rows are moved to
--- the archive by the same statement (so an ack and its archiving commit together).
-WITH gone AS (
-    DELETE FROM tasuki_messages m
-    USING unnest(%(queues)b::text[], %(ids)b::text[], %(tokens)b::text[]) AS r(queue, id, token)
-    WHERE m.queue = r.queue AND m.id = r.id AND m.token = r.token AND m.state = 1
-    RETURNING m.queue, m.id, m.token, m.keep_id, m.body, m.headers, m.attempt,
-              m.max_attempts, m.fence, m.enqueued_at
-), kept AS (
-    INSERT INTO tasuki_finished (queue, id, expires_at)
-    SELECT queue, id, %(now)s + keep_id FROM gone WHERE keep_id > 0
-    ON CONFLICT (queue, id) DO UPDATE SET expires_at = excluded.expires_at
-), counted AS (
-    INSERT INTO tasuki_counts (queue, shard, acked, dead)
-    SELECT queue, %(shard)s, count(*), 0 FROM gone GROUP BY queue
-    ON CONFLICT (queue, shard) DO UPDATE SET acked = tasuki_counts.acked + excluded.acked
-), archived AS (
-    INSERT INTO tasuki_archive
-        (queue, id, body, headers, attempt, max_attempts, fence, enqueued_at, acked_at)
-    SELECT queue, id, body, headers, attempt, max_attempts, fence, enqueued_at, %(now)s
-    FROM gone
-)
-SELECT queue, id, token, keep_id, true FROM gone;
-
--- name: prune_archive
--- The oldest archived rows acked before `before`, at most `limit` of them per statement
--- (a short transaction; workers pruning at once skip each other's rows).
-DELETE FROM tasuki_archive
-WHERE ctid = ANY(ARRAY(
-    SELECT ctid FROM tasuki_archive
-    WHERE acked_at < %(before)s
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
-));
-
--- name: remember_finished
-INSERT INTO tasuki_finished (queue, id, expires_at) VALUES (%(queue)s, %(id)s, %(now)s + %(keep_id)s)
-ON CONFLICT (queue, id) DO UPDATE SET expires_at = excluded.expires_at;
+SELECT queue, id, token, keep_id FROM gone;
 
 -- name: extend
 UPDATE tasuki_messages SET visible_at = %(now)s + %(visibility_timeout)s
@@ -200,21 +207,21 @@ RETURNING id, unique_key;
 -- name: stats
 SELECT
     (SELECT count(*) FROM tasuki_messages
-      WHERE queue = %(queue)s AND state < 2 AND visible_at <= %(now)s),
+      WHERE queue = %(queue)s AND state < 2 AND visible_at <= %(now)s) AS ready,
     (SELECT count(*) FROM tasuki_messages
-      WHERE queue = %(queue)s AND state = 1 AND visible_at > %(now)s),
+      WHERE queue = %(queue)s AND state = 1 AND visible_at > %(now)s) AS in_flight,
     (SELECT count(*) FROM tasuki_messages
-      WHERE queue = %(queue)s AND state = 0 AND visible_at > %(now)s),
-    (SELECT count(*) FROM tasuki_messages WHERE queue = %(queue)s AND state = 2),
+      WHERE queue = %(queue)s AND state = 0 AND visible_at > %(now)s) AS delayed,
+    (SELECT count(*) FROM tasuki_messages WHERE queue = %(queue)s AND state = 2) AS dead,
     (SELECT min(visible_at) FROM tasuki_messages
-      WHERE queue = %(queue)s AND state < 2 AND visible_at <= %(now)s);
+      WHERE queue = %(queue)s AND state < 2 AND visible_at <= %(now)s) AS oldest_ready;
 
 -- name: queues
 SELECT DISTINCT queue FROM tasuki_messages ORDER BY queue;
 
 -- name: dead_letters
 SELECT id, body, headers, attempt, reason, error_type, error_message, error_traceback,
-       died_at, enqueued_at
+       died_at, enqueued_at, max_attempts
 FROM tasuki_messages
 WHERE queue = %(queue)s AND state = 2
 ORDER BY died_at DESC, seq DESC
@@ -222,7 +229,7 @@ LIMIT %(limit)s OFFSET %(offset)s;
 
 -- name: dead_letter
 SELECT id, body, headers, attempt, reason, error_type, error_message, error_traceback,
-       died_at, enqueued_at
+       died_at, enqueued_at, max_attempts
 FROM tasuki_messages
 WHERE queue = %(queue)s AND id = %(id)s AND state = 2;
 
@@ -254,7 +261,12 @@ WHERE EXISTS (
 DELETE FROM tasuki_messages WHERE queue = %(queue)s;
 
 -- name: forget_expired
-DELETE FROM tasuki_finished WHERE expires_at <= %(now)s;
+-- Maintenance (`ExpiredCleaner`): at most `limit` finished ids past their window.
+DELETE FROM tasuki_finished
+WHERE ctid = ANY(ARRAY(
+    SELECT ctid FROM tasuki_finished WHERE expires_at <= %(now)s
+    LIMIT %(limit)s FOR UPDATE SKIP LOCKED
+));
 
 -- name: lock_acquire
 -- Insert, or take over a lapsed lock, or refresh one's own; a live foreign lock stays.
@@ -280,28 +292,17 @@ SELECT owner, expires_at FROM tasuki_locks WHERE key = %(key)s AND expires_at > 
 DELETE FROM tasuki_locks WHERE key = %(key)s AND owner = %(owner)s;
 
 -- name: locks_forget_expired
-DELETE FROM tasuki_locks WHERE expires_at <= %(now)s;
+-- Maintenance (`ExpiredCleaner`): at most `limit` locks past their expiry.
+DELETE FROM tasuki_locks
+WHERE ctid = ANY(ARRAY(
+    SELECT ctid FROM tasuki_locks WHERE expires_at <= %(now)s
+    LIMIT %(limit)s FOR UPDATE SKIP LOCKED
+));
 
 -- name: record_history
 -- How one lease of a message ended (`inspect`).
 INSERT INTO tasuki_history (queue, id, at, event, fence, detail)
 VALUES (%(queue)s, %(id)s, %(now)s, %(event)s, %(fence)s, %(detail)s);
-
--- name: record_lost_leases
--- Among the rows the next `lease` takes, those still in flight lost their lease. The
--- PostgreSQL `lease` records them itself, in its CTE; this is the same on its own.
--- Returns (id, expiry) of each.
-INSERT INTO tasuki_history (queue, id, at, event, fence, detail)
-SELECT queue, id, visible_at, 'lease lost', fence, ''
-FROM (
-    SELECT queue, id, visible_at, fence, state
-    FROM tasuki_messages
-    WHERE queue = %(queue)s AND state < 2 AND visible_at <= %(now)s
-    ORDER BY visible_at, seq
-    LIMIT %(limit)s
-) due
-WHERE state = 1
-RETURNING id, at;
 
 -- name: prune_history
 -- Keep the last `keep` entries of a message's history.
@@ -312,16 +313,19 @@ WHERE queue = %(queue)s AND id = %(id)s AND seq <= (
 );
 
 -- name: forget_history
--- The history of messages that are gone, unless their id is remembered as finished.
+-- Maintenance (`HistoryCleaner`): the history of messages that are gone, unless their id
+-- is remembered as finished; at most `limit` entries.
 DELETE FROM tasuki_history
-WHERE NOT EXISTS (
-    SELECT 1 FROM tasuki_messages m
-    WHERE m.queue = tasuki_history.queue AND m.id = tasuki_history.id
-) AND NOT EXISTS (
-    SELECT 1 FROM tasuki_finished f
-    WHERE f.queue = tasuki_history.queue AND f.id = tasuki_history.id
-      AND f.expires_at > %(now)s
-);
+WHERE ctid = ANY(ARRAY(
+    SELECT h.ctid FROM tasuki_history h
+    WHERE NOT EXISTS (
+        SELECT 1 FROM tasuki_messages m WHERE m.queue = h.queue AND m.id = h.id
+    ) AND NOT EXISTS (
+        SELECT 1 FROM tasuki_finished f
+        WHERE f.queue = h.queue AND f.id = h.id AND f.expires_at > %(now)s
+    )
+    LIMIT %(limit)s FOR UPDATE SKIP LOCKED
+));
 
 -- name: inspect_message
 SELECT state, visible_at, attempt, max_attempts, fence, enqueued_at, reason,
@@ -346,7 +350,7 @@ ON CONFLICT (queue, shard) DO UPDATE
 SET acked = tasuki_counts.acked + excluded.acked, dead = tasuki_counts.dead + excluded.dead;
 
 -- name: settled_totals
-SELECT coalesce(sum(acked), 0), coalesce(sum(dead), 0) FROM tasuki_counts
+SELECT coalesce(sum(acked), 0) AS acked, coalesce(sum(dead), 0) AS dead FROM tasuki_counts
 WHERE queue = %(queue)s;
 
 -- name: count_meters
@@ -357,7 +361,7 @@ FROM unnest(%(names)s::text[], %(values)s::bigint[]) AS m(n, v)
 ON CONFLICT (queue, name, shard) DO UPDATE SET value = tasuki_meters.value + excluded.value;
 
 -- name: meters
-SELECT name, sum(value) FROM tasuki_meters WHERE queue = %(queue)s GROUP BY name;
+SELECT name, sum(value) AS value FROM tasuki_meters WHERE queue = %(queue)s GROUP BY name;
 
 -- name: in_flight
 -- Current leases, soonest expiry first (a range of the state index).

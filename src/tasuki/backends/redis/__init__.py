@@ -11,8 +11,9 @@ default 10). The design, the key layout and what survives a crash: docs/redis.md
 
 from __future__ import annotations
 
-from tasuki.backends.redis.backend import RedisBackend, RedisLockStore
-from tasuki.backends.redis.connection import parse_url
+from tasuki.backends.redis.backend import RedisBackend
+from tasuki.backends.redis.locks import RedisLockStore
+from tasuki.backends.redis.options import parse_url
 
 __all__ = ["RedisBackend", "RedisLockStore", "from_url"]
 

@@ -34,7 +34,7 @@ ERRORS = (RedisError, RedisClusterException)
 
 
 def kind(exc: BaseException) -> str | None:
-    """What went wrong, in the words of `connection.translate`; None for anything else."""
+    """What went wrong, in the words of `errors.translate`; None for anything else."""
     if isinstance(exc, AuthenticationError | AuthorizationError):
         return "credentials"
     if isinstance(exc, BusyLoadingError):

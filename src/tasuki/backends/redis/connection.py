@@ -1,4 +1,4 @@
-"""From a URL to a connected server: parsing, one pool per server per process, errors.
+"""From parsed options to a connected server: one pool per server per process, errors.
 
 Every `RedisBackend` of a process that points at the same server shares one
 `Connection`, so one pool of sockets. Connecting is lazy (the first operation
@@ -16,8 +16,7 @@ the script may have run, or may still be running. Every script is safe to run tw
 anyway: enqueue is idempotent, a repeated lease only leases more, and a repeated settle
 answers "stale" for what was already settled.
 
-Over 400 lines because URL parsing, TLS and unix-socket options, the shared pool, and
-the retry-on-a-fresh-socket rule belong together: each depends on how the others work.
+The URL itself is parsed in `options.py`.
 """
 
 from __future__ import annotations
@@ -26,179 +25,22 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlsplit
 
 from tasuki import logs
 from tasuki.backends.redis import resp
-from tasuki.backends.redis.keys import DEFAULT_PREFIX
+from tasuki.backends.redis.errors import translate
+from tasuki.backends.redis.options import RedisOptions
 from tasuki.backends.redis.resp import pack_command
-from tasuki.backends.redis.scripts import SCRIPTS, Scripts
-from tasuki.backends.urls import query_options, redact
-from tasuki.errors import BackendError, BackendUnavailable, InvalidURL
+from tasuki.backends.redis.scripts import SCRIPTS, Script, Scripts
+from tasuki.errors import BackendError
 
 if TYPE_CHECKING:
     from tasuki.backends.redis.cluster import ClusterClient
 
-DEFAULT_MAX_MESSAGE_SIZE = 1024 * 1024
-DEFAULT_SOCKET_TIMEOUT = 10.0
-CLUSTER_MODES = ("auto", "yes", "no")
 MIN_VERSION = (6, 2)
 # A call that failed on a broken socket is sent again on a fresh one this often.
 SCRIPT_RETRIES = 2
-
-
-def _positive_int(raw: str) -> int:
-    value = int(raw)
-    if value <= 0:
-        raise ValueError("must be > 0")
-    return value
-
-
-def _positive_float(raw: str) -> float:
-    value = float(raw)
-    if not value > 0:
-        raise ValueError("must be > 0")
-    return value
-
-
-def _cluster_mode(raw: str) -> str:
-    if raw not in CLUSTER_MODES:
-        raise ValueError(f"must be one of {', '.join(CLUSTER_MODES)}")
-    return raw
-
-
-def _cert_reqs(raw: str) -> str:
-    if raw not in ("none", "optional", "required"):
-        raise ValueError("must be none, optional or required")
-    return raw
-
-
-_COMMON_OPTIONS: dict[str, Any] = {
-    "prefix": str,
-    "max_message_size": _positive_int,
-    "cluster": _cluster_mode,
-    "socket_timeout": _positive_float,
-}
-_TLS_OPTIONS: dict[str, Any] = {"ssl_cert_reqs": _cert_reqs, "ssl_ca_certs": str}
-_UNIX_OPTIONS: dict[str, Any] = {"db": int}
-
-
-@dataclass(frozen=True)
-class RedisOptions:
-    """A parsed backend URL."""
-
-    url: str  # the URL for display: password masked
-    where: str  # host:port or the socket path, for error messages
-    prefix: str
-    max_message_size: int
-    cluster: str
-    socket_timeout: float
-    connection: dict[str, Any] = field(hash=False)  # host, port, db, credentials, TLS
-
-    @property
-    def identity(self) -> tuple[object, ...]:
-        """What makes two URLs share a client: everything but the key prefix and limits."""
-        return (self.cluster, self.socket_timeout, *sorted(self.connection.items()))
-
-
-def parse_url(url: str) -> RedisOptions:
-    """`redis://[user:pass@]host[:port][/db]`, `rediss://...`, `unix://[user:pass@]/path`."""
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    allowed = dict(_COMMON_OPTIONS)
-    if scheme == "rediss":
-        allowed.update(_TLS_OPTIONS)
-    if scheme == "unix":
-        allowed.update(_UNIX_OPTIONS)
-    options = query_options(url, allowed)
-    try:
-        username = unquote(parts.username) if parts.username else None
-        password = unquote(parts.password) if parts.password else None
-        port = parts.port
-    except ValueError as exc:
-        raise InvalidURL(f"invalid redis URL {redact(url)!r}: {exc}") from exc
-    conn: dict[str, Any] = {"username": username, "password": password}
-    if scheme == "unix":
-        if not parts.path:
-            raise InvalidURL(
-                f"unix:// URL {redact(url)!r} needs a socket path, e.g. unix:///run/redis.sock"
-            )
-        conn["unix_socket_path"] = parts.path
-        conn["db"] = options.get("db", 0)
-        where = parts.path
-    else:
-        host = parts.hostname or "localhost"
-        port = port or 6379
-        db_text = parts.path.strip("/") or "0"
-        if not db_text.isdigit():
-            raise InvalidURL(
-                f"invalid redis database {db_text!r} in {redact(url)!r}: expected /0, /1..."
-            )
-        conn.update(host=host, port=port, db=int(db_text))
-        where = f"{host}:{port}"
-        if scheme == "rediss":
-            conn["ssl"] = True
-            conn["ssl_cert_reqs"] = options.get("ssl_cert_reqs", "required")
-            if "ssl_ca_certs" in options:
-                conn["ssl_ca_certs"] = options["ssl_ca_certs"]
-    cluster = str(options.get("cluster", "auto"))
-    if cluster == "yes" and scheme == "unix":
-        raise InvalidURL(f"Redis Cluster is reached over TCP, not a unix socket: {redact(url)!r}")
-    if cluster == "yes" and conn["db"] != 0:
-        raise InvalidURL(f"Redis Cluster has only database 0: {redact(url)!r}")
-    prefix = str(options.get("prefix", DEFAULT_PREFIX))
-    display = redact(url)
-    return RedisOptions(
-        url=display,
-        where=where,
-        prefix=prefix,
-        max_message_size=int(options.get("max_message_size", DEFAULT_MAX_MESSAGE_SIZE)),  # type: ignore[call-overload]
-        cluster=cluster,
-        socket_timeout=float(options.get("socket_timeout", DEFAULT_SOCKET_TIMEOUT)),  # type: ignore[arg-type]
-        connection=conn,
-    )
-
-
-_WORDS = {
-    "credentials": "refused the credentials",
-    "loading": "is still loading its data",
-    "unreachable": "is unreachable",
-}
-_AUTH_CODES = ("NOAUTH", "WRONGPASS")
-
-
-def translate(exc: Exception, where: str) -> BackendError:
-    """A Redis error (ours or redis-py's) as a tasuki error naming the server and the fault.
-
-    The worker retries `BackendUnavailable` (the server may come back, the password may
-    be fixed); `BackendError` is a fault of this one call.
-    """
-    if isinstance(exc, resp.RespError):
-        what = _kind(exc)
-    else:
-        from tasuki.backends.redis import cluster  # only a Cluster client raises these
-
-        what = cluster.kind(exc)
-        if what == "cluster":
-            return BackendUnavailable(f"Redis Cluster at {where} is not available: {exc}")
-    if what is not None:
-        return BackendUnavailable(f"Redis server at {where} {_WORDS[what]}: {exc}")
-    return BackendError(f"Redis at {where} failed: {type(exc).__name__}: {exc}")
-
-
-def _kind(exc: resp.RespError) -> str | None:
-    if isinstance(exc, resp.ConnectionFailed | resp.TimedOut):
-        return "unreachable"
-    if isinstance(exc, resp.AuthError):
-        return "credentials"
-    if isinstance(exc, resp.ReplyError):
-        if exc.code in _AUTH_CODES:
-            return "credentials"
-        if exc.code == "LOADING":
-            return "loading"
-    return None
 
 
 def _endpoint(options: RedisOptions) -> resp.Endpoint:
@@ -260,6 +102,8 @@ class Connection:
         self._idle: list[resp.Client] = []
         self._cluster: ClusterClient | None = None
         self._cluster_errors: tuple[type[Exception], ...] = ()
+        # Scripts this process has loaded on the server (SCRIPT LOAD on first use).
+        self._loaded: set[str] = set()
 
     def connect(self) -> Scripts:
         """Connect (once): check the server, find out whether it is a Cluster node."""
@@ -316,6 +160,7 @@ class Connection:
                 raise translate(exc, self._where) from exc
         packed = pack_command((b"EVALSHA", script.sha, len(keys), *keys, *args))
         try:
+            self._load(script)
             try:
                 return self._call(packed)
             except resp.ReplyError as exc:
@@ -346,6 +191,7 @@ class Connection:
         idle = self._idle
         client = None
         try:
+            self._load(script)
             client = self._checkout()
             client.send(packed)
         except resp.RespError:
@@ -391,6 +237,7 @@ class Connection:
         client: resp.Client | None = None
         pending = iter(calls)
         try:
+            self._load(script)
             client = self._checkout()
             for keys, args in pending:
                 unanswered.append((keys, args))  # before sending: a failed send is made again
@@ -418,6 +265,15 @@ class Connection:
                     client.close()
                 else:
                     self._idle.append(client)
+
+    def _load(self, script: Script) -> None:
+        """SCRIPT LOAD the first time this process calls `script`, so that its first
+        EVALSHA is not a NOSCRIPT error (a failed call, counted as one by the server).
+        After a restart or a SCRIPT FLUSH the server answers NOSCRIPT again, and `run`
+        loads it then."""
+        if script.name not in self._loaded:
+            self._call(pack_command((b"SCRIPT", b"LOAD", script.source)))
+            self._loaded.add(script.name)
 
     def command(self, *args: Any) -> Any:
         """A plain command (SADD, BLPOP, PING...), its errors translated."""
@@ -519,6 +375,7 @@ class Connection:
     def close(self) -> None:
         with self._mutex:
             cluster, self._cluster, self.scripts = self._cluster, None, None
+            self._loaded.clear()
             self._drop_idle()
         if cluster is not None:
             cluster.close()

@@ -22,8 +22,8 @@ that could disagree with the index. "Ready" is `waiting` with score <= now, plus
 `waiting` above now; "in flight" is `leased` above now.
 
 Lease tokens and keep windows live in per-queue hashes rather than in each message's
-hash so that ack, extend, release and bury check and clear a whole batch with one
-HMGET / HDEL each, instead of one command per message: settling is the hot path.
+hash so that settle and extend check and clear a whole batch with one HMGET / HDEL
+each, instead of one command per message: settling is the hot path.
 
 Fields of `B m:<id>` (times are whole microseconds of the Redis server's clock):
 
@@ -35,11 +35,11 @@ Fields of `B m:<id>` (times are whole microseconds of the Redis server's clock):
 | `vt_us` | enqueue | the message's own visibility timeout; absent: the lease call's |
 | `enqueued_us` | enqueue | when it was first stored |
 | `unique` | enqueue | full key of the uniqueness lock it claimed, if any |
-| `attempt` | lease, release, redrive | leases so far (absent = 0) |
+| `attempt` | lease, settle (release), redrive | leases so far (absent = 0) |
 | `fence` | lease | fencing number, only ever grows (absent = 0) |
-| `reason`, `died_us` | bury, lease (exhausted) | why and when it died |
-| `error_type`, `error_message`, `error_traceback` | bury | the last error |
-| `hist` | release, bury, lease (lost) | how its last leases ended, JSON (`inspect`) |
+| `reason`, `died_us` | settle (dead), lease (exhausted) | why and when it died |
+| `error_type`, `error_message`, `error_traceback` | settle (dead) | the last error |
+| `hist` | settle (release, dead), lease (lost) | how its last leases ended, JSON (`inspect`) |
 
 Outside the queues:
 

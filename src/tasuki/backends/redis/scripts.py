@@ -17,10 +17,8 @@ from tasuki.backends.luafiles import lua_source
 NAMES = (
     "enqueue",
     "lease",
-    "ack",
+    "settle",
     "extend",
-    "release",
-    "bury",
     "stats",
     "dead_letters",
     "dead_letter",
@@ -35,6 +33,11 @@ NAMES = (
     "lock_swap",
     "lock_holder",
     "add_meters",
+    "records_take",
+    "records_settle",
+    "records_renew",
+    "records_claim_ids",
+    "records_finish_ids",
 )
 
 
@@ -57,10 +60,8 @@ class Scripts:
 
     enqueue: Script
     lease: Script
-    ack: Script
+    settle: Script
     extend: Script
-    release: Script
-    bury: Script
     stats: Script
     dead_letters: Script
     dead_letter: Script
@@ -74,9 +75,15 @@ class Scripts:
     lock_release: Script
     lock_swap: Script
     lock_holder: Script
+    add_meters: Script
+    records_take: Script
+    records_settle: Script
+    records_renew: Script
+    records_claim_ids: Script
+    records_finish_ids: Script
 
     def __getattr__(self, name: str) -> Script:
-        """Read on first use: a producer that only enqueues reads one file, not 19."""
+        """Read on first use: a producer that only enqueues reads one file, not all."""
         if name not in NAMES:
             raise AttributeError(name)
         text = source(name)

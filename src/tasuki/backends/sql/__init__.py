@@ -1,1 +1,1 @@
-"""The shared layer of the SQL backends (SQLite, PostgreSQL): see `base`."""
+"""The shared layer of the SQL backends (SQLite, PostgreSQL): see `backend` for the map."""

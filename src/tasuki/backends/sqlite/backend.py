@@ -10,8 +10,11 @@ There is no cross-process notification in SQLite, so an idle `lease(wait=...)` p
 from shared memory without touching the database pages — backing off from 1 ms to
 `poll_interval` (20 ms). Commits from the same process wake waiters at once.
 
-The lifecycle itself is the shared SQL layer's (`tasuki.backends.sql.base`); this module
-is SQLite's dialect: connections, transactions, wake-ups, and `queries.sql`.
+The lifecycle itself is the shared SQL layer's (`tasuki.backends.sql`); this module is
+SQLite's dialect: connections, transactions, wake-ups, and `queries.sql`. SQLite has no
+data-modifying CTEs, so what PostgreSQL's lease and ack statements write beside their
+own rows (lost leases, finished ids, totals) are statements of their own here, in the
+same transaction: a local call each, not a round trip.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from importlib import resources
 from typing import Any
@@ -29,22 +32,41 @@ from typing import Any
 import orjson
 
 from tasuki.backends.base import Capabilities
-from tasuki.backends.sql.base import (
-    Connection,
-    Queries,
-    SQLBackend,
-    SQLLockStore,
-    load_dialect_queries,
-)
+from tasuki.backends.sql.backend import SQLBackend
+from tasuki.backends.sql.dialect import Connection, Queries, columns, load_dialect_queries
+from tasuki.backends.sqlite.locks import SQLiteLockStore
 from tasuki.errors import BackendError, BackendUnavailable, InvalidArgument, InvalidURL
 
-Q = load_dialect_queries("tasuki.backends.sqlite")
+Q = load_dialect_queries("tasuki.backends.sqlite", cte_writes=False)
 SCHEMA = resources.files("tasuki.backends.sqlite").joinpath("schema.sql").read_text("utf-8")
 
 DEFAULT_MAX_MESSAGE_SIZE = 1024 * 1024
 SYNCHRONOUS = ("off", "normal", "full", "extra")
 
-SQLiteLockStore = SQLLockStore
+
+# `PRAGMA user_version` of a database whose schema is up to date.
+VERSION = 1
+
+
+def _upgrade(conn: sqlite3.Connection) -> None:
+    """Bring a database made by an older tasuki up to `VERSION`, once, under the write
+    lock: version 1 fills the depth counts (`tasuki_depth`) from the messages."""
+    if conn.execute("PRAGMA user_version").fetchone()[0] >= VERSION:
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if conn.execute("PRAGMA user_version").fetchone()[0] < 1:
+            conn.execute("DELETE FROM tasuki_depth")
+            conn.execute(
+                "INSERT INTO tasuki_depth (queue, waiting, dead)"
+                " SELECT queue, sum(state = 0), sum(state = 2) FROM tasuki_messages"
+                " GROUP BY queue"
+            )
+        conn.execute(f"PRAGMA user_version = {VERSION}")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
 
 
 class _ThreadConnection(threading.local):
@@ -56,8 +78,10 @@ class SQLiteDialect:
     """One connection per thread (and per process after a fork), WAL, IMMEDIATE writes."""
 
     queries = Q
-    lease_records_lost = False
-    ack_counts = False
+    cte_writes = False
+    leases_ahead = False  # a lease is a local call: nothing to overlap
+    duplicate_key: type[Exception] = sqlite3.IntegrityError
+    announce: Mapping[str, object] = {}
 
     def __init__(
         self,
@@ -98,6 +122,7 @@ class SQLiteDialect:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(f"PRAGMA synchronous={self._synchronous}")
             conn.executescript(SCHEMA)
+            _upgrade(conn)
         except sqlite3.Error as exc:
             raise BackendUnavailable(f"cannot open SQLite database {self.path!r}: {exc}") from exc
         local.conn, local.pid = conn, os.getpid()
@@ -135,7 +160,7 @@ class SQLiteDialect:
                 raise BackendError(f"SQLite commit failed on {self.path!r}: {exc}") from exc
 
     def joined(self, connection: object) -> tuple[Connection, Queries]:
-        """A `sqlite3` connection of the caller's, to the same database file."""
+        """A cursor on the caller's `sqlite3` connection, to the same database file."""
         if not isinstance(connection, sqlite3.Connection):
             raise InvalidArgument(
                 f"sqlite:// takes a sqlite3.Connection as connection=, "
@@ -148,21 +173,24 @@ class SQLiteDialect:
                 f"the connection given opens {files[0] if files else '?'!r}, "
                 f"not the backend's database {self.path!r}"
             )
-        return connection, Q
+        cursor = connection.cursor()
+        cursor.row_factory = None  # rows as tuples, whatever the caller's factory
+        return cursor, Q
 
     @staticmethod
     def many(
-        conn: Connection, sql: str, params: list[dict[str, Any]]
-    ) -> list[tuple[int, list[Any]]]:
-        out = []
+        conn: Connection, sql: str, params: list[dict[str, Any]], names: Sequence[str] = ()
+    ) -> list[tuple[int, list[tuple[Any, ...]]]]:
+        out: list[tuple[int, list[tuple[Any, ...]]]] = []
         for p in params:
             cursor = conn.execute(sql, p)
-            out.append((cursor.rowcount, cursor.fetchall()))
+            rows = cursor.fetchall()  # all of them: the row count is final after the last
+            out.append((cursor.rowcount, list(map(columns(cursor, *names), rows)) if names else []))
         return out
 
     @staticmethod
     def values(items: list[Any]) -> object:
-        return orjson.dumps(items)  # read back with json_each(:seqs)
+        return orjson.dumps(items)  # read back with json_each(:ids)
 
     def changed(self, conn: Connection, queues: Sequence[str]) -> None:
         """Other processes notice the commit through `PRAGMA data_version`."""
@@ -244,4 +272,5 @@ class SQLiteBackend(SQLBackend):
             poll_interval=poll_interval,
         )
         super().__init__(f"sqlite:///{path}", self.sqlite)
+        self._locks = SQLiteLockStore(self.sqlite, path)
         self.sqlite.conn()  # open now: a path that can't be opened fails at construction

@@ -80,6 +80,16 @@ CREATE TABLE IF NOT EXISTS tasuki_counts (
     PRIMARY KEY (queue, shard)
 ) WITHOUT ROWID;
 
+-- How many messages of each queue wait (ready or delayed) and how many are dead, changed
+-- by the writes that change them (`count_depth`), so that stats read these two numbers
+-- rather than count every waiting message. Filled from the messages once, when a
+-- database made before it is first opened (`SQLiteDialect.conn`).
+CREATE TABLE IF NOT EXISTS tasuki_depth (
+    queue   TEXT    PRIMARY KEY,
+    waiting INTEGER NOT NULL DEFAULT 0,
+    dead    INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+
 -- Reliability meters per queue (`tasuki.core.reliability`): redeliveries, leases lost and
 -- the buckets of the expiry-to-start and heartbeat-lag histograms, by name, counted at
 -- lease time and added by workers' lease keepers; a few shards per queue, like the counts.

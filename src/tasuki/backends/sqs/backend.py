@@ -1,25 +1,26 @@
 """`sqs://` — Amazon SQS (or any server that speaks its API), on boto3.
 
-The mapping of DESIGN §2 onto SQS, and what SQS cannot promise, is in
-docs/backends/sqs.md.
-In short: a lease is a ReceiveMessage (10 per call, long-polled when the caller waits),
-its token the receipt handle; the attempt is SQS's ApproximateReceiveCount plus the
-attempts of earlier copies of the message, carried in the `tasuki` attribute, so a
-release without penalty (which re-sends the message and deletes the old copy) gives its
-attempt back. Delays beyond `max_delay` are the runtime's: the producer and, for a long
-release, this backend's re-send stamp the `tasuki-not-before` header, and the worker's
-receiver hands an early copy back without penalty for the next hop. tasuki dead-letters a
-message itself (send to the dead-letter queue with reason and error, then delete); the
-queue's redrive policy is only a backstop. With `locks=`, lease records refuse stale
-receipt handles and the id window makes enqueue idempotent (see fencing.py).
+The mapping of the message lifecycle onto SQS, and what SQS cannot promise, is in
+docs/backends/sqs.md. In short: a lease is a ReceiveMessage (10 per call, long-polled
+when the caller waits), its token the receipt handle; the attempt is SQS's
+ApproximateReceiveCount plus the attempts of earlier copies of the message, carried in
+the `tasuki` attribute, so a release without penalty (which re-sends the message and
+deletes the old copy) gives its attempt back. Delays beyond `max_delay` are the
+runtime's: the producer and, for a long release, this backend's re-send stamp the
+`tasuki-not-before` header, and the worker's receiver hands an early copy back without
+penalty for the next hop. tasuki dead-letters a message itself (send to the dead-letter
+queue with reason and error, then delete); the queue's redrive policy is only a
+backstop. With `locks=`, lease records kept in that lock store
+(`LockStore.lease_records`, tasuki/core/locks.py) refuse stale receipt handles, and its
+id records make enqueue idempotent.
 
 Every settling call is batched by 10 (SQS's batch size). A message is always sent to
 its new place before it is deleted from the old one, so a crash in between leaves a
 duplicate, never a loss.
 
 The parts: plumbing.py (the client, batch calls, moves), receiving.py (lease),
-settling.py (ack, extend, release, bury), dead_letters.py (browse, redrive, purge);
-besides codec.py, queues.py, fencing.py and options.py. Here: producing and operating.
+settling.py (settle, extend), dead_letters.py (browse, redrive, purge); besides
+codec.py, queues.py and options.py. Here: producing and operating.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from tasuki.backends.base import (
     QueueStats,
     refuse_connection,
 )
-from tasuki.backends.sqs.codec import Meta, attributes, attributes_size, encode_body
+from tasuki.backends.sqs.codec import Meta, attributes, attributes_size, encode_body, stored
 from tasuki.backends.sqs.codec import received_meta as _received_meta
 from tasuki.backends.sqs.dead_letters import DeadLetters
 from tasuki.backends.sqs.options import SQS_BATCH
@@ -44,6 +45,7 @@ from tasuki.backends.sqs.plumbing import BROWSE_VISIBILITY, _code, log
 from tasuki.backends.sqs.queues import QueueInfo, tasuki_name
 from tasuki.backends.sqs.receiving import Receiving
 from tasuki.backends.sqs.settling import Settling
+from tasuki.core.locks import IdClaim, IdFinish
 from tasuki.core.message import new_id
 from tasuki.errors import (
     BackendError,
@@ -84,8 +86,8 @@ _NO_LOCKS = _MissingLocks()
 
 class SqsBackend(Receiving, Settling, DeadLetters):
     """The Backend interface on SQS; `from_url` builds one. The parts: plumbing.py (the
-    client and batch calls), receiving.py (lease), settling.py (ack, extend, release,
-    bury), dead_letters.py; here, producing and operating."""
+    client and batch calls), receiving.py (lease), settling.py (settle, extend),
+    dead_letters.py; here, producing and operating."""
 
     # -- producing -------------------------------------------------------------------
     def enqueue(
@@ -107,7 +109,7 @@ class SqsBackend(Receiving, Settling, DeadLetters):
         positions: list[int],
         results: list[Enqueued | None],
     ) -> None:
-        fences = self._fences
+        records = self._records
         now = time.time()
         # 1. Check and encode everything before taking any claim.
         bodies: dict[int, tuple[str, str]] = {}
@@ -131,10 +133,10 @@ class SqsBackend(Receiving, Settling, DeadLetters):
                 )
             bodies[n] = encode_body(env.body)
         # 2. The id window: one batch of claims.
-        owners = {n: new_id() if fences is not None else "" for n in positions}
+        owners = {n: new_id() if records is not None else "" for n in positions}
         known = (
-            fences.claim_ids([(info.name, envelopes[n].id, owners[n]) for n in positions])
-            if fences is not None
+            records.claim_ids([IdClaim(info.name, envelopes[n].id, owners[n]) for n in positions])
+            if records is not None
             else [True] * len(positions)
         )
         entries: list[dict[str, Any]] = []
@@ -142,15 +144,7 @@ class SqsBackend(Receiving, Settling, DeadLetters):
         try:
             for n, fresh in zip(positions, known, strict=True):
                 env = envelopes[n]
-                meta = Meta(
-                    id=env.id,
-                    headers=dict(env.headers),
-                    max_attempts=env.max_attempts,
-                    visibility_timeout=env.visibility_timeout,
-                    keep_id=env.keep_id,
-                    enqueued_at=now,
-                    id_owner=owners[n],
-                )
+                meta = stored(env, now, owners[n])
                 if not fresh:
                     results[n] = Enqueued(env.id, "duplicate")
                     continue
@@ -197,12 +191,12 @@ class SqsBackend(Receiving, Settling, DeadLetters):
     def _claim_unique(self, env: Envelope) -> Enqueued | None:
         """Take the unique lock (not atomically with the send: atomic_unique=False)."""
         assert env.unique is not None
-        if self._fences is None:
+        locks = self._locks
+        if locks is None:
             raise ConfigurationError(
                 "unique jobs on sqs:// need a lock store: add locks=sqlite:///... or"
                 " locks=redis://... to the URL"
             )
-        locks = self._fences.locks
         for _ in range(3):
             if locks.acquire(env.unique.key, env.id, env.unique.ttl):
                 return None
@@ -212,12 +206,12 @@ class SqsBackend(Receiving, Settling, DeadLetters):
         return Enqueued(env.id, "conflict")
 
     def _unclaim(self, info: QueueInfo, meta: Meta) -> None:
-        if self._fences is None:
+        if self._records is None or self._locks is None:
             return
         if meta.id_owner:
-            self._fences.finish_ids(info.name, [(meta.id, meta.id_owner, 0.0)])
+            self._records.finish_ids([IdFinish(info.name, meta.id, meta.id_owner, 0.0)])
         if meta.unique_key is not None:
-            self._fences.locks.release(meta.unique_key, meta.id)
+            self._locks.release(meta.unique_key, meta.id)
 
     # -- operating -------------------------------------------------------------------
     def queue_arn(self, queue: str) -> str:
@@ -275,7 +269,7 @@ class SqsBackend(Receiving, Settling, DeadLetters):
             return 0
         before = self.stats(queue)
         total = before.ready + before.in_flight + before.delayed + before.dead
-        fences = self._fences
+        records, locks = self._records, self._locks
         while True:
             got = self._call(
                 "receive_message",
@@ -288,18 +282,18 @@ class SqsBackend(Receiving, Settling, DeadLetters):
             if not got:
                 break
             self._delete(info.url, [m["ReceiptHandle"] for m in got])
-            if fences is not None:
+            if records is not None and locks is not None:
                 metas = [_received_meta(message)[0] for message in got]
-                fences.finish_ids(queue, [(meta.id, meta.id_owner, 0.0) for meta in metas])
+                records.finish_ids([IdFinish(queue, m.id, m.id_owner, 0.0) for m in metas])
                 for meta in metas:
                     if meta.unique_key is not None:
-                        fences.locks.release(meta.unique_key, meta.id)
+                        locks.release(meta.unique_key, meta.id)
         with self._held_mutex:
             mine = [(t, h) for t, h in self._held.items() if h.info.name == queue]
             for token, _ in mine:
                 del self._held[token]
-        if fences is not None:
-            fences.forget_leases(queue, [held.meta.id for _, held in mine])
+        if records is not None:
+            records.forget([(queue, held.meta.id) for _, held in mine])
         for url in (info.url, info.dead_url):
             try:
                 self._call("purge_queue", QueueUrl=url)
@@ -313,9 +307,7 @@ class SqsBackend(Receiving, Settling, DeadLetters):
     def locks(self) -> LockStore:
         """The `locks=` store; without one, a store that refuses every call, so a worker
         that uses no lock starts, and the first feature that needs one fails loudly."""
-        if self._fences is None:
-            return _NO_LOCKS
-        return self._fences.locks
+        return _NO_LOCKS if self._locks is None else self._locks
 
     def ping(self) -> None:
         try:
@@ -330,8 +322,8 @@ class SqsBackend(Receiving, Settling, DeadLetters):
         if self._receivers is not None:
             self._receivers.shutdown(wait=True)
             self._receivers = None
-        if self._fences is not None:
-            self._fences.close()
+        if self._records is not None:
+            self._records.close()
         if self._lock_backend is not None:
             self._lock_backend.close()
         self._client.close()

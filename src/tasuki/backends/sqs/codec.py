@@ -9,6 +9,10 @@ well inside SQS's limit of 10 attributes per message and leaves the others to th
 
 A message without that attribute was not produced by tasuki (an S3 event notification,
 another producer): it is delivered as-is, its SQS MessageId as its id.
+
+The one mapping between the backend seam's records and SQS's: an `Envelope` becomes a
+`Meta` (`stored`), a received message a `Delivery` (`delivery`) or a `DeadLetter`
+(`dead_letter`).
 """
 
 from __future__ import annotations
@@ -22,7 +26,9 @@ from typing import Any
 
 import orjson
 
-from tasuki.core.message import ErrorInfo
+from tasuki.core.message import DeadLetter, ErrorInfo
+from tasuki.core.reasons import describe
+from tasuki.core.records import Delivery, Envelope
 
 log = logging.getLogger("tasuki.sqs")
 
@@ -172,3 +178,61 @@ def received_meta(message: dict[str, Any]) -> tuple[Meta, dict[str, Any]]:
             attrs[ATTRIBUTE] = ours
     sent = float(message.get("Attributes", {}).get("SentTimestamp", 0)) / 1000.0
     return Meta(id=message["MessageId"], enqueued_at=sent, raw=True), attrs
+
+
+def stored(env: Envelope, now: float, id_owner: str) -> Meta:
+    """What a new message carries in its `tasuki` attribute (its body is encoded apart)."""
+    return Meta(
+        id=env.id,
+        headers=dict(env.headers),
+        max_attempts=env.max_attempts,
+        visibility_timeout=env.visibility_timeout,
+        keep_id=env.keep_id,
+        enqueued_at=now,
+        id_owner=id_owner,
+    )
+
+
+def delivery(
+    queue: str, message: dict[str, Any], meta: Meta, attempt: int, fence: int, vt: float
+) -> Delivery:
+    """A received message as leased: its attempt and fencing number as counted."""
+    return Delivery(
+        queue=queue,
+        id=meta.id,
+        body=decode_body(message["Body"], meta.encoding),
+        headers=meta.headers,
+        attempt=attempt,
+        max_attempts=meta.max_attempts,
+        enqueued_at=meta.enqueued_at,
+        token=message["ReceiptHandle"],
+        fencing_token=fence,
+        visibility_timeout=vt,
+    )
+
+
+def dead_letter(queue: str, message: dict[str, Any], max_receive_count: int) -> DeadLetter:
+    """A message received from a dead-letter queue: dead-lettered by tasuki (its reason
+    in `tasuki`), or moved there by the queue's redrive policy."""
+    meta, _ = received_meta(message)
+    attrs = message.get("Attributes", {})
+    if meta.reason:
+        attempt, died_at = meta.died_attempt, meta.died_at
+        reason = describe(meta.reason, attempt, meta.max_attempts)
+    else:
+        attempt = meta.attempts_before + int(attrs.get("ApproximateReceiveCount", 0))
+        reason = (
+            f"moved by the SQS redrive policy after {max_receive_count} receives (not by tasuki)"
+        )
+        died_at = float(attrs.get("SentTimestamp", 0)) / 1000.0
+    return DeadLetter(
+        id=meta.id,
+        queue=queue,
+        body=decode_body(message["Body"], meta.encoding),
+        headers=meta.headers,
+        attempt=attempt,
+        reason=reason,
+        error=meta.error,
+        died_at=died_at,
+        enqueued_at=meta.enqueued_at,
+    )

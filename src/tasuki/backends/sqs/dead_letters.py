@@ -8,11 +8,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from tasuki.backends.sqs.codec import decode_body as _decode_body
+from tasuki.backends.sqs.codec import dead_letter
 from tasuki.backends.sqs.codec import received_meta as _received_meta
 from tasuki.backends.sqs.options import SQS_BATCH
 from tasuki.backends.sqs.plumbing import BROWSE_VISIBILITY, SqsBase, _Move
 from tasuki.backends.sqs.queues import QueueInfo
+from tasuki.core.locks import IdFinish
 from tasuki.core.message import DeadLetter
 
 
@@ -35,33 +36,8 @@ class DeadLetters(SqsBase):
             for message in got:
                 seen.setdefault(message["MessageId"], message)
 
-    def _letter(self, info: QueueInfo, message: dict[str, Any]) -> DeadLetter:
-        meta, _ = _received_meta(message)
-        attrs = message.get("Attributes", {})
-        if meta.reason:
-            reason, attempt, died_at = meta.reason, meta.died_attempt, meta.died_at
-        else:
-            count = int(attrs.get("ApproximateReceiveCount", 0))
-            attempt = meta.attempts_before + count
-            reason = (
-                f"moved by the SQS redrive policy after {info.max_receive_count} receives"
-                " (not by tasuki)"
-            )
-            died_at = float(attrs.get("SentTimestamp", 0)) / 1000.0
-        return DeadLetter(
-            id=meta.id,
-            queue=info.name,
-            body=_decode_body(message["Body"], meta.encoding),
-            headers=meta.headers,
-            attempt=attempt,
-            reason=reason,
-            error=meta.error,
-            died_at=died_at,
-            enqueued_at=meta.enqueued_at,
-        )
-
     def _letters(self, info: QueueInfo) -> list[tuple[DeadLetter, dict[str, Any]]]:
-        found = [(self._letter(info, m), m) for m in self._browse(info)]
+        found = [(dead_letter(info.name, m, info.max_receive_count), m) for m in self._browse(info)]
         found.sort(key=lambda pair: -pair[0].died_at)
         return found
 
@@ -115,13 +91,12 @@ class DeadLetters(SqsBase):
             return 0
         found = self._letters(info)
         done = self._delete(info.dead_url, [m["ReceiptHandle"] for _, m in found])
-        if self._fences is not None:
-            self._fences.finish_ids(
-                queue,
+        if self._records is not None:
+            self._records.finish_ids(
                 [
-                    (letter.id, _received_meta(message)[0].id_owner, 0.0)
+                    IdFinish(queue, letter.id, _received_meta(message)[0].id_owner, 0.0)
                     for (letter, message), ok in zip(found, done, strict=True)
                     if ok
-                ],
+                ]
             )
         return sum(done)

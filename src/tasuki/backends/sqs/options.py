@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from tasuki.backends.urls import query_options
+from tasuki.core.locks import RecordLifetimes
 from tasuki.errors import InvalidURL
 
 # SQS's own limits (AWS documentation, "Amazon SQS quotas").
@@ -18,6 +19,13 @@ SQS_MAX_VISIBILITY = 43200.0  # 12 hours, counted from the message's first recei
 SQS_MAX_WAIT = 20  # WaitTimeSeconds of one long poll
 SQS_BATCH = 10  # entries per batch call and messages per ReceiveMessage
 SQS_MAX_RETENTION = 1_209_600  # 14 days
+
+# The lease and id records kept in the `locks=` store: a lease record outlives any lease
+# (the 12-hour visibility limit, plus a margin); an id record lives as long as SQS keeps
+# a message; an acked message's record refuses a late second delivery for 5 minutes.
+RECORDS = RecordLifetimes(
+    lease=SQS_MAX_VISIBILITY + 600.0, id=float(SQS_MAX_RETENTION), acked=300.0
+)
 
 
 def _positive(raw: str) -> float:

@@ -15,11 +15,17 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tasuki.backends.base import Backend, Capabilities
+from tasuki.backends.base import Backend, Capabilities, LockStore
 from tasuki.backends.sqs.codec import Meta, attributes, attributes_size
-from tasuki.backends.sqs.fencing import Fences, fences_for
-from tasuki.backends.sqs.options import SQS_BATCH, SQS_MAX_VISIBILITY, SQS_MAX_WAIT, SqsOptions
+from tasuki.backends.sqs.options import (
+    RECORDS,
+    SQS_BATCH,
+    SQS_MAX_VISIBILITY,
+    SQS_MAX_WAIT,
+    SqsOptions,
+)
 from tasuki.backends.sqs.queues import DEFAULT_MAX_SIZE, QueueInfo, Queues
+from tasuki.core.locks import LeaseRecords
 from tasuki.core.message import GROUP_HEADER, JOB_HEADER, ErrorInfo
 from tasuki.errors import BackendUnavailable
 
@@ -89,14 +95,18 @@ class SqsBase(Backend):
             "sqs", region_name=options.region, endpoint_url=options.endpoint_url, config=config
         )
         self._queues = Queues(self._client, options)
+        # With `locks=`: its lock store (unique claims) and the lease and id records
+        # SQS cannot keep, in that store (fencing, the id window).
         self._lock_backend: Backend | None = None
-        self._fences: Fences | None = None
+        self._locks: LockStore | None = None
+        self._records: LeaseRecords | None = None
         if options.locks:
             from tasuki.backends.urls import backend_from_url
 
             self._lock_backend = backend_from_url(options.locks)
-            self._fences = fences_for(self._lock_backend, self._lock_backend.locks, options.prefix)
-        kept = self._fences is not None
+            self._locks = self._lock_backend.locks
+            self._records = self._locks.lease_records(f"tasuki-sqs:{options.prefix}", RECORDS)
+        kept = self._records is not None
         self.capabilities = Capabilities(
             max_message_size=DEFAULT_MAX_SIZE,
             max_delay=options.max_delay,
@@ -266,10 +276,15 @@ class SqsBase(Backend):
 
     def _bury_moves(self, info: QueueInfo, moves: list[_Move]) -> list[bool]:
         done = self._move(info, info.url, info.dead_url, moves)
-        if self._fences is not None:
-            gone = [move.meta for move, ok in zip(moves, done, strict=True) if ok]
-            self._fences.forget_leases(info.name, [meta.id for meta in gone])
-            for meta in gone:
-                if meta.unique_key is not None:
-                    self._fences.locks.release(meta.unique_key, meta.id)
+        self._buried([(info.name, m.meta) for m, ok in zip(moves, done, strict=True) if ok])
         return done
+
+    def _buried(self, gone: Sequence[tuple[str, Meta]]) -> None:
+        """Messages now in a dead-letter queue: their lease records go (a redrive sends a
+        new copy), and so do the uniqueness locks they hold."""
+        if self._records is None or self._locks is None or not gone:
+            return
+        self._records.forget([(queue, meta.id) for queue, meta in gone])
+        for _, meta in gone:
+            if meta.unique_key is not None:
+                self._locks.release(meta.unique_key, meta.id)

@@ -11,13 +11,13 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from tasuki.backends.base import DEFAULT_VISIBILITY_TIMEOUT, Delivery
-from tasuki.backends.sqs.codec import Meta
-from tasuki.backends.sqs.codec import decode_body as _decode_body
+from tasuki.backends.sqs.codec import Meta, delivery
 from tasuki.backends.sqs.codec import received_meta as _received_meta
-from tasuki.backends.sqs.fencing import LEASE_TTL, Granted, Take
-from tasuki.backends.sqs.options import SQS_BATCH, SQS_MAX_WAIT
+from tasuki.backends.sqs.options import RECORDS, SQS_BATCH, SQS_MAX_WAIT
 from tasuki.backends.sqs.plumbing import SqsBase, _Held, _Move, _seconds, log
 from tasuki.backends.sqs.queues import QueueInfo
+from tasuki.core.locks import Granted, LeaseTake
+from tasuki.core.reasons import ATTEMPTS_EXHAUSTED, LEASE_EXPIRED
 
 # ReceiveMessage calls one lease keeps in flight at once when a backlog fills them.
 RECEIVES_IN_FLIGHT = 4
@@ -144,35 +144,29 @@ class Receiving(SqsBase):
             meta, others = _received_meta(message)
             attrs = message.get("Attributes", {})
             received.append((message, meta, others, int(attrs.get("ApproximateReceiveCount", 1))))
-        # (fence, receives) per message: SQS's count, or what the store granted
+        # SQS's counts, or what the records granted
         granted: list[Granted | None] = [
-            (meta.fence_before + count, count) for _, meta, _, count in received
+            Granted(meta.fence_before + count, count, False) for _, meta, _, count in received
         ]
-        lapsed: set[str] = set()
-        fences = self._fences
-        if fences is not None and received:
+        if self._records is not None and received:
             now = time.time()
-            takes: list[Take] = []
+            takes: list[LeaseTake] = []
             for message, meta, _, count in received:
-                if meta.attempts_before + count > meta.max_attempts and fences.lapsed(
-                    info.name, meta.id
-                ):
-                    lapsed.add(meta.id)  # asked before this lease's record replaces it
                 attrs = message.get("Attributes", {})
                 first = int(attrs.get("ApproximateFirstReceiveTimestamp", 0)) / 1000
                 takes.append(
-                    Take(
+                    LeaseTake(
                         queue=info.name,
                         id=meta.id,
                         token=message["ReceiptHandle"],
                         copy=str(message.get("MessageId", "")),
-                        count=count,
+                        receive_count=count,
                         fence=meta.fence_before + count,
                         visibility=meta.visibility_timeout or default_vt,
-                        fresh=first > 0 and now - first < LEASE_TTL,
+                        fresh=first > 0 and now - first < RECORDS.lease,
                     )
                 )
-            granted = fences.take(takes)
+            granted = self._records.take(takes)
         deliveries: list[Delivery] = []
         dead: list[_Move] = []
         own_vt: dict[float, list[str]] = {}
@@ -181,14 +175,11 @@ class Receiving(SqsBase):
                 # SQS handed out a message another lease still holds: not delivered.
                 log.info("sqs: %s delivered again while leased: not run twice", meta.id)
                 continue
-            fence, receives = given
+            fence, receives, lapsed = given
             attempt = meta.attempts_before + receives
             if attempt > meta.max_attempts:
                 used = attempt - 1
-                if meta.id in lapsed:
-                    reason = f"lease expired {used} times"
-                else:
-                    reason = f"attempts exhausted ({used} of {meta.max_attempts})"
+                reason = LEASE_EXPIRED if lapsed else ATTEMPTS_EXHAUSTED
                 dead.append(
                     _Move(message, self._dead_meta(meta, fence, reason, None, used), others)
                 )
@@ -201,20 +192,7 @@ class Receiving(SqsBase):
                 token,
                 _Held(info, message, meta, others, attempt, fence, time.monotonic() + vt + 60),
             )
-            deliveries.append(
-                Delivery(
-                    queue=info.name,
-                    id=meta.id,
-                    body=_decode_body(message["Body"], meta.encoding),
-                    headers=meta.headers,
-                    attempt=attempt,
-                    max_attempts=meta.max_attempts,
-                    enqueued_at=meta.enqueued_at,
-                    token=token,
-                    fencing_token=fence,
-                    visibility_timeout=vt,
-                )
-            )
+            deliveries.append(delivery(info.name, message, meta, attempt, fence, vt))
         for vt, tokens in own_vt.items():
             self._visibility(info.url, tokens, vt)
         if dead:

@@ -5,8 +5,8 @@
 -- ARGV[1]  queue key base, `<prefix>{<queue>}:`
 -- ARGV[2]  message id
 --
--- Returns the 10 fields of dead_letters.lua, or an empty array if the id is not dead.
--- Read-only.
+-- Returns its `dead_letter` record (includes/dead_letter_fields.lua), or an empty
+-- array if the id is not dead. Read-only.
 
 --- @include "dead_letter_fields"
 

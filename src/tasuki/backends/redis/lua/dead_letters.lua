@@ -6,8 +6,8 @@
 -- ARGV[2]  offset
 -- ARGV[3]  limit
 --
--- Returns 10 fields per dead letter: id, body, headers, attempt, reason, error_type,
--- error_message, error_traceback, died_us, enqueued_us. Read-only.
+-- Returns a `dead_letter` record per dead letter (includes/dead_letter_fields.lua).
+-- Read-only.
 
 --- @include "dead_letter_fields"
 

@@ -5,8 +5,9 @@
 -- ARGV[1]  queue key base, `<prefix>{<queue>}:`
 -- ARGV[2]  limit
 --
--- Returns 6 fields per message: id, lease expiry (µs), attempt, max_attempts, fence,
--- enqueued_us. Read-only.
+-- Returns an `in_flight` record per message: its id, lease expiry (µs), attempt,
+-- max_attempts, fence and enqueued_us ('0' for a field the hash lacks). Read-only.
+--- @reply in_flight: id expires_us attempt max_attempts fence enqueued_us
 
 --- @include "clock"
 

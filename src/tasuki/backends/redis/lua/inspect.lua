@@ -7,11 +7,11 @@
 -- ARGV[1]  queue key base, `<prefix>{<queue>}:`
 -- ARGV[2]  message id
 --
--- Returns {now µs, where, score, fields...}: `where` is 'waiting', 'leased' or 'dead'
--- (score: visible time, lease expiry, death time, µs) followed by the message's attempt,
--- max_attempts, fence, enqueued_us, reason, error_type, error_message, error_traceback,
--- hist; or 'done' with the remaining window (ms) and the history kept with the finished
--- id; or 'none'. Read-only.
+-- Returns {now µs, where, ...}: `where` is 'waiting', 'leased' or 'dead', followed by
+-- the score (visible time, lease expiry, death time, µs) and the message's `message`
+-- record ('' for a field the hash lacks); or 'done', followed by the remaining window
+-- (ms) and the history kept with the finished id; or 'none'. Read-only.
+--- @reply message: attempt max_attempts fence enqueued_us reason error_type error_message error_traceback hist
 
 --- @include "clock"
 

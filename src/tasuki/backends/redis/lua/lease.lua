@@ -13,16 +13,19 @@
 -- ARGV[4]  nonce for this call's lease tokens (token = nonce '.' fence)
 --
 -- Due = waiting with visible time <= now, and leases expired by now. A due message
--- whose attempts are used up is dead-lettered instead of leased ("lease expired N
--- times" if it was in flight, "attempts exhausted (N of M)" if it was waiting), and the
+-- whose attempts are used up is dead-lettered instead of leased (reason code
+-- `lease_expired` if it was in flight, `attempts_exhausted` if it was waiting: see
+-- tasuki/core/reasons.py), and the
 -- walk goes on, so exhausted messages never eat the batch. Each leased message gets
 -- attempt + 1, fence + 1, a fresh token and expiry now + its visibility timeout. A
 -- message taken from an expired lease records "lease lost" in its history, at the time
 -- that lease expired, and counts in the meters (with, if leased again, the time from that
 -- expiry to now); a lease of attempt 2 or more counts as a redelivery.
 --
--- Returns {hint, then 9 fields per leased message: id, body, headers, attempt,
--- max_attempts, enqueued_us, token, fence, own vt (µs, 0 = the lease call's)}.
+-- Returns {hint, then a `leased` record per leased message}: its id, body, headers,
+-- attempt, max_attempts, enqueued_us, token, fence and own visibility timeout (µs, 0 =
+-- the lease call's).
+--- @reply leased: id body headers attempt max_attempts enqueued_us token fence vt_us
 -- `hint`, when nothing was leased, is the µs until the next waiting or leased message
 -- becomes due (-1: the queue holds none), so a blocked caller knows how long to sleep.
 
@@ -85,9 +88,9 @@ while got < want and budget > 0 do
     elseif attempt >= max_attempts then
       local reason
       if was_waiting then
-        reason = 'attempts exhausted (' .. attempt .. ' of ' .. max_attempts .. ')'
+        reason = 'attempts_exhausted'
       else
-        reason = 'lease expired ' .. attempt .. ' times'
+        reason = 'lease_expired'
         gone[#gone + 1] = id
       end
       to_dead(dead, mkey, id, now, reason, '', '', '')

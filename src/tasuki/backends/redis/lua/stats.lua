@@ -6,7 +6,8 @@
 --
 -- No ARGV. Read-only: a handful of O(log n) ZCOUNTs, cheap enough to poll every second.
 --
--- Returns {ready, in_flight, delayed, dead, oldest ready age (µs, 0 if none ready)}.
+-- Returns one `stats` record: the counts and the oldest ready age (µs, 0 if none ready).
+--- @reply stats: ready in_flight delayed dead oldest_ready_age_us
 -- Ready counts expired leases too: they are deliverable again.
 
 --- @include "clock"

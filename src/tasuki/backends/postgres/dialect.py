@@ -1,0 +1,259 @@
+"""PostgreSQL's dialect: a psycopg pool (remade after a fork), autocommit connections,
+explicit transactions, LISTEN/NOTIFY wake-ups (`listener.py`) and `queries.sql`."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import psycopg
+from psycopg.rows import tuple_row
+from psycopg_pool import ConnectionPool
+
+from tasuki.backends.base import Capabilities
+from tasuki.backends.postgres import connections
+from tasuki.backends.postgres.listener import Listener
+from tasuki.backends.sql.dialect import Connection, Queries, columns, load_dialect_queries
+from tasuki.errors import BackendError, BackendUnavailable, InvalidArgument, InvalidURL
+
+Q = load_dialect_queries(
+    "tasuki.backends.postgres", cte_writes=True, files=("queries.sql", "archive.sql")
+)
+
+_TABLE = re.compile(r"\b(tasuki_(?:messages|finished|locks|history|counts|meters|archive))\b")
+# A worker's GIL slice (`Capabilities.gil_slice`): at 0.5 ms instead of 5 the next
+# lease's rows and the acks get through while the fetcher runs jobs, 12 % more no-op
+# jobs a second in one worker (`./dev bench postgres --drain-only`, 4 interleaved pairs);
+# Redis and SQLite gained nothing.
+GIL_SLICE = 0.0005
+# A pooled connection idle longer than this is checked before it is handed out.
+IDLE_CHECK = 1.0
+# Our sessions walk indexes in order rather than gather a bitmap of every match and sort
+# it: with statistics gone stale after a burst of inserts the planner can think a queue
+# holds 40 rows when it holds a million, and a bitmap plan for the lease then reads every
+# due row to return 256. Both are costs added, not bans: a query with no index still runs.
+PLANNER = "-c enable_bitmapscan=off -c enable_seqscan=off"
+
+
+class PostgresDialect:
+    """A psycopg pool (remade after a fork), autocommit connections, explicit transactions."""
+
+    queries: Queries = Q
+    cte_writes = True  # `lease` and `ack` take their steps in their own CTEs
+    leases_ahead = True
+    duplicate_key: type[Exception] = psycopg.errors.UniqueViolation
+
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        schema: str,
+        pool_size: int,
+        max_message_size: int,
+        display_url: str,
+        pgbouncer: bool = False,
+        listen_conninfo: str | None = None,
+        archive: bool = False,
+    ) -> None:
+        self.conninfo = conninfo
+        # Behind pgBouncer in transaction mode a session is not ours from one transaction
+        # to the next: no startup options (search_path, planner settings), no prepared
+        # statements, and LISTEN only on a direct connection (`listen_url`), else polling.
+        self.pgbouncer = pgbouncer
+        self.schema = schema
+        self.channel = f"tasuki:{schema}"
+        self.announce: Mapping[str, object] = {"channel": self.channel}
+        # What pg_stat_activity shows for our sessions (unless the URL names its own).
+        self.application_name = f"tasuki {schema}"
+        self.display_url = display_url
+        self.capabilities = Capabilities(
+            max_message_size=max_message_size, transactional_enqueue=True, gil_slice=GIL_SLICE
+        )
+        if archive:  # acks move the rows to the archive (`ack_archive`)
+            self.queries = {**Q, "ack": Q["ack_archive"]}
+        self.qualified: Queries = {
+            name: _TABLE.sub(f'"{schema}".\\1', sql) for name, sql in self.queries.items()
+        }
+        if pgbouncer:  # no search_path of ours: every query names the schema
+            self.queries = self.qualified
+        self.listener = Listener(
+            listen_conninfo or conninfo,
+            self.channel,
+            self.application_name,
+            polls_only=pgbouncer and not listen_conninfo,
+        )
+        self._pool_size = pool_size
+        self._idle_since: weakref.WeakKeyDictionary[psycopg.Connection[Any], float] = (
+            weakref.WeakKeyDictionary()
+        )
+        # Run before the first connection is used (set by the backend: its migrations).
+        self.first_use: Callable[[], object] | None = None
+        self._first_use_mutex = threading.Lock()
+        self._pool: ConnectionPool[psycopg.Connection[Any]] | None = None
+        self._pid = 0
+        self._mutex = threading.Lock()
+        self._closed = False
+
+    @property
+    def polls_only(self) -> bool:
+        return self.listener.polls_only
+
+    # -- connections -----------------------------------------------------------------
+    def connect(self) -> psycopg.Connection[Any]:
+        """A fresh connection of our own (migrations)."""
+        try:
+            return psycopg.connect(
+                self.conninfo,
+                autocommit=True,
+                fallback_application_name=self.application_name,
+                # behind pgBouncer a statement prepared here may already exist on the
+                # server session it lends us (a migration's repeated INSERT was the 6th)
+                prepare_threshold=None if self.pgbouncer else 5,
+            )
+        except psycopg.ProgrammingError as exc:  # libpq refused the URL itself
+            raise InvalidURL(f"invalid PostgreSQL URL {self.display_url}: {exc}") from exc
+        except psycopg.Error as exc:
+            raise BackendUnavailable(f"cannot connect to {self.display_url}: {exc}") from exc
+
+    def ready(self) -> None:
+        """Run the first-use hook (the migrations) once; a failure is retried next time."""
+        if self.first_use is None:
+            return
+        with self._first_use_mutex:
+            hook = self.first_use
+            if hook is not None:
+                hook()
+                self.first_use = None
+
+    def pool(self) -> ConnectionPool[psycopg.Connection[Any]]:
+        pool = self._pool
+        if pool is not None and self._pid == os.getpid():
+            return pool
+        self.ready()
+        with self._mutex:
+            if self._closed:
+                raise BackendError("the PostgreSQL backend is closed")
+            if self._pool is None or self._pid != os.getpid():
+                kwargs: dict[str, Any] = {
+                    "autocommit": True,
+                    "fallback_application_name": self.application_name,
+                }
+                if self.pgbouncer:
+                    kwargs["prepare_threshold"] = None
+                else:
+                    kwargs["options"] = f"-c search_path={self.schema} {PLANNER}"
+                connections.quiet()
+                self._pool = connections.Pool(
+                    self.conninfo,
+                    min_size=1,
+                    max_size=self._pool_size,
+                    kwargs=kwargs,
+                    open=True,
+                    name=f"tasuki-{self.schema}",
+                    timeout=connections.POOL_WAIT,
+                    check=self._check,
+                    reset=self._returned,
+                )
+                self._pid = os.getpid()
+            return self._pool
+
+    def _check(self, conn: psycopg.Connection[Any]) -> None:
+        """A connection idle for a while is tried before use (one empty query), so a
+        server restart costs a reconnect, not a failed operation; a busy one is not."""
+        if time.monotonic() - self._idle_since.get(conn, 0.0) > IDLE_CHECK:
+            ConnectionPool.check_connection(conn)
+
+    def _returned(self, conn: psycopg.Connection[Any]) -> None:
+        self._idle_since[conn] = time.monotonic()
+
+    @contextlib.contextmanager
+    def _errors(self) -> Iterator[None]:
+        try:
+            yield
+        except psycopg.OperationalError as exc:
+            raise BackendUnavailable(f"PostgreSQL at {self.display_url}: {exc}") from exc
+        except psycopg.Error as exc:
+            raise BackendError(f"PostgreSQL at {self.display_url}: {exc}") from exc
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[Connection]:
+        with self._errors(), self.pool().connection() as conn:
+            yield conn
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[Connection]:
+        with self._errors(), self.pool().connection() as conn, conn.transaction():
+            yield conn
+
+    def statements(self) -> contextlib.AbstractContextManager[Connection]:
+        """An autocommit connection: a statement that does a whole step (the lease, a
+        batch of acks) is its own transaction, one round trip without BEGIN and COMMIT."""
+        return self.read()
+
+    def joined(self, connection: object) -> tuple[Connection, Queries]:
+        """The caller's psycopg connection; queries name our schema (its search_path is
+        the caller's business) and read rows as tuples whatever its row factory."""
+        if not isinstance(connection, psycopg.Connection):
+            raise InvalidArgument(
+                f"postgresql:// takes a psycopg.Connection as connection=, "
+                f"got {type(connection).__name__}"
+            )
+        self.ready()
+        return connection.cursor(row_factory=tuple_row), self.qualified
+
+    @staticmethod
+    def many(
+        conn: Connection, sql: str, params: list[dict[str, Any]], names: Sequence[str] = ()
+    ) -> list[tuple[int, list[tuple[Any, ...]]]]:
+        """One pipelined `executemany`: a batch costs one round trip, not one per row."""
+        pg: Any = conn
+        cursor = pg.cursor() if isinstance(pg, psycopg.Connection) else pg
+        out: list[tuple[int, list[tuple[Any, ...]]]] = []
+        if len(params) == 1:
+            cursor.execute(sql, params[0])
+        elif params:
+            cursor.executemany(sql, params, returning=True)
+        else:
+            return out
+        while True:
+            rows = cursor.fetchall() if names and cursor.description else []
+            out.append((cursor.rowcount, list(map(columns(cursor, *names), rows)) if rows else []))
+            if not cursor.nextset():
+                return out
+
+    @staticmethod
+    def values(items: list[Any]) -> object:
+        return items  # an array parameter (`= ANY(%(ids)s)`)
+
+    # -- wake-ups --------------------------------------------------------------------
+    def changed(self, conn: Connection, queues: Sequence[str]) -> None:
+        for queue in queues:
+            conn.execute("SELECT pg_notify(%s, %s)", (self.channel, queue))
+
+    def committed(self) -> None:
+        """Waiters, here and elsewhere, hear the NOTIFY sent with the commit."""
+
+    def wait_hint(self) -> int:
+        return self.listener.hint()
+
+    def wait(self, queue: str, timeout: float, hint: object) -> None:
+        self.listener.wait(timeout, hint)
+
+    # -- operating -------------------------------------------------------------------
+    def ping(self) -> None:
+        with self.read() as conn:
+            conn.execute("SELECT 1").fetchone()
+
+    def close(self) -> None:
+        with self._mutex:
+            self._closed = True
+            pool, self._pool = self._pool, None
+        if pool is not None and self._pid == os.getpid():
+            pool.close()
+        self.listener.close()

@@ -1,0 +1,349 @@
+"""Between tasuki's records and the Redis scripts' arguments and replies, in one place.
+
+Out: an `Envelope` becomes `enqueue.lua`'s fields of one message, a `Settle` becomes
+`settle.lua`'s fields of one item. In: each script that returns records declares their
+fields in its header, `--- @reply NAME: field field ...`, and each record is read here
+by a reader whose positional parameters are those fields, by name, in that order
+(`tests/backends/redis/test_redis_codec.py` holds the two together): a `leased` record
+becomes a `Delivery`, a `dead_letter` a `DeadLetter`, `in_flight` and `message` records
+a `MessageInfo`. Times in Redis are whole microseconds (TTLs milliseconds); here, seconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from itertools import starmap
+from typing import Any, TypeVar
+
+import orjson
+
+from tasuki.backends.redis.keys import QueueKeys
+from tasuki.core.message import DeadLetter, ErrorInfo
+from tasuki.core.reasons import describe
+from tasuki.core.records import (
+    Delivery,
+    Enqueued,
+    EnqueueStatus,
+    Envelope,
+    HistoryEntry,
+    MessageInfo,
+    MessageState,
+    QueueStats,
+    Settle,
+    death_detail,
+    error_summary,
+    release_event,
+    waiting_state,
+)
+
+T = TypeVar("T")
+
+# Enqueue verdicts by the code enqueue.lua returns.
+_STATUS: tuple[EnqueueStatus, ...] = ("enqueued", "duplicate", "conflict", "replaced")
+_EMPTY_HEADERS = b"{}"
+
+
+def us(seconds: float) -> int:
+    return round(seconds * 1_000_000)
+
+
+def ms(seconds: float) -> int:
+    """A TTL for PX: at least 1 ms (Redis refuses 0), so a zero TTL lapses at once."""
+    return max(1, round(seconds * 1000))
+
+
+def headers_json(headers: Any) -> bytes:
+    if not headers:
+        return _EMPTY_HEADERS
+    return orjson.dumps(headers if type(headers) is dict else dict(headers))
+
+
+def headers_of(raw: bytes) -> dict[str, str]:
+    if raw == _EMPTY_HEADERS or not raw:
+        return {}
+    headers: dict[str, str] = orjson.loads(raw)
+    return headers
+
+
+# -- out ---------------------------------------------------------------------------------
+def enqueue_call(
+    keys: QueueKeys, lock_key: Callable[[str], str], batch: Sequence[Envelope]
+) -> tuple[list[str], list[Any]]:
+    """enqueue.lua's KEYS and ARGV for `batch` (one queue): per message, the fields its
+    header lists, a uniqueness lock as the index of its key among the KEYS."""
+    script_keys = [keys.waiting, keys.signal, keys.keep]
+    args: list[Any] = [keys.base, len(batch)]
+    for env in batch:
+        claim = env.unique
+        if claim is None:
+            lock, lock_ttl, replace = 0, 0, 0
+        else:
+            script_keys.append(lock_key(claim.key))
+            lock, lock_ttl, replace = len(script_keys) - 3, ms(claim.ttl), int(claim.replace)
+        args += (
+            env.id,
+            env.body,
+            headers_json(env.headers),
+            us(env.delay),
+            env.max_attempts,
+            "" if env.visibility_timeout is None else us(env.visibility_timeout),
+            ms(env.keep_id) if env.keep_id > 0 else 0,
+            lock,
+            lock_ttl,
+            replace,
+        )
+    return script_keys, args
+
+
+def enqueued(batch: Sequence[Envelope], reply: list[Any]) -> list[Enqueued]:
+    """enqueue.lua's reply: a status code per message, or {code, holder id}."""
+    out: list[Enqueued] = []
+    for env, r in zip(batch, reply, strict=True):
+        if isinstance(r, int):
+            out.append(Enqueued(env.id, _STATUS[r]))
+        else:
+            out.append(Enqueued(r[1].decode(), _STATUS[r[0]]))
+    return out
+
+
+def settle_keys(keys: QueueKeys) -> list[str]:
+    return [keys.waiting, keys.leased, keys.leases, keys.dead, keys.keep, keys.counts, keys.signal]
+
+
+def settle_args(base: str, items: Sequence[Settle]) -> list[Any]:
+    """settle.lua's ARGV: the verdicts as one letter each, then each item's fields."""
+    if all(item.verdict == "ack" for item in items):  # the common batch, made fast
+        args: list[Any] = [base, "a" * len(items)]
+        for item in items:
+            args += (item.receipt.id, item.receipt.token)
+        return args
+    letters = []
+    args = [base, ""]
+    for item in items:
+        r = item.receipt
+        if item.verdict == "ack":
+            letters.append("a")
+            args += (r.id, r.token)
+        elif item.verdict == "release":
+            letters.append("r")
+            event, detail = release_event(item.delay, item.penalty, error_summary(item.error))
+            args += (r.id, r.token, us(item.delay), 0 if item.penalty else 1, event, detail)
+        else:
+            letters.append("d")
+            err = item.error
+            args += (
+                r.id,
+                r.token,
+                item.reason,
+                "" if err is None else err.type,
+                "" if err is None else err.message,
+                "" if err is None else err.traceback,
+                death_detail(item.reason, err),
+            )
+    args[1] = "".join(letters)
+    return args
+
+
+# -- in ----------------------------------------------------------------------------------
+# A reader is a function whose positional parameters are the fields of one kind of record,
+# named and ordered as its script's `--- @reply` line declares them. Where a record needs
+# context to become a value (its queue), a factory makes the reader once per reply: the
+# lease's records are read per message, and a plain call is what costs least.
+
+
+def records(reply: Sequence[Any], reader: Callable[..., T], start: int = 0) -> Iterator[T]:
+    """The records of a flat reply from `start` on, each read by `reader`."""
+    fields = iter(reply)
+    for _ in range(start):
+        next(fields)
+    width = reader.__code__.co_argcount
+    return starmap(reader, zip(*[fields] * width, strict=True))
+
+
+def fields_of(reader: Callable[..., Any]) -> tuple[str, ...]:
+    """The record fields a reader reads: its positional parameters, in order."""
+    code = reader.__code__
+    return code.co_varnames[: code.co_argcount]
+
+
+def leased(queue: str, default_vt: float) -> Callable[..., Delivery]:
+    """A reader of lease.lua's `leased` records: a Delivery each."""
+
+    def read(
+        id: bytes,
+        body: bytes,
+        headers: bytes,
+        attempt: int,
+        max_attempts: int,
+        enqueued_us: bytes,
+        token: bytes,
+        fence: int,
+        vt_us: int,
+    ) -> Delivery:
+        return Delivery(
+            queue,
+            id.decode(),
+            body,
+            headers_of(headers),
+            attempt,
+            max_attempts,
+            int(enqueued_us) / 1e6,
+            token.decode(),
+            fence,
+            vt_us / 1e6 if vt_us else default_vt,
+        )
+
+    return read
+
+
+def deliveries(queue: str, reply: list[Any], default_vt: float) -> list[Delivery]:
+    """lease.lua's reply: a hint, then a `leased` record per message."""
+    return list(records(reply, leased(queue, default_vt), 1))
+
+
+def dead_letter(queue: str) -> Callable[..., DeadLetter]:
+    """A reader of `dead_letter` records (`includes/dead_letter_fields.lua`)."""
+
+    def read(
+        id: bytes,
+        body: bytes,
+        headers: bytes,
+        attempt: bytes,
+        reason: bytes,
+        error_type: bytes,
+        error_message: bytes,
+        error_traceback: bytes,
+        died_us: bytes,
+        enqueued_us: bytes,
+        max_attempts: bytes,
+    ) -> DeadLetter:
+        tries = int(attempt or 0)
+        limit = int(max_attempts) if max_attempts else None
+        return DeadLetter(
+            id=id.decode(),
+            queue=queue,
+            body=body,
+            headers=headers_of(headers),
+            attempt=tries,
+            reason=describe(reason.decode(), tries, limit),
+            error=_error(error_type, error_message, error_traceback),
+            died_at=int(died_us) / 1e6 if died_us else 0.0,
+            enqueued_at=int(enqueued_us) / 1e6 if enqueued_us else 0.0,
+        )
+
+    return read
+
+
+def dead_letters(queue: str, reply: list[Any]) -> list[DeadLetter]:
+    return list(records(reply, dead_letter(queue)))
+
+
+def in_flight(queue: str) -> Callable[..., MessageInfo]:
+    """A reader of in_flight.lua's `in_flight` records."""
+
+    def read(
+        id: bytes,
+        expires_us: bytes,
+        attempt: bytes,
+        max_attempts: bytes,
+        fence: bytes,
+        enqueued_us: bytes,
+    ) -> MessageInfo:
+        return MessageInfo(
+            queue,
+            id.decode(),
+            "in_flight",
+            attempt=int(attempt),
+            max_attempts=int(max_attempts),
+            fencing_token=int(fence),
+            enqueued_at=int(enqueued_us) / 1e6,
+            lease_expires_at=float(expires_us) / 1e6,
+        )
+
+    return read
+
+
+def leases_in_flight(queue: str, reply: list[Any]) -> list[MessageInfo]:
+    return list(records(reply, in_flight(queue)))
+
+
+def message(queue: str, id: str, where: str, at: float, now: float) -> Callable[..., MessageInfo]:
+    """A reader of inspect.lua's `message` record, of a message found `where` (its ZSET)
+    with score `at`."""
+
+    def read(
+        attempt: bytes,
+        max_attempts: bytes,
+        fence: bytes,
+        enqueued_us: bytes,
+        reason: bytes,
+        error_type: bytes,
+        error_message: bytes,
+        error_traceback: bytes,
+        hist: bytes,
+    ) -> MessageInfo:
+        tries = int(attempt or 0)
+        state: MessageState
+        visible_at = lease_expires_at = died_at = None
+        if where == "dead":
+            state, died_at = "dead", at
+        elif where == "leased" and at > now:
+            state, lease_expires_at = "in_flight", at
+        else:
+            state, visible_at = waiting_state(at, now), at
+        dead = state == "dead"
+        return MessageInfo(
+            queue,
+            id,
+            state,
+            attempt=tries,
+            max_attempts=int(max_attempts) if max_attempts else None,
+            fencing_token=int(fence or 0),
+            enqueued_at=int(enqueued_us) / 1e6 if enqueued_us else None,
+            visible_at=visible_at,
+            lease_expires_at=lease_expires_at,
+            reason=describe(reason.decode(), tries, int(max_attempts or 0)) if dead else "",
+            error=_error(error_type, error_message, error_traceback) if dead else None,
+            died_at=died_at,
+            history=history(hist),
+        )
+
+    return read
+
+
+def message_info(queue: str, id: str, reply: list[Any]) -> MessageInfo:
+    """inspect.lua's reply: {now, where, ...}: 'none'; 'done' with the id's remaining
+    window (ms) and its history; else the score and a `message` record."""
+    now, where = int(reply[0]) / 1e6, reply[1].decode()
+    if where == "none":
+        return MessageInfo(queue, id, "unknown")
+    if where == "done":
+        window_ms, story = reply[2:]
+        return MessageInfo(
+            queue, id, "finished", finished_until=now + int(window_ms) / 1e3, history=history(story)
+        )
+    [info] = records(reply, message(queue, id, where, float(reply[2]) / 1e6, now), 3)
+    return info
+
+
+def stats(
+    ready: int, in_flight: int, delayed: int, dead: int, oldest_ready_age_us: int
+) -> QueueStats:
+    """stats.lua's `stats` record."""
+    return QueueStats(ready, in_flight, delayed, dead, oldest_ready_age_us / 1e6)
+
+
+def history(raw: bytes) -> tuple[HistoryEntry, ...]:
+    """The `hist` field (or a finished id's value): see lua/includes/history.lua."""
+    if not raw or raw == b"1":
+        return ()
+    return tuple(
+        HistoryEntry(int(at) / 1e6, event, int(fence), detail)
+        for at, event, fence, detail in orjson.loads(raw)
+    )
+
+
+def _error(etype: bytes, emessage: bytes, etraceback: bytes) -> ErrorInfo | None:
+    if not etype:
+        return None
+    return ErrorInfo(etype.decode(), emessage.decode(), etraceback.decode())

@@ -1,0 +1,63 @@
+-- records_take: record each lease token as its message's current lease (one batch): the
+-- lease records a backend that cannot fence its own leases keeps in this lock store
+-- (`tasuki.core.locks.LeaseRecords`; SQS's).
+--
+-- KEYS[i]         the lease record of message i: a STRING
+--                 "owner\nuntil_ms\ncopy\nreceives\nfence", TTL LEASE_TTL. `owner` is
+--                 the lease token ('' once settled), `until_ms` when that lease (or the
+--                 acked grace) ends, `copy` the SQS MessageId leased, `receives` the
+--                 leases granted on that copy, `fence` the last lease's fencing number.
+--
+-- ARGV[1]         TTL of a record (ms)
+-- ARGV[2+6(i-1)]  the lease token of message i
+-- ARGV[3+6(i-1)]  its visibility timeout (ms)
+-- ARGV[4+6(i-1)]  the SQS MessageId received
+-- ARGV[5+6(i-1)]  SQS's receive count of it
+-- ARGV[6+6(i-1)]  the fencing number counted from the message
+-- ARGV[7+6(i-1)]  the receives to count where there is no record of this copy
+--
+-- A lapsed or settled lease's record is replaced: the new lease is the current one.
+-- Refused, as a duplicate delivery not to run (and not counted): a message whose other
+-- lease is still live, and the very SQS message acked a moment ago (standard queues
+-- deliver at least once). The fence granted is one more than the record's where that is
+-- higher than the counted one; the receives one more than the record's for the same
+-- copy, the receive count where another copy's lease was never settled (or the count
+-- is unknown), else ARGV[7+6(i-1)]: the rule of `tasuki.core.locks.grant`.
+-- Returns a `granted` record per message: the fence and receives granted (0 and 0:
+-- refused), and 1 if the message's last lease was taken and never settled (it lapsed).
+--- @reply granted: fence receives lapsed
+
+--- @include "lease_record"
+
+local now = now_ms()
+local out = {}
+for i, key in ipairs(KEYS) do
+  local at = 2 + 6 * (i - 1)
+  local token, vt, copy = ARGV[at], tonumber(ARGV[at + 1]), ARGV[at + 2]
+  local count, fence, receives = tonumber(ARGV[at + 3]), tonumber(ARGV[at + 4]),
+    tonumber(ARGV[at + 5])
+  local refused, lapsed = false, 0
+  local cur = redis.call('GET', key)
+  if cur then
+    local owner, until_ms, held, got, last = read_lease(cur)
+    if until_ms > now and owner ~= token and (owner ~= '' or held == copy) then
+      refused = true
+    else
+      if owner ~= '' then lapsed = 1 end
+      if held == copy then
+        if got > 0 then receives = got + 1 else receives = count end
+      elseif owner ~= '' then
+        receives = count
+      end
+      if last + 1 > fence then fence = last + 1 end
+    end
+  end
+  local o = 3 * (i - 1)
+  if refused then
+    out[o + 1], out[o + 2], out[o + 3] = 0, 0, 0
+  else
+    redis.call('SET', key, lease_text(token, now + vt, copy, receives, fence), 'PX', ARGV[1])
+    out[o + 1], out[o + 2], out[o + 3] = fence, receives, lapsed
+  end
+end
+return out

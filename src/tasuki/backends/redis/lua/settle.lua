@@ -1,0 +1,131 @@
+-- settle: end leases of one queue, each by its verdict, in one atomic step.
+--
+-- KEYS[1]  waiting ZSET
+-- KEYS[2]  leased ZSET
+-- KEYS[3]  leases HASH (id -> token of the current lease)
+-- KEYS[4]  dead ZSET
+-- KEYS[5]  keep HASH (finished-id windows)
+-- KEYS[6]  counts HASH (`acked` and `dead` grow by the messages settled so)
+-- KEYS[7]  signal LIST
+--
+-- ARGV[1]  queue key base, `<prefix>{<queue>}:`
+-- ARGV[2]  the verdicts, one letter per item, in order: 'a' ack, 'r' release, 'd' dead
+-- then, from ARGV[3], each item's fields, as many as its verdict takes:
+--   a  id, lease token
+--   r  id, lease token, delay (µs), refund ('1': without penalty, the attempt is given
+--      back; '0': it counts), history event ("retried" / "released"), history detail
+--   d  id, lease token, reason, error type ('' = no error), error message,
+--      error traceback, history detail
+--
+-- Only the current token settles a message: a stale one (the lease expired and the
+-- message was leased again, or it was settled or purged already) changes nothing, and
+-- a receipt repeated in the call settles its message once (the first time).
+--
+-- ack: the message is deleted. One enqueued with keep_id leaves `done:<id>` behind for
+--   that long, its value the message's history with the ack appended, so a producer's
+--   retry of the same id stays a no-op after the message ran and `inspect` can tell
+--   its story.
+-- release: back to `waiting`, visible after the delay. The fence is left alone: it
+--   only ever grows, so the next lease still gets a higher one. Blocked leasers are
+--   signalled, also for delayed releases, so that they re-read when the next message
+--   is due.
+-- dead: into the dead ZSET with the reason and last error; it keeps its body, headers
+--   and attempt count, and drops its uniqueness lock if it still owns it.
+--
+-- Every read and delete the items share is one command for the whole call (one HMGET
+-- of the tokens, one DEL, HDEL, ZREM), so a batch of acks costs what `ack` alone did.
+--
+-- Returns one 1 / 0 per item.
+
+--- @include "clock"
+--- @include "batch"
+--- @include "signal"
+--- @include "history"
+--- @include "to_dead"
+
+local waiting, leased, leases, dead, keep = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local base, verdicts = ARGV[1], ARGV[2]
+local ACK, RELEASE = string.byte('a'), string.byte('r')
+local FIELDS = {[ACK] = 2, [RELEASE] = 6, [string.byte('d')] = 7}
+
+-- Each item's verdict, id and where its fields start.
+local n = #verdicts
+local kinds = {string.byte(verdicts, 1, n)}
+local ids, at = {}, {}
+if not string.find(verdicts, '[^a]') then
+  for k = 1, n do
+    local p = 2 * k + 1
+    ids[k], at[k] = ARGV[p], p
+  end
+else
+  local p = 3
+  for k = 1, n do
+    ids[k], at[k] = ARGV[p], p
+    p = p + FIELDS[kinds[k]]
+  end
+end
+local current = hmget_many(leases, ids)
+
+local results, seen, gone, ng = {}, {}, {}, 0
+local acked, doomed, acked_at, na = {}, {}, {}, 0
+local scores, buried = {}, 0
+local now = nil
+for k = 1, n do
+  local id, p = ids[k], at[k]
+  if current[k] and current[k] == ARGV[p + 1] and not seen[id] then
+    seen[id] = true
+    ng = ng + 1
+    gone[ng] = id
+    local verdict = kinds[k]
+    if verdict == ACK then
+      na = na + 1
+      acked[na], doomed[na], acked_at[na] = id, base .. 'm:' .. id, p
+    else
+      now = now or now_us()
+      local mkey = base .. 'm:' .. id
+      local fence = fence_of(ARGV[p + 1])
+      if verdict == RELEASE then
+        if ARGV[p + 3] == '1' then
+          redis.call('HINCRBY', mkey, 'attempt', -1)
+        end
+        push_history(mkey, now, ARGV[p + 4], fence, ARGV[p + 5])
+        scores[#scores + 1] = now + tonumber(ARGV[p + 2])
+        scores[#scores + 1] = id
+      else
+        push_history(mkey, now, 'dead', fence, ARGV[p + 6])
+        to_dead(dead, mkey, id, now, ARGV[p + 2], ARGV[p + 3], ARGV[p + 4], ARGV[p + 5])
+        buried = buried + 1
+      end
+    end
+    results[k] = 1
+  else
+    results[k] = 0
+  end
+end
+
+if na > 0 then
+  local windows = hmget_many(keep, acked)
+  local kept = {}
+  for k, id in ipairs(acked) do
+    if windows[k] then
+      now = now or now_us()
+      local story = history_with(redis.call('HGET', doomed[k], 'hist'), now, 'acked',
+        fence_of(ARGV[acked_at[k] + 1]), '')
+      redis.call('SET', base .. 'done:' .. id, story, 'PX', windows[k])
+      kept[#kept + 1] = id
+    end
+  end
+  hdel_many(keep, kept)
+  del_many(doomed)
+  redis.call('HINCRBY', KEYS[6], 'acked', na)
+end
+hdel_many(leases, gone)
+zrem_many(leased, gone)
+if #scores > 0 then
+  zadd_many(waiting, scores)
+  signal(KEYS[7], #scores / 2)
+end
+if buried > 0 then
+  redis.call('HINCRBY', KEYS[6], 'dead', buried)
+end
+return results

@@ -1,0 +1,176 @@
+"""Leasing on the SQL backends: the `lease` statement, its rows, and the wait between.
+
+One `lease` statement leases the oldest due rows (ready messages and expired leases) and
+buries the exhausted ones in the same pass; it runs again only to fill the places the
+buried ones took. What follows from it — the leases found lost written into their
+messages' history, the buried messages' unique locks dropped — is taken by the statement
+itself where the engine can (`Dialect.cte_writes`), else by statements beside it in the
+same transaction; the buried are counted by a statement after it, when there are any.
+The reliability meters (redeliveries, lost leases, how long a lost lease waited) are
+counted from its rows.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from operator import itemgetter
+from typing import Any
+
+import orjson
+
+from tasuki.backends.base import Delivery
+from tasuki.backends.sql.dialect import Connection, Dialect, columns, named_rows
+from tasuki.backends.sql.steps import (
+    Depth,
+    add_meters,
+    count_settled,
+    drop_unique_locks,
+)
+from tasuki.backends.waiting import lease_until
+from tasuki.core import reliability
+
+# The columns of a `lease` row, in the order `_leased` reads them.
+LEASE_COLUMNS = (
+    "dead",
+    "seq",
+    "id",
+    "body",
+    "headers",
+    "attempt",
+    "max_attempts",
+    "enqueued_at",
+    "token",
+    "fence",
+    "visibility_timeout",
+    "unique_key",
+    "lost_at",
+)
+_SEQ = itemgetter(LEASE_COLUMNS.index("seq"))
+
+
+def lease(
+    dialect: Dialect,
+    queue: str,
+    max_messages: int,
+    visibility_timeout: float,
+    wait: float,
+    clock: Callable[[], float],
+) -> list[Delivery]:
+    if max_messages <= 0:
+        return []
+    if wait <= 0:
+        return lease_now(dialect, queue, max_messages, visibility_timeout, clock)
+
+    def try_lease() -> tuple[list[Delivery], object]:
+        hint = dialect.wait_hint()
+        return lease_now(dialect, queue, max_messages, visibility_timeout, clock), hint
+
+    def wait_for_change(remaining: float, hint: object) -> None:
+        with dialect.read() as conn:
+            cursor = conn.execute(dialect.queries["next_visible_at"], {"queue": queue})
+            [(next_at,)] = named_rows(cursor, "next_at")
+        due_in = next_at - clock() if next_at is not None else float("inf")
+        dialect.wait(queue, min(remaining, max(0.0, due_in)), hint)
+
+    return lease_until(wait, try_lease, wait_for_change)
+
+
+def lease_now(
+    dialect: Dialect, queue: str, max_messages: int, vt: float, clock: Callable[[], float]
+) -> list[Delivery]:
+    q = dialect.queries
+    leased: list[Delivery] = []
+    depth = Depth()
+    with dialect.statements() as conn:
+        now = clock()
+        while len(leased) < max_messages:
+            params = {
+                "queue": queue,
+                "now": now,
+                "limit": max_messages - len(leased),
+                "nonce": os.urandom(6).hex(),
+                "visibility_timeout": vt,
+            }
+            lost: dict[str, float] = {}
+            if not dialect.cte_writes:
+                cursor = conn.execute(q["record_lost_leases"], params)
+                lost = dict(named_rows(cursor, "id", "lost_at"))
+            cursor = conn.execute(q["lease"], params)
+            rows = sorted(map(columns(cursor, *LEASE_COLUMNS), cursor.fetchall()), key=_SEQ)
+            if not rows:
+                break
+            deliveries, buried = _leased(queue, rows, lost)
+            leased.extend(deliveries)
+            # The rows that were not in flight (lost) were waiting.
+            depth.add(queue, waiting=len(lost) - len(rows), dead=len(buried))
+            if buried:  # seldom: a statement or two after the lease, not inside it
+                drop_unique_locks(conn, dialect, buried)
+                count_settled(conn, dialect, queue, dead=len(buried))
+            redelivered = sum(1 for d in deliveries if d.attempt > 1)
+            if lost or redelivered:
+                _count_lease_meters(conn, dialect, queue, deliveries, lost, redelivered, now)
+            if not buried:
+                break
+        depth.write(conn, dialect)
+    return leased
+
+
+def _leased(
+    queue: str, rows: list[tuple[Any, ...]], lost: dict[str, float]
+) -> tuple[list[Delivery], list[tuple[str, str | None]]]:
+    """The deliveries among a `lease` statement's rows (oldest first), and the (id,
+    unique key) of the messages it buried; `lost` gains the leases it found lost."""
+    loads = orjson.loads
+    deliveries = [
+        Delivery(queue, msg_id, bytes(body), loads(headers), attempt, max_attempts,
+                 float(enqueued_at), token, fence, float(vt))
+        for (dead, _seq, msg_id, body, headers, attempt, max_attempts, enqueued_at, token,
+             fence, vt, _key, _lost) in rows
+        if not dead
+    ]  # fmt: skip
+    lost.update((msg_id, at) for _dead, _seq, msg_id, *_, at in rows if at is not None)
+    return deliveries, [(msg_id, key) for dead, _seq, msg_id, *_, key, _at in rows if dead]
+
+
+def _count_lease_meters(
+    conn: Connection,
+    dialect: Dialect,
+    queue: str,
+    deliveries: list[Delivery],
+    lost: dict[str, float],
+    redelivered: int,
+    now: float,
+) -> None:
+    """Redeliveries, lost leases and, for each lost lease leased again, the time from
+    its expiry to now (`tasuki.core.reliability`)."""
+    meters: dict[str, int] = {}
+    if redelivered:
+        meters[reliability.REDELIVERIES] = redelivered
+    if lost:
+        meters[reliability.LEASES_LOST] = len(lost)
+        for delivery in deliveries:
+            expired_at = lost.get(delivery.id)
+            if expired_at is not None:
+                reliability.observe(meters, reliability.RECOVERY, now - float(expired_at))
+    add_meters(conn, dialect, queue, meters)
+
+
+class Ahead:
+    """The helper thread a dialect with `leases_ahead` leases the next batch on, one per
+    process (a forked child makes its own)."""
+
+    def __init__(self) -> None:
+        self._pool: ThreadPoolExecutor | None = None
+        self._pid = 0
+
+    def submit(self, lease: Callable[[], list[Delivery]]) -> Callable[[], list[Delivery]]:
+        if self._pool is None or self._pid != os.getpid():
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="tasuki-lease-ahead")
+            self._pid = os.getpid()
+        return self._pool.submit(lease).result
+
+    def close(self) -> None:
+        if self._pool is not None and self._pid == os.getpid():
+            self._pool.shutdown(wait=True)

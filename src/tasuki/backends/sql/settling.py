@@ -1,0 +1,177 @@
+"""Settling on the SQL backends: a batch of verdicts in one transaction, and extend.
+
+`settle` takes the batch whatever its mix: the acks in one `ack` statement, the
+releases and the burials in one pipelined batch of statements each, then what follows
+from them (history, totals, unique locks given up, waiters woken), all in one
+transaction, so a batch settles whole or not at all; more steps per item (a result, a
+successor) join the same transaction. A batch of acks alone, where the engine's `ack`
+statement takes every step itself (`Dialect.cte_writes`), is that one statement in
+autocommit: the round trip of the hot path.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Callable, Sequence
+
+from tasuki.backends.base import Receipt, Settle
+from tasuki.backends.sql.dialect import Connection, Dialect, named_rows
+from tasuki.backends.sql.steps import (
+    COUNT_SHARDS,
+    Depth,
+    History,
+    count_settled,
+    drop_unique_locks,
+)
+from tasuki.core.records import HISTORY_LIMIT, death_detail, error_summary, release_event
+
+
+def settle(dialect: Dialect, items: Sequence[Settle], clock: Callable[[], float]) -> list[bool]:
+    results = [False] * len(items)
+    verdicts: dict[str, list[int]] = {"ack": [], "release": [], "dead": []}
+    seen: set[Receipt] = set()
+    for n, item in enumerate(items):
+        if item.receipt not in seen:  # a receipt repeated: its later copies are refused
+            seen.add(item.receipt)
+            verdicts[item.verdict].append(n)
+    acks, releases, deaths = verdicts["ack"], verdicts["release"], verdicts["dead"]
+    if not seen:
+        return results
+    alone = dialect.cte_writes and not releases and not deaths
+    with dialect.statements() if alone else dialect.write() as conn:
+        batch = _Batch(dialect, conn, clock())
+        for indexes, step in ((acks, batch.ack), (releases, batch.release), (deaths, batch.bury)):
+            if indexes:
+                for n, settled in zip(indexes, step([items[n] for n in indexes]), strict=True):
+                    results[n] = settled
+        batch.finish()
+    if batch.woken:
+        dialect.committed()
+    return results
+
+
+class _Batch:
+    """One settle's transaction: the verdicts' statements, then what follows from them."""
+
+    def __init__(self, dialect: Dialect, conn: Connection, now: float) -> None:
+        self.dialect = dialect
+        self.conn = conn
+        self.now = now
+        self.history = History(now)
+        self.depth = Depth()
+        self.acked: Counter[str] = Counter()
+        self.dead: Counter[str] = Counter()
+        self.woken: set[str] = set()
+
+    def ack(self, items: list[Settle]) -> list[bool]:
+        """One `ack` statement deletes the batch's messages whose lease is current;
+        caller-given ids (an id window) are remembered, their history kept."""
+        dialect, now = self.dialect, self.now
+        receipts = [item.receipt for item in items]
+        values = dialect.values
+        params = {
+            "queues": values([r.queue for r in receipts]),
+            "ids": values([r.id for r in receipts]),
+            "tokens": values([r.token for r in receipts]),
+            # The same as one list of triples, for engines without parallel arrays.
+            "receipts": values([list(r) for r in receipts]),
+            "now": now,
+            # For an `ack` that takes every step itself: the totals' shard, how many
+            # entries of history a message keeps.
+            "shard": random.randrange(COUNT_SHARDS),
+            "keep": HISTORY_LIMIT,
+        }
+        cursor = self.conn.execute(dialect.queries["ack"], params)
+        rows = named_rows(cursor, "queue", "id", "token", "keep_id")
+        if not dialect.cte_writes:
+            kept = [(q, i, t, keep) for q, i, t, keep in rows if keep > 0]
+            remember = [{"queue": q, "id": i, "now": now, "keep_id": k} for q, i, _, k in kept]
+            if remember:
+                dialect.many(self.conn, dialect.queries["remember_finished"], remember)
+            for queue, msg_id, token, _ in kept:  # a caller-given id's history outlives
+                self.history.add(queue, msg_id, "acked", fence(token), "")  # the message
+            self.acked.update(queue for queue, *_ in rows)
+        deleted = {Receipt(queue, msg_id, token) for queue, msg_id, token, _ in rows}
+        return [r in deleted for r in receipts]
+
+    def release(self, items: list[Settle]) -> list[bool]:
+        params = [
+            {
+                "queue": item.receipt.queue,
+                "id": item.receipt.id,
+                "token": item.receipt.token,
+                "delay": item.delay,
+                "refund": 0 if item.penalty else 1,
+                "now": self.now,
+            }
+            for item in items
+        ]
+        runs = self.dialect.many(self.conn, self.dialect.queries["release"], params)
+        results = [count == 1 for count, _ in runs]
+        for item, released in zip(items, results, strict=True):
+            if released:
+                r = item.receipt
+                event, detail = release_event(item.delay, item.penalty, error_summary(item.error))
+                self.history.add(r.queue, r.id, event, fence(r.token), detail)
+                self.depth.add(r.queue, waiting=1)
+                self.woken.add(r.queue)
+        return results
+
+    def bury(self, items: list[Settle]) -> list[bool]:
+        params = []
+        for item in items:
+            r, err = item.receipt, item.error
+            params.append(
+                {
+                    "queue": r.queue,
+                    "id": r.id,
+                    "token": r.token,
+                    "now": self.now,
+                    "reason": item.reason,
+                    "error_type": err.type if err else None,
+                    "error_message": err.message if err else None,
+                    "error_traceback": err.traceback if err else None,
+                }
+            )
+        q = self.dialect.queries
+        runs = self.dialect.many(self.conn, q["bury"], params, ("id", "unique_key"))
+        results = []
+        for item, (_, rows) in zip(items, runs, strict=True):
+            results.append(bool(rows))
+            if rows:
+                r = item.receipt
+                drop_unique_locks(self.conn, self.dialect, rows)
+                self.history.add(
+                    r.queue, r.id, "dead", fence(r.token), death_detail(item.reason, item.error)
+                )
+                self.dead[r.queue] += 1
+                self.depth.add(r.queue, dead=1)
+        return results
+
+    def finish(self) -> None:
+        conn, dialect = self.conn, self.dialect
+        self.history.write(conn, dialect)
+        self.depth.write(conn, dialect)
+        for queue in sorted(self.acked.keys() | self.dead.keys()):
+            count_settled(conn, dialect, queue, acked=self.acked[queue], dead=self.dead[queue])
+        if self.woken:
+            dialect.changed(conn, sorted(self.woken))
+
+
+def extend(
+    dialect: Dialect, receipts: Sequence[Receipt], vt: float, clock: Callable[[], float]
+) -> list[bool]:
+    with dialect.write() as conn:
+        now = clock()
+        params = [
+            {"queue": r.queue, "id": r.id, "token": r.token, "visibility_timeout": vt, "now": now}
+            for r in receipts
+        ]
+        return [count == 1 for count, _ in dialect.many(conn, dialect.queries["extend"], params)]
+
+
+def fence(token: str) -> int:
+    """The fencing number a lease token ends with (`<nonce>.<fence>`, see `lease`)."""
+    tail = token.rpartition(".")[2]
+    return int(tail) if tail.isdigit() else 0

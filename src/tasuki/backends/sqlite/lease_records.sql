@@ -1,0 +1,74 @@
+-- Named queries of the lease and id records a SQLite lock store keeps
+-- (`tasuki.core.locks.LeaseRecords`, SQS's with `locks=sqlite://`; lease_records.py), in
+-- a table of their own in the lock database. `key` is the records' namespace +
+-- `lease:QUEUE:ID` or `id:QUEUE:ID`; times are seconds since the epoch (`:now` is the
+-- caller's clock, one instant per batch).
+
+-- name: create_table
+-- A lease record: `owner` the lease token ('' once settled), `lease_until` when that
+-- lease (or an ack's grace) ends, `copy` the SQS MessageId leased, `receives` the
+-- leases granted on that copy (0: not counted), `fence` the last lease's fencing
+-- number. An id record: `owner` the id's random owner.
+CREATE TABLE IF NOT EXISTS tasuki_sqs_records (
+    key TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    expires REAL NOT NULL,
+    fence INTEGER NOT NULL DEFAULT 0,
+    lease_until REAL NOT NULL DEFAULT 0,
+    copy TEXT NOT NULL DEFAULT '',
+    receives INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+
+-- name: columns
+SELECT name FROM pragma_table_info('tasuki_sqs_records');
+
+-- name: add_copy
+-- A table made before the column.
+ALTER TABLE tasuki_sqs_records ADD COLUMN copy TEXT NOT NULL DEFAULT '';
+
+-- name: add_receives
+ALTER TABLE tasuki_sqs_records ADD COLUMN receives INTEGER NOT NULL DEFAULT 0;
+
+-- name: sweep
+DELETE FROM tasuki_sqs_records WHERE expires <= :now;
+
+-- name: read_lease
+SELECT fence, owner, lease_until, expires, copy, receives
+FROM tasuki_sqs_records WHERE key = :key;
+
+-- name: write_lease
+INSERT OR REPLACE INTO tasuki_sqs_records
+    (key, owner, expires, fence, lease_until, copy, receives)
+VALUES (:key, :owner, :expires, :fence, :lease_until, :copy, :receives);
+
+-- name: settle_acked
+-- Kept a while, with no owner, as the record of what was acked.
+UPDATE tasuki_sqs_records SET owner = '', lease_until = :until, expires = :until
+WHERE key = :key AND owner = :owner AND expires > :now;
+
+-- name: settle_released
+-- Released: kept, no owner, not live, for its count of leases (a buried message's
+-- record is forgotten once the message is in the dead-letter queue).
+UPDATE tasuki_sqs_records SET owner = '', lease_until = 0, expires = :expires
+WHERE key = :key AND owner = :owner AND expires > :now;
+
+-- name: renew_lease
+UPDATE tasuki_sqs_records SET expires = :expires, lease_until = :until
+WHERE key = :key AND owner = :owner AND expires > :now;
+
+-- name: forget
+DELETE FROM tasuki_sqs_records WHERE key = :key;
+
+-- name: claim_id
+-- Taken unless held: an expired record is taken over.
+INSERT INTO tasuki_sqs_records (key, owner, expires) VALUES (:key, :owner, :expires)
+ON CONFLICT (key) DO UPDATE SET owner = excluded.owner, expires = excluded.expires
+WHERE tasuki_sqs_records.expires <= :now;
+
+-- name: keep_id
+-- `:owner` '' for whoever holds it.
+UPDATE tasuki_sqs_records SET expires = :expires
+WHERE key = :key AND (owner = :owner OR :owner = '');
+
+-- name: drop_id
+DELETE FROM tasuki_sqs_records WHERE key = :key AND (owner = :owner OR :owner = '');

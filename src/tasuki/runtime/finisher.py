@@ -1,0 +1,90 @@
+"""The finisher: from a run's outcome to exactly one settle: ack, release (a retry or a
+deferral) or dead; or to none, when the lease was lost or the message cancelled.
+
+The way out of the middleware chain runs first, so middleware sees, and may change, the
+outcome; an error that no middleware decided on is retried by the default rule
+(`core/failure.py`), so no message is ever left without a fate.
+"""
+
+from __future__ import annotations
+
+from tasuki import logs
+from tasuki.backends.base import Settle
+from tasuki.core.failure import decide_failure
+from tasuki.core.message import ErrorInfo
+from tasuki.core.outcome import Outcome
+from tasuki.errors import InvalidArgument
+from tasuki.runtime.chain import ChainDriver
+from tasuki.runtime.heartbeat import LeaseKeeper
+from tasuki.runtime.settler import Settler
+from tasuki.runtime.task import Task
+
+
+class Finisher:
+    def __init__(self, chain: ChainDriver, settler: Settler, keeper: LeaseKeeper) -> None:
+        self.chain = chain
+        self.settler = settler
+        self.keeper = keeper
+
+    def complete(self, task: Task, outcome: Outcome) -> None:
+        """The run is over: through the chain's way out, then settled (unless claimed)."""
+        if not task.claim():
+            return  # settled already: released at shutdown, or given up after a timeout
+        if task.ctx.cancelled:
+            # Whatever the run did, none of it counts: the middleware sees a final outcome
+            # that is no success (a dedup guard is not marked done, a unique lock is freed).
+            outcome.error = None
+            outcome.decide("cancel", reason="cancelled")
+        elif isinstance(outcome.error, TypeError) and outcome.action is None:
+            _check_fit(task, outcome)
+        self.chain.after(task, outcome)
+        self.settle(task, outcome)
+
+    def settle(self, task: Task, outcome: Outcome) -> None:
+        ctx = task.ctx
+        if ctx.lease_lost or outcome.action == "cancel":
+            return  # another delivery owns the message, or none will: its token is stale
+        if outcome.action is None:
+            if outcome.error is None:
+                outcome.action = "ack"
+            else:
+                decide_failure(ctx, outcome)
+        action = outcome.action
+        receipt = task.receipt
+        if action in ("ack", "skip"):
+            self.settler.put(Settle.ack(receipt), task)
+        elif action == "defer":
+            self.settler.put(Settle.release(receipt, outcome.delay, penalty=False), task)
+        elif action == "retry":
+            failure = outcome.error
+            error = None if failure is None else ErrorInfo(type(failure).__name__, str(failure))
+            self.settler.put(Settle.release(receipt, outcome.delay, error=error), task)
+        else:
+            error = ErrorInfo.from_exception(outcome.error) if outcome.error else None
+            self.settler.put(Settle.dead(receipt, outcome.reason, error), task)
+
+    def release_on_shutdown(self, task: Task) -> bool:
+        """Hand a still-running job's message back without penalty; True if this did it."""
+        if not task.claim():
+            return False
+        self.keeper.discard(task.held)
+        if task.ctx.lease_lost:
+            return False
+        logs.event("released on shutdown", **task.fields)
+        self.settler.put(Settle.release(task.receipt, penalty=False), task)
+        return True
+
+
+def _check_fit(task: Task, outcome: Outcome) -> None:
+    """A TypeError may mean the message's arguments no longer fit the job (a deploy changed
+    its signature): no retry can fix that, so it goes to the dead letters. Checked only
+    after a failure, to keep signature binding off the hot path."""
+    job, m = task.job, task.ctx.message
+    if job.consumer:
+        return
+    try:
+        job.check_arguments(m.args, m.kwargs)
+    except InvalidArgument as misfit:
+        misfit.__cause__ = outcome.error
+        outcome.error = misfit
+        outcome.decide("dead", reason="arguments do not fit the job")
