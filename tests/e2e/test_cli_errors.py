@@ -338,7 +338,7 @@ def _run_with_env(args: list[str], cwd: Path, url: str) -> subprocess.CompletedP
 
 
 # -- output made for copying ---------------------------------------------------------
-def _bury_one(url: str) -> str:
+def _dead_letter_one(url: str) -> str:
     app = tasuki.App(url)
     app.send("default", b'{"args": [], "kwargs": {}}', headers={"tasuki-job": "resize"})
     [d] = app.backend.lease("default", 1, 30.0)
@@ -352,7 +352,7 @@ def _bury_one(url: str) -> str:
 
 
 def test_dead_list_ids_stay_whole_in_a_narrow_terminal(mem: str) -> None:
-    message_id = _bury_one(mem)
+    message_id = _dead_letter_one(mem)
     assert len(message_id) == 32
     for columns in ("80", "50"):
         env = {**env_with_src(), "COLUMNS": columns}
@@ -370,7 +370,7 @@ def test_dead_list_ids_stay_whole_in_a_narrow_terminal(mem: str) -> None:
 
 
 def test_dead_show_prints_the_traceback_as_a_traceback(mem: str) -> None:
-    message_id = _bury_one(mem)
+    message_id = _dead_letter_one(mem)
     shown = tasuki_cli("dead", "show", "default", message_id, "--url", mem)
     assert shown.returncode == 0, shown.stderr
     lines = shown.stdout.splitlines()

@@ -47,7 +47,14 @@ def app(any_url: str) -> Iterator[tasuki.App]:
 
 
 def make_job(
-    app: tasuki.App, runs: Runs, mode: str, on_conflict: str, *, sleep: float = 0.0, **unique: Any
+    app: tasuki.App,
+    runs: Runs,
+    mode: str,
+    on_conflict: str,
+    *,
+    sleep: float = 0.0,
+    started: threading.Event | None = None,
+    **unique: Any,
 ) -> tasuki.core.job.Job[..., Any]:
     policy = tasuki.Unique(
         mode=mode,  # type: ignore[arg-type]
@@ -59,9 +66,11 @@ def make_job(
 
     @app.job(unique=policy, retry=tasuki.Retry(max_attempts=20, backoff=tasuki.constant(0.1)))
     def task(value: str) -> None:
-        started = time.monotonic()
+        began = time.monotonic()
+        if started is not None:
+            started.set()
         time.sleep(sleep)
-        runs.record(value, started)
+        runs.record(value, began)
 
     return task
 
@@ -146,14 +155,14 @@ def test_until_expired_holds_after_success(app: tasuki.App) -> None:
 @ENQUEUE_TIME
 def test_until_executing_frees_the_key_when_it_starts(app: tasuki.App) -> None:
     runs = Runs()
-    task = make_job(app, runs, "until_executing", "drop", sleep=0.5)
+    started = threading.Event()
+    task = make_job(app, runs, "until_executing", "drop", sleep=0.5, started=started)
     task.enqueue("a")
-    worker = app.worker(concurrency=2)
+    # One slot, held by "a" while "b" and "c" are enqueued: with a free slot "b" could
+    # start (and free the key) before "c" is enqueued.
+    worker = app.worker(concurrency=1)
     worker.start()
-    deadline = time.monotonic() + 5
-    while app.stats()["in_flight"] == 0 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    time.sleep(0.05)
+    assert started.wait(10), "a never started"
     task.enqueue("b")  # "a" is running, not waiting: "b" may wait
     task.enqueue("c")  # but only one may wait
     worker.stop(grace=5)

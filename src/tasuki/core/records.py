@@ -72,7 +72,7 @@ class Capabilities:
     native_locks: bool = True
     # Stats are exact (else approximate, as the engine reports them).
     exact_stats: bool = True
-    # A stale lease token is refused by ack, extend, release and bury.
+    # A stale lease token is refused by ack, extend, release and dead.
     fencing: bool = True
     # Smallest step of delays and visibility timeouts the backend keeps, in seconds
     # (0: as fine as its clock; SQS: whole seconds).
@@ -252,7 +252,7 @@ class HistoryEntry:
 
     `event`: "acked", "retried" (released with penalty: the run failed and will run again
     after `detail`'s delay), "released" (given back without penalty: shutdown, deferral),
-    "dead" (buried; `detail` is the reason and the error) or "lease lost" (the lease
+    "dead" (dead-lettered; `detail` is the reason and the error) or "lease lost" (the lease
     expired and the message was leased again, or dead-lettered; `at` is then when it
     expired). `fencing_token` is the fencing number of the lease that ended.
     """

@@ -71,14 +71,14 @@ class Receiver:
             try:
                 codec.verify(d.queue, headers, d.body)
             except SignatureError as exc:
-                self._bury(d, "refused: bad signature", exc)
+                self._dead_letter(d, "refused: bad signature", exc)
                 return None
         name = headers.get(JOB_HEADER)
         if name is None:
             job = self.registry.consumers.get(d.queue)
             if job is None:
                 exc2 = UnknownJob(f"no consumer for raw messages on queue {d.queue!r}")
-                self._bury(d, str(exc2), exc2)
+                self._dead_letter(d, str(exc2), exc2)
                 return None
             if self._exhausted(d, job):
                 return None
@@ -87,7 +87,7 @@ class Receiver:
             found = self.registry.jobs.get(name)
             if found is None or found.consumer:
                 exc3 = UnknownJob(f"unknown job {name!r}")
-                self._bury(d, str(exc3), exc3)
+                self._dead_letter(d, str(exc3), exc3)
                 return None
             job = found
             if self._exhausted(d, job):
@@ -95,7 +95,7 @@ class Receiver:
             try:
                 args, kwargs = codec.decode_payload(headers, d.body)
             except SerializationError as exc:
-                self._bury(d, "undecodable message", exc)
+                self._dead_letter(d, "undecodable message", exc)
                 return None
             message = delivered(
                 d.id,
@@ -146,7 +146,7 @@ class Receiver:
         self.settler.put(Settle.release(d.receipt, hop, penalty=False), fields)
         return True
 
-    def _bury(self, d: Delivery, reason: str, error: BaseException) -> None:
+    def _dead_letter(self, d: Delivery, reason: str, error: BaseException) -> None:
         fields = logs.message_fields(d.queue, d.headers.get(JOB_HEADER), d.id, d.attempt)
         logs.event("dead-lettered", **fields, reason=reason)
         info = ErrorInfo(type(error).__name__, str(error), "")

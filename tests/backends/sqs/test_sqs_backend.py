@@ -581,7 +581,7 @@ def test_a_refused_duplicate_receive_is_not_an_attempt(locked: SqsBackend, queue
     assert stats(locked, queue) == (0, 0, 0, 0)
 
 
-def test_a_refused_duplicate_does_not_bury_a_message_on_its_last_attempt(
+def test_a_refused_duplicate_does_not_dead_letter_a_message_on_its_last_attempt(
     locked: SqsBackend, queue: str
 ) -> None:
     """A message with one attempt, handed to two racing receives: the receive counted 2

@@ -171,7 +171,7 @@ class MemoryBackend(Operating, Backend):
                 self._free(record)
             if exhausted(record.attempt, env.max_attempts):
                 reason = LEASE_EXPIRED if lost else ATTEMPTS_EXHAUSTED
-                self._bury(queue, record, reason, None, now)
+                self._dead_letter(queue, record, reason, None, now)
                 continue
             if env.limits:
                 parked = self._admission.admit((env.queue, env.id), env.limits, now)
@@ -265,7 +265,7 @@ class MemoryBackend(Operating, Backend):
             queue.schedule(record, now + item.delay)
         else:
             record.remember(now, "dead", death_detail(item.reason, item.error))
-            self._bury(queue, record, item.reason, item.error, now)
+            self._dead_letter(queue, record, item.reason, item.error, now)
         if effects is not None and item.verdict != "release":
             self._flows.apply(effects, now, lambda envs: self._enqueue_many(envs, now))
 
@@ -278,7 +278,7 @@ class MemoryBackend(Operating, Backend):
             record.remember(now, "acked")
             queue.finished_history[msg_id] = record.history
 
-    def _bury(
+    def _dead_letter(
         self, queue: Queue, record: Record, reason: str, error: ErrorInfo | None, now: float
     ) -> None:
         queue.dead += 1

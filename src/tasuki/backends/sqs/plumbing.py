@@ -274,12 +274,12 @@ class SqsBase(Backend):
             died_attempt=attempt,
         )
 
-    def _bury_moves(self, info: QueueInfo, moves: list[_Move]) -> list[bool]:
+    def _dead_letter_moves(self, info: QueueInfo, moves: list[_Move]) -> list[bool]:
         done = self._move(info, info.url, info.dead_url, moves)
-        self._buried([(info.name, m.meta) for m, ok in zip(moves, done, strict=True) if ok])
+        self._dead_lettered([(info.name, m.meta) for m, ok in zip(moves, done, strict=True) if ok])
         return done
 
-    def _buried(self, gone: Sequence[tuple[str, Meta]]) -> None:
+    def _dead_lettered(self, gone: Sequence[tuple[str, Meta]]) -> None:
         """Messages now in a dead-letter queue: their lease records go (a redrive sends a
         new copy), and so do the uniqueness locks they hold."""
         if self._records is None or self._locks is None or not gone:

@@ -133,7 +133,7 @@ class Receiving(SqsBase):
     def _admit(
         self, info: QueueInfo, messages: list[dict[str, Any]], default_vt: float
     ) -> list[Delivery]:
-        """Deliveries from received messages; exhausted ones are buried.
+        """Deliveries from received messages; exhausted ones are dead-lettered.
 
         With `locks=` every message's lease is recorded first: a duplicate delivery is
         refused there (not run, not counted), and the attempt is what the store counted
@@ -196,5 +196,5 @@ class Receiving(SqsBase):
         for vt, tokens in own_vt.items():
             self._visibility(info.url, tokens, vt)
         if dead:
-            self._bury_moves(info, dead)
+            self._dead_letter_moves(info, dead)
         return deliveries

@@ -76,7 +76,7 @@ class Settling(SqsBase):
                 )
             else:
                 log.error(
-                    "sqs: cannot bury message %s: it was leased by another process, and SQS"
+                    "sqs: cannot dead-letter message %s: it was leased by another process, and SQS"
                     " hands the body only to the receiver; it returns after its lease",
                     item.receipt.id,
                 )
@@ -91,7 +91,7 @@ class Settling(SqsBase):
                     finished.append(IdFinish(queue, meta.id, meta.id_owner, meta.keep_id))
                 elif ok:
                     finished.append(IdFinish(queue, items[n].receipt.id, "", 0.0))
-        buried: list[tuple[str, Meta]] = []
+        moved: list[tuple[str, Meta]] = []
         for (queue, dead), part in moves.items():
             info = self._info(queue)
             target = info.dead_url if dead else info.url
@@ -99,7 +99,7 @@ class Settling(SqsBase):
             for (n, move), ok in zip(part, done, strict=True):
                 results[n] = ok
                 if ok and dead:
-                    buried.append((queue, move.meta))
+                    moved.append((queue, move.meta))
         for (queue, delay), positions in hide.items():
             url = self._info(queue).url
             done = self._visibility(url, [items[n].receipt.token for n in positions], delay)
@@ -107,7 +107,7 @@ class Settling(SqsBase):
                 results[n] = ok
         if self._records is not None and finished:
             self._records.finish_ids(finished)
-        self._buried(buried)
+        self._dead_lettered(moved)
         return results
 
     def _release_move(self, item: Settle, claim: _Held | bool, now: float) -> _Move | None:

@@ -170,7 +170,7 @@ class TestLifecycle:
         [dead] = backend.dead_letters(queue)
         assert "attempts exhausted" in dead.reason
 
-    def test_bury_keeps_reason_and_error(self, backend: Backend, queue: str) -> None:
+    def test_dead_keeps_reason_and_error(self, backend: Backend, queue: str) -> None:
         put(backend, queue, 1)
         [d] = backend.lease(queue, 1, 30.0)
         error = ErrorInfo("RuntimeError", "boom", "Traceback...\nRuntimeError: boom\n")

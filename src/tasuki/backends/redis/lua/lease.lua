@@ -4,7 +4,7 @@
 -- KEYS[2]  leased ZSET
 -- KEYS[3]  dead ZSET
 -- KEYS[4]  leases HASH (id -> token of the current lease)
--- KEYS[5]  counts HASH (`dead` grows by the exhausted messages buried here; the
+-- KEYS[5]  counts HASH (`dead` grows by the exhausted messages dead-lettered here; the
 --          reliability meters of "meters" by lost leases and redeliveries)
 --
 -- ARGV[1]  queue key base, `<prefix>{<queue>}:`
@@ -44,7 +44,7 @@ local now = now_us()
 local out = {-1}
 local got = 0
 local redelivered = 0
--- Bound the work of one call when a backlog of exhausted messages waits to be buried.
+-- Bound the work of one call when a backlog of exhausted messages waits to be dead-lettered.
 local budget = want + 1000
 
 while got < want and budget > 0 do

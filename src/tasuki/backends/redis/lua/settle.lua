@@ -68,7 +68,7 @@ local current = hmget_many(leases, ids)
 
 local results, seen, gone, ng = {}, {}, {}, 0
 local acked, doomed, acked_at, na = {}, {}, {}, 0
-local scores, buried = {}, 0
+local scores, died = {}, 0
 local now = nil
 for k = 1, n do
   local id, p = ids[k], at[k]
@@ -94,7 +94,7 @@ for k = 1, n do
       else
         push_history(mkey, now, 'dead', fence, ARGV[p + 6])
         to_dead(dead, mkey, id, now, ARGV[p + 2], ARGV[p + 3], ARGV[p + 4], ARGV[p + 5])
-        buried = buried + 1
+        died = died + 1
       end
     end
     results[k] = 1
@@ -125,7 +125,7 @@ if #scores > 0 then
   zadd_many(waiting, scores)
   signal(KEYS[7], #scores / 2)
 end
-if buried > 0 then
-  redis.call('HINCRBY', KEYS[6], 'dead', buried)
+if died > 0 then
+  redis.call('HINCRBY', KEYS[6], 'dead', died)
 end
 return results
