@@ -17,6 +17,7 @@ from tasuki.core.message import DeadLetter, Message
 from tasuki.core.policies import ConcurrencyLimit, Dedup, RateLimit, Retry, Unique
 from tasuki.core.records import CancelStatus, MessageInfo
 from tasuki.core.registry import Registry
+from tasuki.core.results import check_keep_result
 from tasuki.errors import ConfigurationError, InvalidArgument
 from tasuki.middleware import MessageGroups, default_middleware
 from tasuki.middleware.base import MiddlewareChain
@@ -41,6 +42,7 @@ _CORE_OPTIONS = (
             "on_exhausted",
             "name",
             "executor",
+            "keep_result",
         }
     )
     | FLOW_OPTIONS
@@ -169,6 +171,7 @@ class App:
         priority: int = 0,
         rate_limit: RateLimit | None = None,
         concurrency_limit: ConcurrencyLimit | None = None,
+        keep_result: float | None = None,
         **options: Any,
     ) -> Callable[[Callable[P, R]], Job[P, R]]: ...
 
@@ -289,6 +292,9 @@ class App:
             priority=flow.priority,
             rate_limit=flow.rate_limit,
             concurrency_limit=flow.concurrency_limit,
+            keep_result=check_keep_result(
+                name, options.get("keep_result"), self.backend.capabilities.results, scheme
+            ),
         )
         self.registry.add(job)
         return job
@@ -361,6 +367,17 @@ class App:
     def inspect(self, queue: str, message_id: str) -> MessageInfo:
         """What happened to one message: state, attempts, lease, fencing number, history."""
         return self.backend.inspect(check_queue(queue), message_id)
+
+    def result(self, queue: str, message_id: str, timeout: float | None = None) -> Any:
+        """The return value of message `message_id` on `queue` (its job has `keep_result=`),
+        waiting up to `timeout` seconds (None: as long as it takes). `JobFailed` if it was
+        dead-lettered, `ResultTimeout` if not done in time, `ResultMissing` at once if no
+        result will come."""
+        return self.producer.result(queue, message_id, timeout)
+
+    async def result_async(self, queue: str, message_id: str, timeout: float | None = None) -> Any:
+        """`result` without blocking the event loop."""
+        return await self.producer.result_async(queue, message_id, timeout)
 
     def cancel(self, queue: str, message_id: str) -> CancelStatus:
         """Cancel a message: "removed" (it was waiting), "signalled" (it runs: its job sees

@@ -6,6 +6,8 @@ or a middleware tells the worker what to do with the message instead of succeedi
 
 from __future__ import annotations
 
+from typing import Protocol
+
 
 class TasukiError(Exception):
     """Root of every tasuki exception."""
@@ -116,3 +118,44 @@ class DeadLettered(TasukiError):
     """A message went to the dead letters with no run of a job to blame (a test's drain
     reports it): an unknown job, an undecodable body, leases that lapsed until its
     attempts were used up."""
+
+
+class RecordedError(Protocol):
+    """An error as a backend keeps it (`tasuki.core.message.ErrorInfo`)."""
+
+    @property
+    def type(self) -> str: ...
+
+    @property
+    def message(self) -> str: ...
+
+    @property
+    def traceback(self) -> str: ...
+
+
+class JobFailed(TasukiError):
+    """The message whose result was asked for was dead-lettered: `error` is its last error
+    (as on its `DeadLetter`), `reason` why it died. Re-driving it makes a new result."""
+
+    def __init__(self, queue: str, message_id: str, error: RecordedError, reason: str) -> None:
+        what = f"{error.type}: {error.message}" if error.message else error.type
+        text = f"message {message_id!r} on queue {queue!r} failed"
+        if reason:
+            text += f" ({reason})"
+        if what:
+            text += f": {what}"
+        super().__init__(text)
+        self.queue, self.message_id, self.error, self.reason = queue, message_id, error, reason
+
+    def __reduce__(self) -> tuple[type[JobFailed], tuple[str, str, RecordedError, str]]:
+        return (type(self), (self.queue, self.message_id, self.error, self.reason))
+
+
+class ResultTimeout(TasukiError, TimeoutError):
+    """The result was not there within the timeout: the message is still waiting or
+    running. Asking again later may answer."""
+
+
+class ResultMissing(TasukiError, LookupError):
+    """No result will ever come for this id: unknown, its job keeps no result
+    (`keep_result=`), or it was kept past its time. Answered at once."""

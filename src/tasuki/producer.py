@@ -15,9 +15,10 @@ from contextvars import ContextVar
 from typing import Any
 
 from tasuki.backends.base import Backend, Enqueued, Envelope, Limit
+from tasuki.core import results
 from tasuki.core.codec import Codec
 from tasuki.core.flowcontrol import lacking, limits_of
-from tasuki.core.job import Call, Enqueuer, Job, check_headers, check_message_id
+from tasuki.core.job import Call, Enqueuer, Job, check_headers, check_message_id, check_queue
 from tasuki.core.message import JOB_HEADER, NOT_BEFORE_HEADER, Message, new_id, new_ids
 from tasuki.core.outgoing import Outgoing
 from tasuki.core.policies import UNSTATED_MAX_ATTEMPTS
@@ -131,6 +132,20 @@ class Producer:
             )
         return cached[1](drafts)
 
+    # -- results (`core/results.py`) ----------------------------------------------------
+    def result(self, queue: str, message_id: str, timeout: float | None) -> Any:
+        self._check_results()
+        return results.wait(self.backend, check_queue(queue), message_id, timeout)
+
+    async def result_async(self, queue: str, message_id: str, timeout: float | None) -> Any:
+        self._check_results()
+        return await results.wait_async(self.backend, check_queue(queue), message_id, timeout)
+
+    def _check_results(self) -> None:
+        if not self.backend.capabilities.results:
+            scheme = self.backend.url.split("://", 1)[0]
+            raise ConfigurationError(lacking("a job's result", "results", scheme))
+
     def _check_ids_supported(self) -> None:
         if not self.backend.capabilities.id_window:
             raise ConfigurationError(
@@ -187,6 +202,7 @@ class Producer:
             d.unique,
             priority=d.priority,
             limits=_limits(d, body, headers),
+            keep_result=d.job.keep_result if d.job is not None else 0.0,
         )
 
 

@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "migrate": ("migrate", "migrate"),
     "inspect": ("inspect", "inspect"),
     "cancel": ("cancel", "cancel"),
+    "result": ("result", "result"),
     "dashboard": ("dashboard", "dashboard"),
 }
 

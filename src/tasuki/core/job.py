@@ -85,6 +85,10 @@ class Producer(Protocol):
         self, job: Job[..., Any], calls: Sequence[Call], bound: Enqueuer[Any] | None = None
     ) -> list[str]: ...
 
+    def result(self, queue: str, message_id: str, timeout: float | None) -> Any: ...
+
+    async def result_async(self, queue: str, message_id: str, timeout: float | None) -> Any: ...
+
 
 class Job(Generic[P, R]):
     """A function the app knows by name, with the options every run of it shares.
@@ -111,6 +115,7 @@ class Job(Generic[P, R]):
         priority: int = 0,
         rate_limit: RateLimit | None = None,
         concurrency_limit: ConcurrencyLimit | None = None,
+        keep_result: float = 0.0,
     ) -> None:
         self.producer = producer
         self.fn = fn
@@ -136,6 +141,8 @@ class Job(Generic[P, R]):
         self.priority = check_priority(priority)
         self.rate_limit = rate_limit
         self.concurrency_limit = concurrency_limit
+        # Seconds the backend keeps each run's JSON return value (`core/results.py`).
+        self.keep_result = keep_result
         self.extra: dict[str, Any] = dict(extra or {})
         self.__doc__ = fn.__doc__
         self.__name__ = getattr(fn, "__name__", name)
@@ -204,6 +211,19 @@ class Job(Generic[P, R]):
     def enqueue_many(self, calls: Iterable[tuple[Any, ...] | Mapping[str, Any]]) -> list[str]:
         """Enqueue one message per item (a tuple of args or a dict of kwargs), in one trip."""
         return self.producer.enqueue_calls(self, [_split_call(c) for c in calls])
+
+    def result(self, message_id: str, timeout: float | None = None) -> R:
+        """The return value of the run of `message_id` (on this job's queue), waiting up to
+        `timeout` seconds (None: as long as it takes). Raises `JobFailed` if it was
+        dead-lettered, `ResultTimeout` if it is not done in time, `ResultMissing` at once
+        if no result will come (unknown id, no `keep_result=`, expired)."""
+        value: R = self.producer.result(self.queue, message_id, timeout)
+        return value
+
+    async def result_async(self, message_id: str, timeout: float | None = None) -> R:
+        """`result` without blocking the event loop."""
+        value: R = await self.producer.result_async(self.queue, message_id, timeout)
+        return value
 
 
 class Enqueuer(Generic[P]):

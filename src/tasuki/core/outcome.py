@@ -23,6 +23,8 @@ class Outcome:
     delay: float = 0.0
     reason: str = ""
     duration: float = 0.0
+    # The JSON of `result`, when the job keeps it (`keep_result=`): written with the ack.
+    kept: bytes | None = None
 
     def decide(self, action: Action, *, delay: float = 0.0, reason: str = "") -> None:
         self.action, self.delay, self.reason = action, delay, reason

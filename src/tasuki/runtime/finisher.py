@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from tasuki import logs
 from tasuki.backends.base import Settle
+from tasuki.core import results
 from tasuki.core.failure import decide_failure
+from tasuki.core.flowrecords import Effects
 from tasuki.core.message import ErrorInfo
 from tasuki.core.outcome import Outcome
-from tasuki.errors import InvalidArgument
+from tasuki.errors import InvalidArgument, SerializationError
 from tasuki.runtime.chain import ChainDriver
 from tasuki.runtime.heartbeat import LeaseKeeper
 from tasuki.runtime.settler import Settler
@@ -37,6 +39,8 @@ class Finisher:
             outcome.decide("cancel", reason="cancelled")
         elif isinstance(outcome.error, TypeError) and outcome.action is None:
             _check_fit(task, outcome)
+        elif task.job.keep_result and outcome.error is None and outcome.action is None:
+            _keep(task, outcome)
         self.chain.after(task, outcome)
         self.settle(task, outcome)
 
@@ -52,7 +56,8 @@ class Finisher:
         action = outcome.action
         receipt = task.receipt
         if action in ("ack", "skip"):
-            self.settler.put(Settle.ack(receipt), task)
+            effects = None if outcome.kept is None else Effects(result=outcome.kept)
+            self.settler.put(Settle.ack(receipt, effects), task)
         elif action == "defer":
             self.settler.put(Settle.release(receipt, outcome.delay, penalty=False), task)
         elif action == "retry":
@@ -73,6 +78,16 @@ class Finisher:
         logs.event("released on shutdown", **task.fields)
         self.settler.put(Settle.release(task.receipt, penalty=False), task)
         return True
+
+
+def _keep(task: Task, outcome: Outcome) -> None:
+    """The return value as JSON, for the ack to keep; one that cannot be kept is a failure
+    no retry can fix, told before the middleware's way out sees the run as a success."""
+    try:
+        outcome.kept = results.encode(task.job.name, outcome.result)
+    except SerializationError as exc:
+        outcome.error = exc
+        outcome.decide("dead", reason="return value cannot be kept as JSON")
 
 
 def _check_fit(task: Task, outcome: Outcome) -> None:

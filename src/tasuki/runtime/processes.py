@@ -19,7 +19,7 @@ import traceback
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from queue import Empty, SimpleQueue
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from tasuki.core.context import Context, set_current
 from tasuki.core.message import Message
@@ -92,8 +92,9 @@ class ProcessPool:
         message: Message,
         call_with_message: bool,
         deadline: float | None,
-    ) -> None:
-        """Run the job in a child; raise what it raised, or JobTimeout after killing it."""
+    ) -> Any:
+        """Run the job in a child: what it returned; raise what it raised, or JobTimeout
+        after killing it."""
         if self._closed:
             raise JobProcessDied("the process pool is shut down")
         child = self._acquire()
@@ -124,6 +125,9 @@ class ProcessPool:
                     self._count -= 1
         if status == "error":
             raise payload
+        if status == "unsendable":
+            return Unsendable(payload)
+        return payload
 
     def shutdown(self) -> None:
         """Kill every child, busy or idle (used after the shutdown grace ran out)."""
@@ -177,17 +181,16 @@ def _child_main(conn: Connection, path: list[str]) -> None:
             if fn is None:
                 fn = cache[(module, qualname)] = _resolve(module, qualname)
             set_current(Context(message))
-            if call_with_message:
-                fn(message)
-            else:
-                fn(*message.args, **message.kwargs)
-            reply: tuple[str, Any] = ("ok", None)
+            value = fn(message) if call_with_message else fn(*message.args, **message.kwargs)
+            reply: tuple[str, Any] = ("ok", value)
         except BaseException as exc:
             reply = ("error", _sendable(exc))
         try:
             conn.send(reply)
         except (EOFError, OSError):
             return
+        except Exception as exc:  # a return value that cannot be pickled back
+            conn.send(("unsendable", _sendable(exc)))
 
 
 def _sendable(exc: BaseException) -> BaseException:
@@ -201,13 +204,27 @@ def _sendable(exc: BaseException) -> BaseException:
     return exc
 
 
+class Unsendable(NamedTuple):
+    """A child's return value that could not be pickled back: an error only for a job
+    that keeps its result; any other job's return value is dropped anyway."""
+
+    error: BaseException
+
+
 def invoke(pool: ProcessPool, task: Task) -> Outcome:
     """Run a process job in a child; its timeout is enforced by killing the child."""
     job, ctx = task.job, task.ctx
     outcome = Outcome()
     started = time.perf_counter()
     try:
-        pool.run(job.fn.__module__, job.fn.__qualname__, ctx.message, job.consumer, ctx.deadline)
+        value = pool.run(
+            job.fn.__module__, job.fn.__qualname__, ctx.message, job.consumer, ctx.deadline
+        )
+        if isinstance(value, Unsendable):
+            if job.keep_result:
+                raise value.error
+            value = None
+        outcome.result = value
     except Skip as s:
         outcome.decide("skip", reason=s.reason)
     except Defer as d:
