@@ -11,6 +11,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from tests.support.deps import need
 from tests.support.servers import DUMMY_AWS_ENV, env_with_src
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -18,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.slow
 def test_s3_ingest_survives_a_killed_worker() -> None:
-    pytest.importorskip("boto3")
+    need("boto3")
     env = env_with_src()
     env.update(DUMMY_AWS_ENV)
     env.pop("S3_ENDPOINT", None)
