@@ -222,6 +222,12 @@ def own_postgres(workdir: Path) -> Any:
     return server
 
 
+def postgres_env_url() -> str | None:
+    from benchmarks.peers.tasuki_runner import postgres_url
+
+    return postgres_url()
+
+
 def on_sigterm(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt  # the same clean-up as Ctrl-C: no worker outlives the harness
 
@@ -234,10 +240,10 @@ def render(path: Path) -> int:
     return 0
 
 
-def subtitle(info: dict[str, object], settings: Settings, rounds: int) -> str:
+def subtitle(info: dict[str, Any], settings: Settings, rounds: int) -> str:
     return (
         f"{settings.messages:,} no-op jobs, median of {rounds} round(s); {info['cpu']}, "
-        f"{info['cores']} cores, Python {info['python']}, redis-server {info['redis_server']}"
+        f"{info['cores']} cores, Python {info['python']}, {report.engines_text(info)}"
     )
 
 
@@ -291,7 +297,9 @@ def main(argv: list[str] | None = None) -> int:
                 return 0
             loaded, results = load_all(names, ctx)
             run_rounds(bench, loaded, results, args, rounds)
-            info = machine.info(server.version)
+            info = machine.info(
+                server.version, section=args.section, postgres_url=postgres_env_url()
+            )
         except KeyboardInterrupt:
             say("interrupted: stopping every worker")
             return 130

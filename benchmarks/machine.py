@@ -1,10 +1,14 @@
-"""Where the numbers came from: CPU, Python, redis-server and package versions."""
+"""Where the numbers came from: the command, the commit, the engines and their versions,
+CPU, Python and package versions."""
 
 from __future__ import annotations
 
 import os
 import platform
+import shlex
+import sqlite3
 import subprocess
+import sys
 from datetime import UTC, datetime
 from importlib import metadata
 from typing import Any
@@ -38,29 +42,81 @@ def versions() -> dict[str, str | None]:
     return out
 
 
-def git_revision() -> str | None:
+#: what a run executes: a change here makes its figures the figures of no commit
+CODE = ("src", "benchmarks", "pyproject.toml", "tests/support")
+
+
+def _git(*args: str) -> str | None:
     try:
-        rev = subprocess.run(
-            ["git", "-C", str(ROOT), "describe", "--always", "--dirty"],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=5,
+        out = subprocess.run(
+            ["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=True, timeout=5
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    return rev.stdout.strip() or None
+    return out.stdout
 
 
-def info(redis_version: str) -> dict[str, Any]:
+def git_commit() -> str | None:
+    """The full commit the tree was checked out at."""
+    return (_git("rev-parse", "HEAD") or "").strip() or None
+
+
+def uncommitted() -> list[str] | None:
+    """Tracked files of the code that runs (`CODE`) that differ from the commit: empty on a
+    clean tree. The harness's own results under docs/ and untracked files do not count."""
+    out = _git("status", "--porcelain", "--untracked-files=no", "--", *CODE)
+    if out is None:
+        return None
+    return sorted(line[3:] for line in out.splitlines() if line.strip())
+
+
+def git_revision(commit: str | None, changed: list[str] | None) -> str | None:
+    """`<short commit>`, with `-dirty` only when the code that runs has uncommitted changes."""
+    if not commit:
+        return None
+    return commit[:7] + ("-dirty" if changed else "")
+
+
+def command() -> str:
+    """The command line of this run, as `./dev bench` passes it on."""
+    return shlex.join(["./dev", "bench", *sys.argv[1:]])
+
+
+def postgres_version(url: str) -> str | None:
+    """`SELECT version()` of the server the PostgreSQL section ran against."""
+    try:
+        import psycopg
+
+        with psycopg.connect(url, connect_timeout=5) as conn:
+            row = conn.execute("SELECT version()").fetchone()
+    except Exception:
+        return None
+    return str(row[0]) if row else None
+
+
+def engines(section: str, redis_version: str, postgres_url: str | None) -> dict[str, str | None]:
+    """The engines the section's systems ran on, with their versions."""
+    if section == "postgres":
+        return {"PostgreSQL": postgres_version(postgres_url) if postgres_url else None}
+    return {"redis-server": redis_version, "SQLite": sqlite3.sqlite_version}
+
+
+def info(
+    redis_version: str, *, section: str = "redis", postgres_url: str | None = None
+) -> dict[str, Any]:
+    commit, changed = git_commit(), uncommitted()
     return {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": command(),
         "cpu": cpu_model(),
         "cores": os.cpu_count(),
         "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
         "os": f"{platform.system()} {platform.release()}",
         "python": platform.python_version(),
         "redis_server": redis_version,
-        "tasuki_revision": git_revision(),
+        "engines": engines(section, redis_version, postgres_url),
+        "tasuki_commit": commit,
+        "tasuki_uncommitted": changed,
+        "tasuki_revision": git_revision(commit, changed),
         "packages": versions(),
     }

@@ -144,6 +144,41 @@ def text_table(results: list[SystemResult]) -> str:
     return "\n".join(lines)
 
 
+def engines_text(machine: dict[str, Any]) -> str:
+    """The engines of a run and their versions (`redis-server 7.0.15, SQLite 3.40.1`)."""
+    found = machine.get("engines")
+    if found is None:  # a run from before the harness recorded its engines
+        if REFERENCE == "tasuki-redis":
+            return f"redis-server {machine['redis_server']}"
+        return "PostgreSQL (version not recorded)"
+    parts = []
+    for name, version in found.items():
+        shown = version or "(version not recorded)"
+        if name == "PostgreSQL" and version:  # "PostgreSQL 16.4 (Debian ...) on x86_64..."
+            shown = " ".join(version.split(" on ")[0].split()[1:])
+        parts.append(f"{name} {shown}")
+    return ", ".join(parts)
+
+
+def provenance(machine: dict[str, Any]) -> str:
+    """The command and the commit a run came from, and whether the code had changes."""
+    commit = machine.get("tasuki_commit")
+    changed = machine.get("tasuki_uncommitted")
+    if commit and changed == []:
+        tree = f"commit `{commit[:12]}`, a clean tree"
+    elif commit and changed:
+        tree = f"commit `{commit[:12]}` with uncommitted changes to {', '.join(changed)}"
+    elif commit:
+        tree = f"commit `{commit[:12]}` (tree state not recorded)"
+    else:  # a run from before the harness recorded its commit
+        revision = machine.get("tasuki_revision") or "unknown"
+        tree = f"revision `{revision}`"
+        if revision.endswith("-dirty"):
+            tree += " (uncommitted changes, not recorded which)"
+    command = machine.get("command") or "not recorded"
+    return f"Command: `{command}`; tasuki at {tree}."
+
+
 def markdown(
     results: list[SystemResult], machine: dict[str, Any], settings: Settings, rounds: int
 ) -> str:
@@ -151,10 +186,10 @@ def markdown(
     lines = [
         "<!-- written by `./dev bench` (benchmarks/report.py): do not edit by hand -->",
         "",
-        f"{settings.messages:,} no-op jobs, one worker process per system, one local "
-        f"redis-server {machine['redis_server']}, median of {rounds} interleaved round(s). "
+        f"{settings.messages:,} no-op jobs, one worker process per system, "
+        f"{engines_text(machine)}, median of {rounds} interleaved round(s). "
         f"{machine['cpu']}, {machine['cores']} cores, Python {machine['python']}, "
-        f"{machine['date']}.",
+        f"{machine['date']}. {provenance(machine)}",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "|".join(["---"] + ["--:"] * (len(header) - 1)) + "|",
@@ -198,6 +233,7 @@ def save(
 def load(path: Path) -> tuple[list[SystemResult], dict[str, Any], Settings, int]:
     """Read a results.json back (to redraw the table and chart without re-running)."""
     data = json.loads(path.read_text())
+    set_reference(data.get("reference", REFERENCE))
     config = dict(data["config"])
     rounds = int(config.pop("rounds"))
     settings = Settings(**{k: v for k, v in config.items() if k in Settings.__dataclass_fields__})

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.backends import ALL, CROSS_PROCESS, URL_FACTORIES
+from tests.support.deps import need
 from tests.support.servers import DUMMY_AWS_ENV, MotoServer, PostgresServer, RedisServer
 
 
@@ -27,7 +28,7 @@ def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Postgr
 @pytest.fixture(scope="session")
 def sqs_server() -> Iterator[MotoServer]:
     """A local SQS-compatible server for the session, with dummy credentials in the env."""
-    pytest.importorskip("boto3")
+    need("boto3")
     saved = {name: os.environ.get(name) for name in DUMMY_AWS_ENV}
     os.environ.update(DUMMY_AWS_ENV)
     try:

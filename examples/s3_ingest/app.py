@@ -124,7 +124,7 @@ def finish(
 
 
 def ingest_object(db: sqlite3.Connection, s3: Any, bucket: str, key: str) -> None:
-    owner = uuid.uuid4().hex
+    owner = f"{os.getpid()}-{uuid.uuid4().hex}"  # one run, named by its worker process
     verdict = claim(db, bucket, key, owner)
     if verdict == "done":
         log.info("skipping %s/%s: already processed (a duplicate delivery)", bucket, key)

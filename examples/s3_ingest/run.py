@@ -4,9 +4,10 @@ Starts a local S3+SQS server (`moto_server`, from `tasuki[dev]`) on a free loopb
 unless S3_ENDPOINT is set, creates the bucket and the tasuki queue, points the bucket's
 event notifications at the queue, starts worker processes
 (`tasuki worker examples.s3_ingest.app:app`), PUTs the objects (one of them not valid
-UTF-8), optionally SIGKILLs a worker in the middle and starts another, waits until every
-row is `processed`, stops the workers with SIGTERM and prints a summary (the last line
-is JSON).
+UTF-8), optionally SIGKILLs a worker in the middle of an object and starts another, waits
+until every row is `processed`, stops the workers with SIGTERM and prints a summary (the
+last line is JSON; `taken_over` counts the objects the killed worker was in the middle of
+that another run finished).
 """
 
 from __future__ import annotations
@@ -71,11 +72,18 @@ def rows(db: Path) -> list[tuple[Any, ...]]:
         return []
     con = sqlite3.connect(db, timeout=30)
     try:
-        return con.execute("SELECT key, state, lines, error, completions FROM objects").fetchall()
+        return con.execute(
+            "SELECT key, state, lines, error, completions, owner FROM objects"
+        ).fetchall()
     except sqlite3.OperationalError:  # the table is not there yet
         return []
     finally:
         con.close()
+
+
+def running(db: Path, pid: int) -> set[str]:
+    """The objects a worker process is in the middle of (rows `processing`, owned by it)."""
+    return {r[0] for r in rows(db) if r[1] == "processing" and r[5].startswith(f"{pid}-")}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -109,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.update(env)
     workers: list[subprocess.Popen[bytes]] = []
     killed = False
+    cut_short: set[str] = set()
     try:
         import boto3
 
@@ -137,10 +146,16 @@ def main(argv: list[str] | None = None) -> int:
             )
             s3.put_object(Bucket=BUCKET, Key=key, Body=body)
             if args.kill_one and n == args.objects // 2:
-                time.sleep(1.0)  # let it get into some objects
-                workers[0].send_signal(signal.SIGKILL)
-                workers[0].wait(10)
+                victim = workers[0]
+                busy_until = time.monotonic() + 30  # until it is in the middle of an object
+                while not running(work / "ingest.db", victim.pid):
+                    if time.monotonic() > busy_until:
+                        break
+                    time.sleep(0.02)
+                victim.send_signal(signal.SIGKILL)
+                victim.wait(10)
                 killed = True
+                cut_short = running(work / "ingest.db", victim.pid)
                 workers.append(start_worker(env, log))
         deadline = time.monotonic() + args.timeout
         while time.monotonic() < deadline:
@@ -163,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     found = rows(work / "ingest.db")
     processed = sum(1 for r in found if r[1] == "processed")
     print(f"{processed} of {args.objects} objects processed; rows in {work / 'ingest.db'}")
-    for key, state, lines, error, completions in sorted(found)[:5]:
+    for key, state, lines, error, completions, _ in sorted(found)[:5]:
         print(f"  {key!r}: {state}, {lines} lines, completions={completions}, error={error}")
     summary = {
         "objects": args.objects,
@@ -172,6 +187,10 @@ def main(argv: list[str] | None = None) -> int:
         "max_completions": max((r[4] for r in found), default=0),
         "invalid": sum(1 for r in found if r[3]),
         "killed": killed,
+        # Objects the killed worker was in the middle of, finished later by another run.
+        "taken_over": sum(
+            1 for r in found if r[0] in cut_short and r[1] == "processed" and r[4] == 1
+        ),
     }
     print(orjson.dumps(summary).decode())
     return 0 if processed == args.objects and summary["max_completions"] == 1 else 1

@@ -35,11 +35,12 @@ import yaml
 
 from tasuki.cli.main import cli
 from tasuki.web.security import check_bind
+from tests.support.deps import need
 from tests.support.servers import env_with_src, free_port
 from tests.worker.helpers import wait_until
 
-kubernetes_validate = pytest.importorskip("kubernetes_validate")
-dockerfile_parse = pytest.importorskip("dockerfile_parse")
+kubernetes_validate = need("kubernetes_validate")
+dockerfile_parse = need("dockerfile_parse")
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"

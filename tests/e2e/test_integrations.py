@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.deps import need
 from tests.support.servers import env_with_src
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,7 +46,7 @@ def shop_url(tmp_path: Path) -> str:
 @pytest.fixture
 def fastapi_shop(monkeypatch: pytest.MonkeyPatch, shop_url: str) -> Iterator[object]:
     """The example's modules, imported fresh on this test's database."""
-    pytest.importorskip("fastapi")
+    need("fastapi")
     monkeypatch.setenv("TASUKI_URL", shop_url)
     monkeypatch.syspath_prepend(str(EXAMPLES))
     for name in ("fastapi_shop.api", "fastapi_shop.tasks", "fastapi_shop"):
@@ -120,7 +121,7 @@ def _django_env(url: str) -> dict[str, str]:
 def test_django_view_enqueues_and_the_management_command_runs_the_worker(
     shop_url: str, tmp_path: Path
 ) -> None:
-    pytest.importorskip("django")
+    need("django")
     env = _django_env(shop_url)
     client = subprocess.run(
         [sys.executable, "-c", CLIENT],
@@ -156,7 +157,7 @@ def test_django_view_enqueues_and_the_management_command_runs_the_worker(
 
 
 def test_django_worker_until_idle(shop_url: str) -> None:
-    pytest.importorskip("django")
+    need("django")
     env = _django_env(shop_url)
     enqueue = "import django; django.setup(); from orders.tasks import send_confirmation as s; "
     enqueue += "s.enqueue(1); s.enqueue(2)"

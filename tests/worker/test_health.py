@@ -23,6 +23,7 @@ import pytest
 
 import tasuki
 from tasuki.core.message import JOB_HEADER
+from tests.support.deps import need
 from tests.support.servers import env_with_src, free_port
 from tests.worker.helpers import ROOT, wait_until
 
@@ -118,7 +119,7 @@ def test_a_backend_that_is_down_is_not_ready_but_alive(start: Any, sqlite_url: s
 
 
 def test_the_metrics_port_serves_the_probes_too(start: Any) -> None:
-    pytest.importorskip("prometheus_client")
+    need("prometheus_client")
     port = free_port()
     start("--metrics-port", str(port))
     wait_until(lambda: answers(port), timeout=30)

@@ -13,8 +13,9 @@ import pytest
 
 import tasuki
 from tasuki.core.message import JOB_HEADER
+from tests.support.deps import need
 
-sentry_sdk = pytest.importorskip("sentry_sdk")
+sentry_sdk = need("sentry_sdk")
 from sentry_sdk.integrations.dedupe import DedupeIntegration  # noqa: E402
 from sentry_sdk.integrations.logging import LoggingIntegration  # noqa: E402
 from sentry_sdk.transport import Transport  # noqa: E402

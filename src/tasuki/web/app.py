@@ -65,10 +65,18 @@ def ago(seconds: float) -> str:
 
 
 def seconds(value: float | None) -> str:
-    """A duration for a table cell: `-` when there is none, else 3 significant digits."""
+    """A duration for a table cell: `-` when there is none, else 3 significant digits,
+    never in exponent notation (0.9996 s rounds to `1 s`, not `1e+03 ms`; 1234 s is
+    `1234 s`)."""
     if value is None:
         return "-"
-    return f"{value * 1000:.3g} ms" if value < 1 else f"{value:.3g} s"
+    if abs(value) < 5e-7:  # below what 3 digits of milliseconds can show
+        return "0 ms"
+    ms = f"{value * 1000:.3g}"
+    if "e" not in ms and abs(float(ms)) < 1000:
+        return f"{ms} ms"
+    whole = f"{value:.3g}"
+    return f"{whole} s" if "e" not in whole else f"{value:.0f} s"
 
 
 def bound(hist: Histogram, q: float) -> str:

@@ -22,12 +22,13 @@ from tasuki.backends.urls import backend_from_url
 from tasuki.core.message import GROUP_HEADER
 from tasuki.errors import InvalidArgument, MessageTooLarge
 from tasuki.testing.contract.helpers import env, stats
+from tests.support.deps import need
 from tests.support.servers import MotoServer
 
-pytest.importorskip("boto3")
+need("boto3")
 
-from tasuki.backends.sqs import SqsBackend
-from tasuki.backends.sqs.queues import QueueInfo
+from tasuki.backends.sqs import SqsBackend  # noqa: E402
+from tasuki.backends.sqs.queues import QueueInfo  # noqa: E402
 
 
 def _url(server: MotoServer, tmp_path: Path, locks: bool = True, **options: Any) -> str:

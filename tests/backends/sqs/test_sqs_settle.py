@@ -15,11 +15,12 @@ from tasuki.backends.base import Envelope, Settle
 from tasuki.backends.urls import backend_from_url
 from tasuki.core.message import ErrorInfo
 from tests.backends.script_calls import script_calls
+from tests.support.deps import need
 from tests.support.servers import MotoServer, RedisServer
 
-pytest.importorskip("boto3")
+need("boto3")
 
-from tasuki.backends.sqs import SqsBackend
+from tasuki.backends.sqs import SqsBackend  # noqa: E402
 
 
 @pytest.fixture

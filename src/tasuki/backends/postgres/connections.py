@@ -13,7 +13,8 @@ Three things of psycopg_pool's defaults hurt a job queue when the server goes aw
   redelivery 5 s against a target of the lease + 2 s). Our pool retries after 0.1 s,
   growing by half each time to at most 1 s. The hook is psycopg_pool's private
   `_add_connection`; if a release renames it, the pool falls back to the stock backoff
-  (tests/backends/postgres/test_reconnect.py tells);
+  (`test_the_pool_fails_fast_in_an_outage_and_is_back_within_a_second` in
+  tests/backends/postgresql/test_postgres_faults.py tells);
 - it warns once per failed reconnect and once per connection it discards: a dozen lines
   a second from every worker. tasuki says the same once when an outage begins and once
   when it ends (`runtime/outage.py`), so those warnings are dropped for pools named
