@@ -68,8 +68,9 @@ RESTART_MAX = 30.0
 STABLE_AFTER = 60.0  # a child that lived this long resets the pause before the next start
 FAILED_START = 10.0  # a child that exits sooner than this after its start failed to start
 GIVE_UP_AFTER = 4  # failed starts in a row of one child before the group gives up
-STOP_MARGIN = 10.0  # beyond the grace: releasing, flushing, closing connections
+STOP_MARGIN = 20.0  # beyond the grace: releasing, flushing to a slow backend, threads ending
 PROBE_TIMEOUT = 5.0
+STARTING_LIMIT = 60.0  # a child not serving its probes by then is stuck starting
 USAGE_ERROR = (
     2  # click's exit status for a usage error  # a child's own probe answers within its ping's 2 s
 )
@@ -386,7 +387,11 @@ class GroupHealth:
         port = self.supervisor.probe_port(entry)
         if port is None:
             age = time.monotonic() - child.started
-            return Report(live, {"process": Check(live, f"starting (pid {proc.pid}, {age:.1f}s)")})
+            ok = live and age <= STARTING_LIMIT
+            detail = f"starting (pid {proc.pid}, {age:.1f}s)" + (
+                "" if age <= STARTING_LIMIT else f", stuck (more than {STARTING_LIMIT:g}s)"
+            )
+            return Report(ok, {"process": Check(ok, detail)})
         try:
             with urllib.request.urlopen(
                 f"http://127.0.0.1:{port}{path}", timeout=PROBE_TIMEOUT
