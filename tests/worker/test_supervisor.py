@@ -197,6 +197,26 @@ def test_sigterm_drains_every_child(
     assert sorted(d.attempt for d in deliveries) == [1, 1], "an attempt was not given back"
 
 
+def test_a_second_signal_makes_every_child_exit_at_once(
+    sqlite_url: str, log: Path, tmp_path: Path, groups: list[Group]
+) -> None:
+    app = producer(sqlite_url)
+    app.jobs["stubborn"].enqueue_many([(1, 60.0), (2, 60.0)])
+    group = Group(sqlite_url, log, tmp_path, "--workers", "2", "-c", "1", "--grace", "60")
+    groups.append(group)
+    wait_until(lambda: len({r["pid"] for r in read_log(log)}) == 2, 20)
+    group.proc.send_signal(signal.SIGTERM)
+    wait_until(lambda: group.text().count("gracefully (send again") == 3, 10)
+    started = time.monotonic()
+    group.proc.send_signal(signal.SIGINT)
+    assert group.proc.wait(10) == 1, group.text()
+    assert time.monotonic() - started < 5.0
+    text = group.text()
+    assert "all workers stopped; exiting with status 1" in text
+    assert "exited with status 0" not in text
+    assert not group.children()
+
+
 def test_a_bad_deploy_ends_instead_of_looping(
     sqlite_url: str, log: Path, tmp_path: Path, groups: list[Group]
 ) -> None:

@@ -104,10 +104,6 @@ class Child:
     last_exit: str = ""
     restarts: int = 0
 
-    @property
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
 
 class Supervisor:
     """Runs `argv` `workers` times and keeps them running until SIGTERM/SIGINT."""
@@ -131,10 +127,11 @@ class Supervisor:
         self.stopping = False
         self.gave_up: str | None = None
         self.signals = 0
+        self._sent = 0  # stops passed on to the children
         self.run_dir = Path(tempfile.mkdtemp(prefix="tasuki-workers-"))
         self.metrics_dir = self.run_dir / "metrics"
         self._wake = threading.Event()
-        self._mutex = threading.Lock()  # the children list as the probe threads read it
+        self._mutex = threading.Lock()  # each child's process, as the probe threads read it
 
     # The child's environment and the ports
 
@@ -230,6 +227,8 @@ class Supervisor:
         logs.logger.info("worker %d started (pid %d)", child.index, proc.pid)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        """Only notes the request: the main loop passes it on (no lock is taken here,
+        since the main thread may hold it when the signal arrives)."""
         self.signals += 1
         name = signal.Signals(signum).name
         if self.signals == 1:
@@ -241,26 +240,27 @@ class Supervisor:
         else:
             logs.logger.error("%s received again: the workers exit now", name)
         self.stopping = True
-        self._signal_children(signal.SIGTERM)
         self._wake.set()
 
-    def _signal_children(self, sig: signal.Signals) -> None:
-        for child, proc in self.snapshot():
-            if proc is not None:
-                proc.send_signal(sig)  # nothing if it exited already
-            child.restart_at = None
+    def _pass_on(self) -> None:
+        """One SIGTERM to every child per stop asked for (a signal, or giving up)."""
+        while self._sent < self.signals + (self.gave_up is not None):
+            self._sent += 1
+            for _, proc in self.snapshot():
+                if proc is not None:
+                    proc.send_signal(signal.SIGTERM)  # nothing if it exited already
 
     def _reap(self, now: float) -> None:
         """Note each child that exited, and when to start it again (or give up)."""
         for child in self.children:
             proc = child.proc
-            if proc is None or child.restart_at is not None or proc.poll() is None:
+            if proc is None or proc.poll() is None or self.stopping:
                 continue
             lived = now - child.started
             child.last_exit = describe_exit(proc.returncode)
             (self.run_dir / f"probes-{proc.pid}").unlink(missing_ok=True)
-            if self.stopping:
-                continue
+            with self._mutex:
+                child.proc = None  # exited, and seen to: to be started again
             if lived >= STABLE_AFTER:
                 child.pause = RESTART_FIRST
             child.failed_starts = child.failed_starts + 1 if lived < FAILED_START else 0
@@ -276,7 +276,6 @@ class Supervisor:
                 )
                 logs.logger.error("%s; stopping the others", self.gave_up)
                 self.stopping = True
-                self._signal_children(signal.SIGTERM)
                 return
             child.restart_at = now + child.pause
             logs.logger.error(
@@ -296,15 +295,17 @@ class Supervisor:
                 self.start(child)
 
     def _stop(self) -> int:
-        """Wait for the children to stop (they have their SIGTERM); kill what is left."""
+        """Wait for the running children to stop (each has its SIGTERM), passing on a
+        second signal; kill what is left after the grace and `STOP_MARGIN`."""
         deadline = time.monotonic() + self.grace + STOP_MARGIN
+        stopping = [(c, p) for c, p in self.snapshot() if p is not None]
+        while any(p.poll() is None for _, p in stopping) and time.monotonic() < deadline:
+            self._pass_on()
+            self._wake.wait(0.1)
+            self._wake.clear()
         clean = True
-        for child, proc in self.snapshot():
-            if proc is None:
-                continue
-            try:
-                proc.wait(max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
+        for child, proc in stopping:
+            if proc.poll() is None:
                 logs.logger.error(
                     "worker %d (pid %d) did not stop within %gs: killed; its leases will lapse",
                     child.index,
@@ -315,8 +316,10 @@ class Supervisor:
                 proc.wait()
                 clean = False
                 continue
-            # SIGTERM before its handlers were in place: it had not started leasing.
-            if proc.returncode not in (0, -signal.SIGTERM):
+            # Killed by the one SIGTERM before its handlers were in place: it was still
+            # starting, and held nothing. After a second, it was told to exit at once.
+            starting = proc.returncode == -signal.SIGTERM and self._sent == 1
+            if proc.returncode != 0 and not starting:
                 clean = False
             logs.logger.info(
                 "worker %d (pid %d) exited with %s",
@@ -340,6 +343,7 @@ class Supervisor:
                 self._restart_due(now)
                 self._wake.wait(0.1)
                 self._wake.clear()
+            self._pass_on()
             status = self._stop()
             if self.gave_up is not None:
                 logs.logger.error("exiting: %s", self.gave_up)
@@ -382,7 +386,12 @@ class GroupHealth:
         live = path == "/livez"
         if proc is None or proc.poll() is not None:
             # The supervisor is starting it again: restarting the group would do no better.
-            detail = f"exited with {child.last_exit or 'no status yet'}, being started again"
+            if self.supervisor.stopping:
+                detail = "stopped"
+            elif child.last_exit:
+                detail = f"exited with {child.last_exit}, being started again"
+            else:
+                detail = "not started yet"
             return Report(live, {"process": Check(live, detail)})
         port = self.supervisor.probe_port(entry)
         if port is None:
