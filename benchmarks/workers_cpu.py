@@ -31,6 +31,7 @@ import uuid
 from pathlib import Path
 
 import tasuki
+from benchmarks.procs import session_cpu_seconds
 from benchmarks.redis_server import RedisServer, free_port
 from benchmarks.workers_cpu_app import spin
 
@@ -58,8 +59,12 @@ def ready(port: int) -> bool:
         return False
 
 
-def one_round(url: str, workers: int, jobs: int, concurrency: int, spin_steps: int) -> float:
-    """Jobs per second of one group draining `jobs` messages."""
+def one_round(
+    url: str, workers: int, jobs: int, concurrency: int, spin_steps: int
+) -> tuple[float, float]:
+    """Jobs per second of one group draining `jobs` messages, and the group's CPU time
+    per job (supervisor and workers, in ms): the same per job at any count means the
+    processes scale, and a rate short of N x one process means cores were short."""
     url = f"{url}?prefix=bench-{uuid.uuid4().hex[:8]}:"
     port = free_port()
     env = {**os.environ, "TASUKI_URL": url, "BENCH_SPIN": str(spin_steps)}
@@ -68,7 +73,9 @@ def one_round(url: str, workers: int, jobs: int, concurrency: int, spin_steps: i
         "--workers", str(workers), "-c", str(concurrency), "--health-port", str(port),
         "--log-level", "WARNING",
     ]  # fmt: skip
-    group = subprocess.Popen(argv, env=env, cwd=ROOT, stdin=subprocess.DEVNULL)
+    group = subprocess.Popen(
+        argv, env=env, cwd=ROOT, stdin=subprocess.DEVNULL, start_new_session=True
+    )
     try:
         deadline = time.monotonic() + 60
         while not ready(port):
@@ -77,6 +84,7 @@ def one_round(url: str, workers: int, jobs: int, concurrency: int, spin_steps: i
             time.sleep(0.05)
         app = tasuki.App(url)
         cpu = app.job(name="cpu")(lambda n: None)
+        cpu_before = session_cpu_seconds(group.pid)
         started = time.perf_counter()
         cpu.enqueue_many([(n,) for n in range(jobs)])
         while True:
@@ -85,8 +93,9 @@ def one_round(url: str, workers: int, jobs: int, concurrency: int, spin_steps: i
                 break
             time.sleep(0.01)
         took = time.perf_counter() - started
+        cpu_ms = 1000 * (session_cpu_seconds(group.pid) - cpu_before) / jobs
         app.backend.close()
-        return jobs / took
+        return jobs / took, cpu_ms
     finally:
         group.send_signal(signal.SIGTERM)
         group.wait(60)
@@ -103,14 +112,19 @@ def main() -> None:
     steps = calibrate()
     print(f"cpu cores: {os.cpu_count()}; 1 ms of CPU = {steps} steps of spin()")
     rates: dict[int, list[float]] = {c: [] for c in counts}
+    cpu: dict[int, list[float]] = {c: [] for c in counts}
     with tempfile.TemporaryDirectory() as tmp:
         server = RedisServer(Path(tmp))
         try:
             for round_ in range(args.rounds):
                 for count in counts if round_ % 2 == 0 else reversed(counts):
-                    rate = one_round(server.url, count, args.jobs, args.concurrency, steps)
+                    rate, ms = one_round(server.url, count, args.jobs, args.concurrency, steps)
                     rates[count].append(rate)
-                    print(f"round {round_ + 1}: --workers {count}: {rate:,.0f} jobs/s")
+                    cpu[count].append(ms)
+                    print(
+                        f"round {round_ + 1}: --workers {count}: {rate:,.0f} jobs/s, "
+                        f"{ms:.2f} ms CPU per job"
+                    )
         finally:
             server.stop()
     one = statistics.median(rates[counts[0]]) / counts[0]
@@ -119,7 +133,8 @@ def main() -> None:
         median = statistics.median(rates[count])
         print(
             f"  --workers {count}: {median:,.0f} jobs/s "
-            f"({median / (count * one):.0%} of {count} x one process)"
+            f"({median / (count * one):.0%} of {count} x one process), "
+            f"{statistics.median(cpu[count]):.2f} ms CPU per job"
         )
 
 

@@ -22,6 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 from tasuki.cli.main import cli
+from tasuki.cli.worker import WorkerCount
 from tasuki.runtime.supervisor import GIVE_UP_AFTER, STOP_MARGIN
 from tests.support.backends import URL_FACTORIES
 from tests.support.servers import env_with_src, free_port
@@ -287,6 +288,11 @@ def test_reload_with_several_workers_is_refused() -> None:
     result = CliRunner().invoke(cli, ["worker", APP, "--workers", "2", "--reload"])
     assert result.exit_code == 2
     assert "--reload runs one worker" in result.output
+
+
+def test_auto_is_one_worker_per_usable_cpu() -> None:
+    assert WorkerCount().convert("auto", None, None) == len(os.sched_getaffinity(0))
+    assert WorkerCount().convert(" 3 ", None, None) == 3
 
 
 @pytest.mark.parametrize("value", ["0", "many"])

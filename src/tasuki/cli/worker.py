@@ -23,6 +23,15 @@ SUPERVISOR_ONLY = frozenset(
 )  # fmt: skip
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on (taskset, a cpuset), else the machine's count.
+    A CPU quota (a container's `cpu.max`) is not seen: give `--workers` a number there."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # not on every platform
+        return os.cpu_count() or 1
+
+
 class WorkerCount(click.ParamType):  # type: ignore[type-arg]
     """A number of worker processes (at least 1), or `auto`: one per CPU."""
 
@@ -32,7 +41,7 @@ class WorkerCount(click.ParamType):  # type: ignore[type-arg]
         if isinstance(value, int):
             return value
         if str(value).strip().lower() == "auto":
-            return os.cpu_count() or 1
+            return usable_cpus()
         try:
             count = int(value)
         except ValueError:
@@ -60,7 +69,7 @@ class WorkerCount(click.ParamType):  # type: ignore[type-arg]
     default="1",
     show_default=True,
     help="Worker processes, under one supervisor that restarts them and passes signals "
-    "on ('auto': one per CPU); each runs --concurrency jobs at once.",
+    "on ('auto': one per CPU this process may use); each runs --concurrency jobs at once.",
 )
 @click.option("--processes", type=click.IntRange(min=1), help="Size of the process pool.")
 @click.option("--no-scheduler", is_flag=True, help="Do not enqueue periodic jobs from here.")
