@@ -4,7 +4,10 @@ Each child is the same `tasuki worker` command without `--workers` (and without 
 ports, which the supervisor serves), started as a new interpreter: it imports the app
 itself, opens its own connections and starts its own threads, exactly as a worker run
 by hand does, so nothing made in the supervisor (a connection, a lock, a thread) is ever
-inherited half-alive by a fork. The supervisor never imports the app.
+inherited half-alive by a fork. The supervisor never imports the app. (multiprocessing's
+spawn would do the same with more machinery: the parsed options pickled across, and a
+child that shows in `ps` as `multiprocessing.spawn` instead of the command it runs;
+`--reload` already runs its child this way.)
 
 Each child runs in a process group of its own, so that a Ctrl-C in a terminal (or an
 init that signals the whole group) reaches the workers once, through here: a worker
@@ -26,6 +29,8 @@ that got the signal twice would take it as "exit now" and skip its grace.
   its files stay, so the group's counters never go back (per-child endpoints summed
   by the supervisor would lose a dead child's counts, which Prometheus reads as a
   counter reset). The queue gauges, the same for every child, come from one child.
+  Measured on a 2-core machine: a run's counter and histogram cost 13-15 us in
+  multiprocess mode against 12.5-13 us in memory, and a scrape of two children 3-8 ms.
 - **`/livez` and `/readyz` for the group**: each child serves its own on a private
   port (127.0.0.1, chosen by the system, written to the run directory) and the
   supervisor `combine`s their reports: live only while every running child is live.
