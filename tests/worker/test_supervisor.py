@@ -190,6 +190,8 @@ def test_sigterm_drains_every_child(
     text = group.text()
     assert text.count("exited with status 0") == 2
     assert "released on shutdown" in text
+    assert re.search(r"worker stopped: .* worker=1$", text, re.M), "a line without its worker"
+    assert re.search(r"worker stopped: .* worker=2$", text, re.M)
     assert not group.children()
 
     s = app.stats("default")

@@ -154,7 +154,10 @@ def worker(
     reload_dirs: tuple[str, ...],
 ) -> None:
     """Run a worker for the app's jobs until SIGTERM/SIGINT (graceful), or a second one."""
-    logs.configure(log_level, log_format)
+    from tasuki.runtime.supervised import Supervised, serve_child_endpoints
+
+    supervised = Supervised.from_env()
+    logs.configure(log_level, log_format, None if supervised is None else supervised.index)
     if workers > 1 and reload:
         raise click.UsageError(
             f"--reload runs one worker, --workers {workers} asks for {workers}: drop "
@@ -188,9 +191,6 @@ def worker(
         handle_signals=True,
         inline=not no_inline,
     )
-    from tasuki.runtime.supervisor import Supervised, serve_child_endpoints
-
-    supervised = Supervised.from_env()
     if supervised is not None:
         serve_child_endpoints(supervised, w, app.middleware, app.backend, stuck_after=stuck_after)
     elif metrics_port is not None or health_port is not None:

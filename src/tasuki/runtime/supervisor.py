@@ -58,15 +58,12 @@ import orjson
 
 from tasuki import logs
 from tasuki.errors import TasukiError
-from tasuki.runtime.health import Check, Report, WorkerHealth, combine
+from tasuki.runtime.health import Check, Report, combine
 from tasuki.runtime.probes import WSGIApp, serve, wsgi_app
+from tasuki.runtime.supervised import DIR_ENV, INDEX_ENV, PID_ENV, SERVES_ENV
 
 if TYPE_CHECKING:
     from prometheus_client.core import Metric
-
-    from tasuki.backends.base import Backend
-    from tasuki.middleware.base import MiddlewareChain
-    from tasuki.runtime.worker import Worker
 
 RESTART_FIRST = 0.5
 RESTART_MAX = 30.0
@@ -80,9 +77,6 @@ USAGE_ERROR = (
     2  # click's exit status for a usage error  # a child's own probe answers within its ping's 2 s
 )
 
-# What a child learns from its environment (set by the supervisor, read by `Supervised`).
-DIR_ENV = "TASUKI_SUPERVISOR_DIR"
-SERVES_ENV = "TASUKI_SUPERVISOR_SERVES"
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 
@@ -140,9 +134,11 @@ class Supervisor:
 
     # The child's environment and the ports
 
-    def child_env(self) -> dict[str, str]:
+    def child_env(self, child: Child) -> dict[str, str]:
         env = dict(os.environ)
         env[DIR_ENV] = str(self.run_dir)
+        env[INDEX_ENV] = str(child.index)
+        env[PID_ENV] = str(os.getpid())
         serves = []
         if self.metrics is not None or self.health is not None:
             serves.append("health")
@@ -226,7 +222,7 @@ class Supervisor:
     # Starting, watching, stopping
 
     def start(self, child: Child) -> None:
-        proc = subprocess.Popen(self.argv, env=self.child_env(), process_group=0)
+        proc = subprocess.Popen(self.argv, env=self.child_env(child), process_group=0)
         with self._mutex:
             child.proc, child.started, child.restart_at = proc, time.monotonic(), None
         logs.logger.info("worker %d started (pid %d)", child.index, proc.pid)
@@ -452,71 +448,3 @@ class GroupCollector:
 
     def describe(self) -> list[Metric]:
         return []
-
-
-# In the child
-
-
-@dataclass(frozen=True, slots=True)
-class Supervised:
-    """What a worker started by a supervisor learns from its environment."""
-
-    run_dir: Path
-    health: bool
-    metrics: bool
-
-    @classmethod
-    def from_env(cls) -> Supervised | None:
-        run_dir = os.environ.get(DIR_ENV)
-        if not run_dir:
-            return None
-        serves = set(os.environ.get(SERVES_ENV, "").split(","))
-        return cls(Path(run_dir), "health" in serves, "metrics" in serves)
-
-    def announce(self, port: int) -> None:
-        """Tell the supervisor where this child's probes are (a rename: never half-read)."""
-        final = self.run_dir / f"probes-{os.getpid()}"
-        partial = final.with_suffix(".partial")
-        partial.write_text(str(port))
-        partial.replace(final)
-
-    def watch_parent(self, stop: Callable[[], None], interval: float = 1.0) -> None:
-        """Stop gracefully if the supervisor is gone (killed with SIGKILL): a worker
-        without its supervisor would run on with nobody to stop it."""
-        parent = os.getppid()
-
-        def watch() -> None:
-            while os.getppid() == parent:
-                time.sleep(interval)
-            logs.logger.error("the supervisor (pid %d) is gone: stopping gracefully", parent)
-            stop()
-
-        threading.Thread(target=watch, name="tasuki-parent-watch", daemon=True).start()
-
-
-def serve_child_endpoints(
-    supervised: Supervised,
-    worker: Worker,
-    chain: MiddlewareChain,
-    backend: Backend,
-    *,
-    stuck_after: float,
-) -> None:
-    """What a child serves its supervisor on a private port: `/livez` and `/readyz`, and
-    with metrics, the queue gauges on `/metrics` (its counters go to the multiprocess
-    files, which the supervisor reads itself)."""
-    supervised.watch_parent(worker.request_stop)
-    if not supervised.health:
-        return
-    fallback: WSGIApp | None = None
-    if supervised.metrics:
-        from prometheus_client import CollectorRegistry, make_wsgi_app
-
-        from tasuki.middleware.metrics import QueueCollector, install
-
-        install(chain, backend, queues=lambda: worker.queues, queue_gauges=False)
-        gauges = CollectorRegistry()
-        gauges.register(QueueCollector(backend, lambda: worker.queues))
-        fallback = make_wsgi_app(gauges)
-    server = serve(wsgi_app(WorkerHealth(worker, stuck_after), fallback), "127.0.0.1", 0, "probes")
-    supervised.announce(server.server_port)
