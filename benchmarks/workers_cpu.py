@@ -60,12 +60,13 @@ def ready(port: int) -> bool:
 
 
 def one_round(
-    url: str, workers: int, jobs: int, concurrency: int, spin_steps: int
-) -> tuple[float, float]:
+    server: RedisServer, workers: int, jobs: int, concurrency: int, spin_steps: int
+) -> tuple[float, float, float]:
     """Jobs per second of one group draining `jobs` messages, and the group's CPU time
     per job (supervisor and workers, in ms): the same per job at any count means the
-    processes scale, and a rate short of N x one process means cores were short."""
-    url = f"{url}?prefix=bench-{uuid.uuid4().hex[:8]}:"
+    processes scale, and a rate short of N x one process means cores were short; and
+    redis-server's CPU time per job (ms), which shares the same cores."""
+    url = f"{server.url}?prefix=bench-{uuid.uuid4().hex[:8]}:"
     port = free_port()
     env = {**os.environ, "TASUKI_URL": url, "BENCH_SPIN": str(spin_steps)}
     argv = [
@@ -85,6 +86,7 @@ def one_round(
         app = tasuki.App(url)
         cpu = app.job(name="cpu")(lambda n: None)
         cpu_before = session_cpu_seconds(group.pid)
+        redis_before = server.cpu_seconds()
         started = time.perf_counter()
         cpu.enqueue_many([(n,) for n in range(jobs)])
         while True:
@@ -94,8 +96,9 @@ def one_round(
             time.sleep(0.01)
         took = time.perf_counter() - started
         cpu_ms = 1000 * (session_cpu_seconds(group.pid) - cpu_before) / jobs
+        redis_ms = 1000 * (server.cpu_seconds() - redis_before) / jobs
         app.backend.close()
-        return jobs / took, cpu_ms
+        return jobs / took, cpu_ms, redis_ms
     finally:
         group.send_signal(signal.SIGTERM)
         group.wait(60)
@@ -118,12 +121,15 @@ def main() -> None:
         try:
             for round_ in range(args.rounds):
                 for count in counts if round_ % 2 == 0 else reversed(counts):
-                    rate, ms = one_round(server.url, count, args.jobs, args.concurrency, steps)
+                    rate, ms, redis_ms = one_round(
+                        server, count, args.jobs, args.concurrency, steps
+                    )
                     rates[count].append(rate)
                     cpu[count].append(ms)
                     print(
                         f"round {round_ + 1}: --workers {count}: {rate:,.0f} jobs/s, "
-                        f"{ms:.2f} ms CPU per job"
+                        f"{ms:.2f} ms CPU per job (redis-server {redis_ms:.2f} ms), "
+                        f"{rate * ms / 1000:.2f} cores busy in the group"
                     )
         finally:
             server.stop()
