@@ -63,10 +63,16 @@ def _value(v: Any) -> str:
 
 
 class PlainFormatter(logging.Formatter):
+    def __init__(self, worker: int | None = None) -> None:
+        super().__init__()
+        self.worker = worker
+
     def format(self, record: logging.LogRecord) -> str:
         fields: dict[str, Any] = getattr(record, "tasuki", {})
         parts = [_iso(record.created), f"{record.levelname:<7}", record.getMessage()]
         parts += [f"{k}={_value(v)}" for k, v in fields.items()]
+        if self.worker is not None:
+            parts.append(f"worker={self.worker}")
         line = " ".join(parts)
         if record.exc_info:
             line += "\n" + self.formatException(record.exc_info)
@@ -74,6 +80,10 @@ class PlainFormatter(logging.Formatter):
 
 
 class JSONFormatter(logging.Formatter):
+    def __init__(self, worker: int | None = None) -> None:
+        super().__init__()
+        self.worker = worker
+
     def format(self, record: logging.LogRecord) -> str:
         doc: dict[str, Any] = {
             "ts": _iso(record.created),
@@ -82,17 +92,20 @@ class JSONFormatter(logging.Formatter):
             "event": record.getMessage(),
         }
         doc.update(getattr(record, "tasuki", {}))
+        if self.worker is not None:
+            doc["worker"] = self.worker
         if record.exc_info:
             doc["exception"] = self.formatException(record.exc_info)
         return orjson.dumps(doc, default=str).decode()
 
 
-def configure(level: str | int = "INFO", fmt: str = "plain") -> None:
-    """Send tasuki's logs to stderr in the chosen format (used by the CLI)."""
+def configure(level: str | int = "INFO", fmt: str = "plain", worker: int | None = None) -> None:
+    """Send tasuki's logs to stderr in the chosen format (used by the CLI). `worker`: the
+    number of this worker in a group (`--workers`), added to every line as `worker`."""
     if fmt not in ("plain", "json"):
         raise ValueError(f"log format must be plain or json, got {fmt!r}")
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JSONFormatter() if fmt == "json" else PlainFormatter())
+    handler.setFormatter(JSONFormatter(worker) if fmt == "json" else PlainFormatter(worker))
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)

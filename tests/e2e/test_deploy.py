@@ -327,13 +327,18 @@ def test_the_units_command_line_runs_a_worker(tmp_path: Path) -> None:
         assert proc.stderr is not None
         err = proc.stderr.read().decode()
         proc.stderr.close()
-    lines = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
-    assert [r["event"] for r in lines][-1].startswith("worker stopped")  # --log-format json
+    events = [json.loads(line)["event"] for line in err.splitlines() if line.startswith("{")]
+    if params["workers"] > 1:  # every worker stopped, then the supervisor said so
+        assert sum(e.startswith("worker stopped") for e in events) == params["workers"], events
+        assert events[-1] == "all workers stopped; exiting with status 0"
+    else:
+        assert events[-1].startswith("worker stopped")  # --log-format json
 
 
 def _answers(port: int) -> bool:
+    """Ready: with --workers, every worker has started (/livez answers before)."""
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/livez", timeout=1):
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1):
             return True
     except OSError:
         return False

@@ -30,16 +30,19 @@ from tasuki import logs
 RELOAD_GRACE = 1.0
 # Beyond the grace, what the child may take to hand back and flush before it is killed.
 STOP_MARGIN = 30.0
-DROPPED = {"reload", "reload_dirs"}
+DROPPED = {"reload", "reload_dirs", "workers"}
 
 
-def child_argv(ctx: click.Context, grace: float) -> list[str]:
-    """The command line of this very command, as parsed, without the reload options."""
+def child_argv(
+    ctx: click.Context, grace: float, dropped: frozenset[str] | set[str] = DROPPED
+) -> list[str]:
+    """The command line of this very command, as parsed, without the options `dropped`
+    (by default the reload options)."""
     argv: list[str] = []
     for param in ctx.command.params:
         name = param.name or ""
         value: Any = grace if name == "grace" else ctx.params.get(name)
-        if name in DROPPED or value is None:
+        if name in dropped or value is None:
             continue
         if isinstance(param, click.Argument):
             argv.append(str(value))

@@ -1,9 +1,11 @@
-"""`tasuki worker module:app -q a,b -c N --grace S`."""
+"""`tasuki worker module:app -q a,b -c N --grace S [--workers N]`."""
 
 from __future__ import annotations
 
 import gc
+import os
 import sys
+from typing import Any
 
 import click
 from click.core import ParameterSource
@@ -14,6 +16,39 @@ from tasuki.cli.target import load_app, refuse_in_process
 from tasuki.runtime.health import STUCK_AFTER
 
 CPYTHON_SLICE = 0.005  # sys.getswitchinterval() until someone changes it
+# What a child of `--workers` does not get: the supervisor serves the ports.
+SUPERVISOR_ONLY = frozenset(
+    {"workers", "metrics_port", "metrics_host", "health_port", "health_host", "reload",
+     "reload_dirs"}
+)  # fmt: skip
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (taskset, a cpuset), else the machine's count.
+    A CPU quota (a container's `cpu.max`) is not seen: give `--workers` a number there."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # not on every platform
+        return os.cpu_count() or 1
+
+
+class WorkerCount(click.ParamType):  # type: ignore[type-arg]
+    """A number of worker processes (at least 1), or `auto`: one per CPU."""
+
+    name = "N|auto"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        if str(value).strip().lower() == "auto":
+            return usable_cpus()
+        try:
+            count = int(value)
+        except ValueError:
+            self.fail(f"{value!r} is neither a number of processes nor 'auto'", param, ctx)
+        if count < 1:
+            self.fail(f"{count} is not a number of processes (at least 1)", param, ctx)
+        return count
 
 
 @click.command()
@@ -26,6 +61,15 @@ CPYTHON_SLICE = 0.005  # sys.getswitchinterval() until someone changes it
     default=25.0,
     show_default=True,
     help="Seconds running jobs get on SIGTERM before being released.",
+)
+@click.option(
+    "-w",
+    "--workers",
+    type=WorkerCount(),
+    default="1",
+    show_default=True,
+    help="Worker processes, under one supervisor that restarts them and passes signals "
+    "on ('auto': one per CPU this process may use); each runs --concurrency jobs at once.",
 )
 @click.option("--processes", type=click.IntRange(min=1), help="Size of the process pool.")
 @click.option("--no-scheduler", is_flag=True, help="Do not enqueue periodic jobs from here.")
@@ -95,6 +139,7 @@ def worker(
     queues: str | None,
     concurrency: int,
     grace: float,
+    workers: int,
     processes: int | None,
     no_scheduler: bool,
     no_inline: bool,
@@ -109,7 +154,27 @@ def worker(
     reload_dirs: tuple[str, ...],
 ) -> None:
     """Run a worker for the app's jobs until SIGTERM/SIGINT (graceful), or a second one."""
-    logs.configure(log_level, log_format)
+    from tasuki.runtime.supervised import Supervised, serve_child_endpoints
+
+    supervised = Supervised.from_env()
+    logs.configure(log_level, log_format, None if supervised is None else supervised.index)
+    if workers > 1 and reload:
+        raise click.UsageError(
+            f"--reload runs one worker, --workers {workers} asks for {workers}: drop "
+            "--workers while developing (--reload is not for production)"
+        )
+    if workers > 1:
+        from tasuki.cli.reload import child_argv
+        from tasuki.runtime.supervisor import Supervisor
+
+        supervisor = Supervisor(
+            child_argv(ctx, grace, SUPERVISOR_ONLY),
+            workers,
+            grace,
+            metrics=None if metrics_port is None else (metrics_host, metrics_port),
+            health=None if health_port is None else (health_host, health_port),
+        )
+        sys.exit(supervisor.run())
     if reload:
         from tasuki.cli.reload import run
 
@@ -126,7 +191,9 @@ def worker(
         handle_signals=True,
         inline=not no_inline,
     )
-    if metrics_port is not None or health_port is not None:
+    if supervised is not None:
+        serve_child_endpoints(supervised, w, app.middleware, app.backend, stuck_after=stuck_after)
+    elif metrics_port is not None or health_port is not None:
         from tasuki.runtime.probes import serve_worker_endpoints
 
         serve_worker_endpoints(

@@ -204,9 +204,14 @@ class QueueCollector:
 
 
 def install(
-    chain: MiddlewareChain, backend: Backend, *, queues: Callable[[], Iterable[str]]
+    chain: MiddlewareChain,
+    backend: Backend,
+    *,
+    queues: Callable[[], Iterable[str]],
+    queue_gauges: bool = True,
 ) -> Metrics:
-    """Install `Metrics` outermost (once), and the queue gauges read at scrape time."""
+    """Install `Metrics` outermost (once), and the queue gauges read at scrape time
+    (unless `queue_gauges` is false: a worker of a group leaves them to one registry)."""
     installed = next((m for m in chain if isinstance(m, Metrics)), None)
     if installed is None:
         installed = Metrics(backend=backend)
@@ -218,7 +223,8 @@ def install(
     if installed.backend is None:
         installed.backend = backend
     # Leases lost are counted by the middleware, by queue and job.
-    installed.registry.register(QueueCollector(backend, queues))
+    if queue_gauges:
+        installed.registry.register(QueueCollector(backend, queues))
     return installed
 
 

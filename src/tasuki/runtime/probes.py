@@ -13,7 +13,7 @@ import socket
 import threading
 from collections.abc import Callable, Iterable
 from socketserver import ThreadingMixIn
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import orjson
@@ -29,6 +29,14 @@ if TYPE_CHECKING:
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
+class Health(Protocol):
+    """What answers the probes: one worker (`WorkerHealth`) or a group of them."""
+
+    def live(self) -> Report: ...
+
+    def ready(self) -> Report: ...
+
+
 class _Server(ThreadingMixIn, WSGIServer):
     daemon_threads = True  # a probe left hanging never keeps the process from exiting
 
@@ -38,7 +46,7 @@ class _QuietHandler(WSGIRequestHandler):
         pass
 
 
-def wsgi_app(health: WorkerHealth, fallback: WSGIApp | None = None) -> WSGIApp:
+def wsgi_app(health: Health, fallback: WSGIApp | None = None) -> WSGIApp:
     """/livez and /readyz from `health`; any other path to `fallback` (metrics), or 404."""
     answers: dict[str, Callable[[], Report]] = {"/livez": health.live, "/readyz": health.ready}
 
