@@ -14,7 +14,7 @@ from tasuki.backends.sql.dialect import Dialect, named_rows
 from tasuki.backends.sql.steps import Depth
 from tasuki.core.message import DeadLetter, ErrorInfo
 from tasuki.core.reasons import describe
-from tasuki.core.records import HISTORY_LIMIT, MessageState, waiting_state
+from tasuki.core.records import HISTORY_LIMIT, MessageState, Progress, waiting_state
 from tasuki.core.reliability import Reliability
 
 DEAD_LETTER_COLUMNS = (
@@ -43,6 +43,8 @@ MESSAGE_COLUMNS = (
     "error_message",
     "error_traceback",
     "died_at",
+    "priority",
+    "progress",
 )
 
 
@@ -146,7 +148,8 @@ def inspect(dialect: Dialect, queue: str, id: str, now: float) -> MessageInfo:
         rows = named_rows(conn.execute(q["inspect_message"], params), *MESSAGE_COLUMNS)
         finished = []
         if not rows:
-            finished = named_rows(conn.execute(q["inspect_finished"], params), "expires_at")
+            cursor = conn.execute(q["inspect_finished"], params)
+            finished = named_rows(cursor, "expires_at", "cancelled")
         cursor = conn.execute(q["inspect_history"], {**params, "limit": HISTORY_LIMIT})
         entries = named_rows(cursor, "at", "event", "fence", "detail")
     history = tuple(
@@ -156,7 +159,9 @@ def inspect(dialect: Dialect, queue: str, id: str, now: float) -> MessageInfo:
     if not rows:
         if not finished:
             return MessageInfo(queue, id, "unknown")
-        [(until,)] = finished
+        [(until, cancelled)] = finished
+        if cancelled is not None:
+            return MessageInfo(queue, id, "cancelled", finished_until=float(until))
         return MessageInfo(queue, id, "finished", finished_until=float(until), history=history)
     (
         code,
@@ -170,6 +175,8 @@ def inspect(dialect: Dialect, queue: str, id: str, now: float) -> MessageInfo:
         emessage,
         etb,
         died_at,
+        priority,
+        progress,
     ) = rows[0]
     state: MessageState
     visible_at = lease_expires_at = None
@@ -193,6 +200,8 @@ def inspect(dialect: Dialect, queue: str, id: str, now: float) -> MessageInfo:
         error=ErrorInfo(etype, emessage or "", etb or "") if etype else None,
         died_at=float(died_at) if state == "dead" and died_at is not None else None,
         history=history,
+        progress=Progress(*orjson.loads(progress)) if progress is not None else None,
+        priority=int(priority),
     )
 
 
