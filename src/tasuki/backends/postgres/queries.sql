@@ -404,7 +404,8 @@ SELECT name, sum(value) AS value FROM tasuki_meters WHERE queue = %(queue)s GROU
 
 -- name: in_flight
 -- Current leases, soonest expiry first (a range of the state index).
-SELECT id, attempt, max_attempts, fence, enqueued_at, visible_at FROM tasuki_messages
+SELECT id, attempt, max_attempts, fence, enqueued_at, visible_at, priority, progress
+FROM tasuki_messages
 WHERE queue = %(queue)s AND state = 1 AND visible_at > %(now)s
 ORDER BY visible_at, seq
 LIMIT %(limit)s;

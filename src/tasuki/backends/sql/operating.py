@@ -30,7 +30,16 @@ DEAD_LETTER_COLUMNS = (
     "died_at",
     "enqueued_at",
 )
-IN_FLIGHT_COLUMNS = ("id", "attempt", "max_attempts", "fence", "enqueued_at", "visible_at")
+IN_FLIGHT_COLUMNS = (
+    "id",
+    "attempt",
+    "max_attempts",
+    "fence",
+    "enqueued_at",
+    "visible_at",
+    "priority",
+    "progress",
+)
 MESSAGE_COLUMNS = (
     "state",
     "visible_at",
@@ -120,9 +129,16 @@ def in_flight(dialect: Dialect, queue: str, limit: int, now: float) -> list[Mess
             fencing_token=int(fence),
             enqueued_at=float(enqueued),
             lease_expires_at=float(expires),
+            progress=_progress(progress),
+            priority=int(priority),
         )
-        for msg_id, attempt, max_attempts, fence, enqueued, expires in rows
+        for msg_id, attempt, max_attempts, fence, enqueued, expires, priority, progress in rows
     ]
+
+
+def _progress(stored: str | None) -> Progress | None:
+    """A row's progress, as `settling.keep` stored it (`[fraction, text]`)."""
+    return None if stored is None else Progress(*orjson.loads(stored))
 
 
 def settled_totals(dialect: Dialect, queue: str) -> SettledTotals:
@@ -200,7 +216,7 @@ def inspect(dialect: Dialect, queue: str, id: str, now: float) -> MessageInfo:
         error=ErrorInfo(etype, emessage or "", etb or "") if etype else None,
         died_at=float(died_at) if state == "dead" and died_at is not None else None,
         history=history,
-        progress=Progress(*orjson.loads(progress)) if progress is not None else None,
+        progress=_progress(progress) if state == "in_flight" else None,
         priority=int(priority),
     )
 
