@@ -3,9 +3,9 @@
 SQLite and PostgreSQL store messages the same way — one row per message in every state,
 `visible_at` meaning "ready at" while waiting and "lease expires at" while in flight, a
 finished-ids table for the id window, a locks table — so the lifecycle is one piece of
-Python, by concern: `producing` (enqueue), `leasing`, `settling` (settle, extend),
-`operating` (stats, dead letters, inspect, redrive, purge), `locks`, and the maintenance
-services. An engine plugs in as a `Dialect` (`dialect.py`) and nothing else: its
+Python, by concern: `producing` (enqueue), `leasing`, `settling` (settle, extend,
+keep), `cancelling`, `operating` (stats, dead letters, inspect, redrive, purge), `locks`,
+and the maintenance services. An engine plugs in as a `Dialect` (`dialect.py`) and nothing else: its
 differences are its named queries and the hooks the dialect declares.
 
 Times passed to the queries (`now`) come from `clock`, one instant per transaction.
