@@ -100,7 +100,7 @@ def test_inspect_shows_priority_progress_and_cancelled(app: tasuki.App, url: str
     app.backend.keep([Keep(d.receipt, 30.0, Progress(0.4, "4 of 10 pages"))])
     status, out = invoke("inspect", "default", mid, "--url", url)
     assert status == 0, out
-    assert re.search(r"priority\s+│?\s*7", out), out
+    assert re.search(r"priority:?\s+│?\s*7", out), out
     assert "40% 4 of 10 pages" in out
     info = orjson.loads(invoke("inspect", "default", mid, "--url", url, "--json")[1])
     assert info["priority"] == 7

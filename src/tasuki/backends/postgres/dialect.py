@@ -73,7 +73,12 @@ class PostgresDialect:
         self.application_name = f"tasuki {schema}"
         self.display_url = display_url
         self.capabilities = Capabilities(
-            max_message_size=max_message_size, transactional_enqueue=True, gil_slice=GIL_SLICE
+            max_message_size=max_message_size,
+            transactional_enqueue=True,
+            gil_slice=GIL_SLICE,
+            priorities=True,
+            cancel=True,
+            progress=True,
         )
         if archive:  # acks move the rows to the archive (`ack_archive`)
             self.queries = {**Q, "ack": Q["ack_archive"]}

@@ -15,7 +15,9 @@ import random
 from collections import Counter
 from collections.abc import Callable, Sequence
 
-from tasuki.backends.base import Receipt, Settle
+import orjson
+
+from tasuki.backends.base import Keep, LeaseStatus, Progress, Receipt, Settle
 from tasuki.backends.sql.dialect import Connection, Dialect, named_rows
 from tasuki.backends.sql.steps import (
     COUNT_SHARDS,
@@ -169,6 +171,44 @@ def extend(
             for r in receipts
         ]
         return [count == 1 for count, _ in dialect.many(conn, dialect.queries["extend"], params)]
+
+
+def keep(dialect: Dialect, items: Sequence[Keep], clock: Callable[[], float]) -> list[LeaseStatus]:
+    """Extend each lease and store its progress where the token is still the message's
+    lease (a fenced-out run's progress is refused with it), in one transaction; of the
+    leases refused, those whose message was cancelled while they ran are told so."""
+    if not items:
+        return []
+    q = dialect.queries
+    with dialect.write() as conn:
+        now = clock()
+        params = [
+            {
+                "queue": item.receipt.queue,
+                "id": item.receipt.id,
+                "token": item.receipt.token,
+                "visibility_timeout": item.visibility_timeout,
+                "progress": _progress_json(item.progress),
+                "now": now,
+            }
+            for item in items
+        ]
+        runs = dialect.many(conn, q["keep"], params)
+        out: list[LeaseStatus] = ["held" if count == 1 else "lost" for count, _ in runs]
+        refused = [n for n, status in enumerate(out) if status == "lost"]
+        if refused:
+            told = dialect.many(
+                conn, q["lease_cancelled"], [params[n] for n in refused], ("cancelled",)
+            )
+            for n, (_, rows) in zip(refused, told, strict=True):
+                if rows:
+                    out[n] = "cancelled"
+    return out
+
+
+def _progress_json(progress: Progress | None) -> str | None:
+    """A progress as the row keeps it, `[fraction, text]` (operating.inspect reads it)."""
+    return None if progress is None else orjson.dumps(list(progress)).decode()
 
 
 def fence(token: str) -> int:

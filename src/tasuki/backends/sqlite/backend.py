@@ -48,6 +48,43 @@ SYNCHRONOUS = ("off", "normal", "full", "extra")
 VERSION = 1
 
 
+# Columns added since the first schema, by table: a database made before them gains them
+# before the schema file runs (its rank index needs `head_start`).
+ADDED_COLUMNS = {
+    "tasuki_messages": (
+        ("priority", "INTEGER NOT NULL DEFAULT 0"),
+        ("head_start", "REAL NOT NULL DEFAULT 0"),
+        ("progress", "TEXT"),
+    ),
+    "tasuki_finished": (("cancelled", "TEXT"),),
+}
+
+
+def _missing_columns(conn: sqlite3.Connection) -> list[tuple[str, str, str]]:
+    missing = []
+    for table, added in ADDED_COLUMNS.items():
+        have = {row[1] for row in conn.execute("SELECT * FROM pragma_table_info(?)", (table,))}
+        if have:  # an existing table (a new one is made whole by the schema)
+            missing += [(table, name, kind) for name, kind in added if name not in have]
+    return missing
+
+
+def _add_columns(conn: sqlite3.Connection) -> None:
+    """Give a database made by an older tasuki the columns of priorities, progress and
+    cancel, once, under the write lock; the due index the rank index replaces goes."""
+    if not _missing_columns(conn):
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for table, name, kind in _missing_columns(conn):
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
+        conn.execute("DROP INDEX IF EXISTS tasuki_messages_due")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
 def _upgrade(conn: sqlite3.Connection) -> None:
     """Bring a database made by an older tasuki up to `VERSION`, once, under the write
     lock: version 1 fills the depth counts (`tasuki_depth`) from the messages."""
@@ -94,7 +131,11 @@ class SQLiteDialect:
     ) -> None:
         self.path = path
         self.capabilities = Capabilities(
-            max_message_size=max_message_size, transactional_enqueue=True
+            max_message_size=max_message_size,
+            transactional_enqueue=True,
+            priorities=True,
+            cancel=True,
+            progress=True,
         )
         self._synchronous = synchronous
         self._busy_timeout = busy_timeout
@@ -121,6 +162,7 @@ class SQLiteDialect:
             )
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(f"PRAGMA synchronous={self._synchronous}")
+            _add_columns(conn)
             conn.executescript(SCHEMA)
             _upgrade(conn)
         except sqlite3.Error as exc:
