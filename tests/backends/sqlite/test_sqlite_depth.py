@@ -39,7 +39,7 @@ def backend(tmp_path: Path) -> SQLiteBackend:
 
 def test_stats_keep_up_with_every_kind_of_write(backend: SQLiteBackend, tmp_path: Path) -> None:
     """Enqueues (plain, batched, unique, replacing, in the caller's transaction committed
-    or rolled back), leases (burying the exhausted, finding lost leases), settles of every
+    or rolled back), leases (dead-lettering the exhausted, finding lost leases), settles of every
     verdict, extends, cancels, redrives and purges, in a random order: after each, the stats read
     from the counts are what counting the messages says."""
     rng = random.Random(20)

@@ -112,8 +112,8 @@ WHERE queue = %(queue)s AND id = %(id)s AND state = 0;
 -- One statement, one round trip: lock the first due rows by rank (ready messages and
 -- expired leases; rank = visible_at - head_start, FIFO within a rank, walking the
 -- partial index `tasuki_messages_rank` in its order; `rank <= now` ends the walk where no
--- row can be due, as head_start >= 0) without waiting on rows another leaser holds, lease them, and bury the exhausted ones (attempts used up) with
--- their uniqueness locks dropped. Returns every row it changed: `dead` marks the buried
+-- row can be due, as head_start >= 0) without waiting on rows another leaser holds, lease them, and dead-letter the exhausted ones (attempts used up) with
+-- their uniqueness locks dropped. Returns every row it changed: `dead` marks the dead-lettered
 -- ones (counted by the caller, a statement after it when there are any: counting them
 -- here cost every lease a fifth more server time), `unique_key` is the lock still to
 -- drop (none: the statement dropped them), `lost_at` the expiry of a lease found lost
@@ -235,7 +235,7 @@ UPDATE tasuki_messages
 SET state = 0, token = NULL, visible_at = %(now)s + %(delay)s, attempt = attempt - %(refund)s
 WHERE queue = %(queue)s AND id = %(id)s AND token = %(token)s AND state = 1;
 
--- name: bury
+-- name: dead
 UPDATE tasuki_messages
 SET state = 2, token = NULL, died_at = %(now)s, reason = %(reason)s,
     error_type = %(error_type)s, error_message = %(error_message)s, error_traceback = %(error_traceback)s

@@ -35,7 +35,7 @@ QueryName = Literal[
     "cancel",
     "remember_cancelled",
     "release",
-    "bury",
+    "dead",
     "stats",
     "queues",
     "dead_letters",

@@ -43,7 +43,7 @@ def settle(dialect: Dialect, items: Sequence[Settle], clock: Callable[[], float]
     alone = dialect.cte_writes and not releases and not deaths
     with dialect.statements() if alone else dialect.write() as conn:
         batch = _Batch(dialect, conn, clock())
-        for indexes, step in ((acks, batch.ack), (releases, batch.release), (deaths, batch.bury)):
+        for indexes, step in ((acks, batch.ack), (releases, batch.release), (deaths, batch.dead)):
             if indexes:
                 for n, settled in zip(indexes, step([items[n] for n in indexes]), strict=True):
                     results[n] = settled
@@ -63,7 +63,7 @@ class _Batch:
         self.history = History(now)
         self.depth = Depth()
         self.acked: Counter[str] = Counter()
-        self.dead: Counter[str] = Counter()
+        self.died: Counter[str] = Counter()
         self.woken: set[str] = set()
 
     def ack(self, items: list[Settle]) -> list[bool]:
@@ -120,7 +120,7 @@ class _Batch:
                 self.woken.add(r.queue)
         return results
 
-    def bury(self, items: list[Settle]) -> list[bool]:
+    def dead(self, items: list[Settle]) -> list[bool]:
         params = []
         for item in items:
             r, err = item.receipt, item.error
@@ -137,7 +137,7 @@ class _Batch:
                 }
             )
         q = self.dialect.queries
-        runs = self.dialect.many(self.conn, q["bury"], params, ("id", "unique_key"))
+        runs = self.dialect.many(self.conn, q["dead"], params, ("id", "unique_key"))
         results = []
         for item, (_, rows) in zip(items, runs, strict=True):
             results.append(bool(rows))
@@ -147,7 +147,7 @@ class _Batch:
                 self.history.add(
                     r.queue, r.id, "dead", fence(r.token), death_detail(item.reason, item.error)
                 )
-                self.dead[r.queue] += 1
+                self.died[r.queue] += 1
                 self.depth.add(r.queue, dead=1)
         return results
 
@@ -155,8 +155,8 @@ class _Batch:
         conn, dialect = self.conn, self.dialect
         self.history.write(conn, dialect)
         self.depth.write(conn, dialect)
-        for queue in sorted(self.acked.keys() | self.dead.keys()):
-            count_settled(conn, dialect, queue, acked=self.acked[queue], dead=self.dead[queue])
+        for queue in sorted(self.acked.keys() | self.died.keys()):
+            count_settled(conn, dialect, queue, acked=self.acked[queue], dead=self.died[queue])
         if self.woken:
             dialect.changed(conn, sorted(self.woken))
 

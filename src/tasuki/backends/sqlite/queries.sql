@@ -25,10 +25,10 @@ WHERE queue = :queue AND id = :id AND state = 0;
 -- name: lease
 -- The first due rows by rank (ready messages and expired leases; rank = visible_at -
 -- head_start, FIFO within a rank), leased, and the exhausted ones (attempts used up)
--- buried, in one statement. The rank index is walked from its start; `rank <= :now`
+-- dead-lettered, in one statement. The rank index is walked from its start; `rank <= :now`
 -- ends the walk where no row can be due (head_start >= 0), so rows that are not due yet
 -- cost a step each only while their rank is already past. Returns every row it changed:
--- `dead` marks the buried ones, `unique_key` the lock the caller still has to drop;
+-- `dead` marks the dead-lettered ones, `unique_key` the lock the caller still has to drop;
 -- `record_lost_leases`, run just before, found the lost leases (`lost_at` is NULL here).
 -- The token is unique per lease: a per-batch random nonce plus the message's new fence.
 WITH due AS (
@@ -123,7 +123,7 @@ UPDATE tasuki_messages
 SET state = 0, token = NULL, visible_at = :now + :delay, attempt = attempt - :refund
 WHERE queue = :queue AND id = :id AND token = :token AND state = 1;
 
--- name: bury
+-- name: dead
 UPDATE tasuki_messages
 SET state = 2, token = NULL, died_at = :now, reason = :reason,
     error_type = :error_type, error_message = :error_message, error_traceback = :error_traceback
