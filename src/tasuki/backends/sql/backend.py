@@ -33,12 +33,14 @@ from tasuki.backends.base import (
     Settle,
     SettledTotals,
 )
-from tasuki.backends.sql import cancelling, leasing, operating, producing, settling
+from tasuki.backends.sql import cancelling, leasing, operating, producing, results, settling
 from tasuki.backends.sql.dialect import Dialect, Queries
 from tasuki.backends.sql.locks import SQLLockStore
 from tasuki.backends.sql.maintenance.expired import ExpiredCleaner
 from tasuki.backends.sql.maintenance.history import HistoryCleaner
+from tasuki.backends.sql.maintenance.results import ResultsCleaner
 from tasuki.backends.sql.steps import add_meters
+from tasuki.core.flowrecords import ResultRecord
 from tasuki.core.message import DeadLetter
 
 
@@ -57,6 +59,7 @@ class SQLBackend(Backend):
         self.services: list[MaintenanceService] = [
             ExpiredCleaner(dialect, self._now),
             HistoryCleaner(dialect, self._now),
+            ResultsCleaner(dialect, self._now),
         ]
 
     def _now(self) -> float:
@@ -109,6 +112,10 @@ class SQLBackend(Backend):
 
     def cancel(self, queue: str, id: str) -> CancelStatus:
         return cancelling.cancel(self.dialect, queue, id, self._now)
+
+    # -- results ---------------------------------------------------------------------
+    def result(self, queue: str, id: str) -> ResultRecord | None:
+        return results.read(self.dialect, queue, id, self._now)
 
     # -- operating -------------------------------------------------------------------
     def stats(self, queue: str) -> QueueStats:

@@ -37,6 +37,7 @@ def cancel(dialect: Dialect, queue: str, id: str, clock: Callable[[], float]) ->
                 "token": token if running else "",
             },
         )
+        conn.execute(q["result_forget"], {"queue": queue, "id": id})  # nothing of it is kept
         if unique_key is not None:
             drop_unique_locks(conn, dialect, [(id, unique_key)])
         if state == 0:

@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 
 from tasuki.backends.base import Delivery
+from tasuki.backends.sql import results
 from tasuki.backends.sql.dialect import Connection, Dialect, columns, named_rows
 from tasuki.backends.sql.steps import (
     Depth,
@@ -108,6 +109,7 @@ def lease_now(
             if dead:  # seldom: a statement or two after the lease, not inside it
                 drop_unique_locks(conn, dialect, dead)
                 count_settled(conn, dialect, queue, dead=len(dead))
+                results.failed(conn, dialect, queue, [msg_id for msg_id, _ in dead], now)
             redelivered = sum(1 for d in deliveries if d.attempt > 1)
             if lost or redelivered:
                 _count_lease_meters(conn, dialect, queue, deliveries, lost, redelivered, now)

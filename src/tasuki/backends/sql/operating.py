@@ -226,11 +226,14 @@ def redrive(
 ) -> int:
     with dialect.write() as conn:
         now = clock()
+        q = dialect.queries
         if ids is None:
-            count = conn.execute(dialect.queries["redrive_all"], {"queue": queue, "now": now})
+            conn.execute(q["results_redrive_all"], {"queue": queue})
+            count = conn.execute(q["redrive_all"], {"queue": queue, "now": now})
         else:
             params = {"queue": queue, "now": now, "ids": dialect.values(list(ids))}
-            count = conn.execute(dialect.queries["redrive_ids"], params)
+            conn.execute(q["results_redrive_ids"], params)
+            count = conn.execute(q["redrive_ids"], params)
         redriven = count.rowcount
         if redriven:
             depth = Depth()
@@ -254,6 +257,7 @@ def purge(dialect: Dialect, queue: str) -> int:
     q = dialect.queries
     with dialect.write() as conn:
         conn.execute(q["purge_waiting_locks"], {"queue": queue})
+        conn.execute(q["results_purge"], {"queue": queue})
         purged = conn.execute(q["purge"], {"queue": queue}).rowcount
         if "reset_depth" in q:  # nothing of the queue is left to count
             conn.execute(q["reset_depth"], {"queue": queue})

@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 
 from tasuki.backends.base import Enqueued, Envelope
+from tasuki.backends.sql import results as kept_results
 from tasuki.backends.sql.dialect import Connection, Dialect, Queries, named_rows
 from tasuki.backends.sql.steps import Depth
 
@@ -39,7 +40,8 @@ def enqueue(
     if not envelopes:
         return []
     q = dialect.queries
-    if "insert_batch" in q and plain(envelopes):  # the whole write in one statement
+    # The whole write in one statement, unless a result record must be written with it.
+    if "insert_batch" in q and plain(envelopes) and not keeps_results(envelopes):
         with dialect.statements() as conn:
             return insert_batch(dialect, conn, q, envelopes, clock(), aging, outside=True)
     with dialect.write() as conn:
@@ -60,11 +62,14 @@ def enqueue_in(
     if not envelopes:
         return []
     if plain(envelopes) and "insert_batch" in q:  # it announces what it stored itself
-        return insert_batch(dialect, conn, q, envelopes, now, aging, outside=False)
+        stored = insert_batch(dialect, conn, q, envelopes, now, aging, outside=False)
+        kept_results.pending(conn, dialect, envelopes, stored)
+        return stored
     if plain(envelopes):
         results = _insert_plain(dialect, conn, q, envelopes, now, aging)
     else:
         results = [_enqueue_one(conn, q, env, now, aging) for env in envelopes]
+    kept_results.pending(conn, dialect, envelopes, results)
     _count_enqueued(conn, dialect, envelopes, results)
     queues = {
         env.queue
@@ -84,6 +89,10 @@ def _count_enqueued(
         if result.status == "enqueued":
             depth.add(env.queue, waiting=1)
     depth.write(conn, dialect)
+
+
+def keeps_results(envelopes: Sequence[Envelope]) -> bool:
+    return any(env.keep_result > 0 for env in envelopes)
 
 
 def plain(envelopes: Sequence[Envelope]) -> bool:

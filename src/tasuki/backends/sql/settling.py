@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 import orjson
 
 from tasuki.backends.base import Keep, LeaseStatus, Progress, Receipt, Settle
+from tasuki.backends.sql import results as kept_results
 from tasuki.backends.sql.dialect import Connection, Dialect, named_rows
 from tasuki.backends.sql.steps import (
     COUNT_SHARDS,
@@ -95,6 +96,14 @@ class _Batch:
                 self.history.add(queue, msg_id, "acked", fence(token), "")  # the message
             self.acked.update(queue for queue, *_ in rows)
         deleted = {Receipt(queue, msg_id, token) for queue, msg_id, token, _ in rows}
+        acked_values = [
+            (item.receipt.queue, item.receipt.id, item.effects.result)
+            for item in items
+            if item.effects is not None
+            and item.effects.result is not None
+            and item.receipt in deleted
+        ]
+        kept_results.ok(self.conn, dialect, acked_values, now)
         return [r in deleted for r in receipts]
 
     def release(self, items: list[Settle]) -> list[bool]:
@@ -149,6 +158,7 @@ class _Batch:
                 )
                 self.died[r.queue] += 1
                 self.depth.add(r.queue, dead=1)
+                kept_results.failed(self.conn, self.dialect, r.queue, [r.id], self.now)
         return results
 
     def finish(self) -> None:

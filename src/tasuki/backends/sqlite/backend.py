@@ -37,7 +37,9 @@ from tasuki.backends.sql.dialect import Connection, Queries, columns, load_diale
 from tasuki.backends.sqlite.locks import SQLiteLockStore
 from tasuki.errors import BackendError, BackendUnavailable, InvalidArgument, InvalidURL
 
-Q = load_dialect_queries("tasuki.backends.sqlite", cte_writes=False)
+Q = load_dialect_queries(
+    "tasuki.backends.sqlite", cte_writes=False, files=("queries.sql", "results.sql")
+)
 SCHEMA = resources.files("tasuki.backends.sqlite").joinpath("schema.sql").read_text("utf-8")
 
 DEFAULT_MAX_MESSAGE_SIZE = 1024 * 1024
@@ -135,6 +137,7 @@ class SQLiteDialect:
             transactional_enqueue=True,
             priorities=True,
             cancel=True,
+            results=True,
             progress=True,
         )
         self._synchronous = synchronous

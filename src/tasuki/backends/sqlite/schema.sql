@@ -112,3 +112,20 @@ CREATE TABLE IF NOT EXISTS tasuki_meters (
     value INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (queue, name, shard)
 ) WITHOUT ROWID;
+
+-- Results of messages whose job keeps them (`keep_result`, `keep` seconds): "pending"
+-- from the enqueue, then "ok" (`value`: the JSON return value) or "failed" (`value`: the
+-- JSON of the last error and the reason), written in the settle's transaction under its
+-- token check, kept until `expires_at` (NULL while pending).
+CREATE TABLE IF NOT EXISTS tasuki_results (
+    queue      TEXT NOT NULL,
+    id         TEXT NOT NULL,
+    keep       REAL NOT NULL,
+    state      TEXT NOT NULL DEFAULT 'pending',
+    value      BLOB,
+    expires_at REAL,
+    PRIMARY KEY (queue, id)
+) WITHOUT ROWID;
+
+CREATE INDEX IF NOT EXISTS tasuki_results_expiry
+    ON tasuki_results (expires_at) WHERE expires_at IS NOT NULL;
