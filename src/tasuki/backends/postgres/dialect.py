@@ -94,6 +94,12 @@ class PostgresDialect:
             self.application_name,
             polls_only=pgbouncer and not listen_conninfo,
         )
+        self.results_listener = Listener(
+            listen_conninfo or conninfo,
+            f"tasuki-results:{schema}",
+            self.application_name,
+            polls_only=pgbouncer and not listen_conninfo,
+        )
         self._pool_size = pool_size
         self._idle_since: weakref.WeakKeyDictionary[psycopg.Connection[Any], float] = (
             weakref.WeakKeyDictionary()
@@ -251,6 +257,17 @@ class PostgresDialect:
     def wait(self, queue: str, timeout: float, hint: object) -> None:
         self.listener.wait(timeout, hint)
 
+    # Results have a channel and a LISTEN session of their own (started by the first
+    # waiter in a process): a settled result never wakes the idle leasers.
+    def results_changed(self, conn: Connection) -> None:
+        conn.execute("SELECT pg_notify(%s, '')", (self.results_listener.channel,))
+
+    def results_hint(self) -> int:
+        return self.results_listener.hint()
+
+    def wait_results(self, timeout: float, hint: object) -> None:
+        self.results_listener.wait(timeout, hint)
+
     # -- operating -------------------------------------------------------------------
     def ping(self) -> None:
         with self.read() as conn:
@@ -263,3 +280,4 @@ class PostgresDialect:
         if pool is not None and self._pid == os.getpid():
             pool.close()
         self.listener.close()
+        self.results_listener.close()

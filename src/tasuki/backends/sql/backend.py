@@ -117,6 +117,9 @@ class SQLBackend(Backend):
     def result(self, queue: str, id: str) -> ResultRecord | None:
         return results.read(self.dialect, queue, id, self._now)
 
+    def wait_result(self, queue: str, id: str, timeout: float) -> ResultRecord | None:
+        return results.wait(self.dialect, queue, id, timeout, self._now)
+
     # -- operating -------------------------------------------------------------------
     def stats(self, queue: str) -> QueueStats:
         return operating.stats(self.dialect, queue, self.clock())

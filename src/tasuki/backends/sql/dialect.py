@@ -227,6 +227,15 @@ class Dialect(Protocol):
     def wait(self, queue: str, timeout: float, hint: object) -> None:
         """Block up to `timeout` s, returning early when `queue` may have changed."""
 
+    def results_changed(self, conn: Connection) -> None:
+        """Inside a write: result records were settled (wake their waiters on commit)."""
+
+    def results_hint(self) -> object:
+        """Read before a result is read; handed to `wait_results`."""
+
+    def wait_results(self, timeout: float, hint: object) -> None:
+        """Block up to `timeout` s, returning early when a result may have been settled."""
+
     def ping(self) -> None: ...
 
     def close(self) -> None: ...

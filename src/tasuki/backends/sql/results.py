@@ -11,6 +11,7 @@ rare dead letter.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 
 from tasuki.backends.base import Enqueued, Envelope
@@ -40,11 +41,29 @@ def ok(
         dialect.many(conn, dialect.queries["result_ok"], rows)
 
 
-def failed(conn: Connection, dialect: Dialect, queue: str, ids: Sequence[str], now: float) -> None:
-    """The results of messages this transaction dead-lettered, from their rows."""
-    if ids:
-        rows = [{"queue": queue, "id": i, "now": now} for i in ids]
-        dialect.many(conn, dialect.queries["result_failed"], rows)
+def failed(conn: Connection, dialect: Dialect, queue: str, ids: Sequence[str], now: float) -> bool:
+    """The results of messages this transaction dead-lettered, from their rows; whether
+    any of them kept one."""
+    if not ids:
+        return False
+    rows = [{"queue": queue, "id": i, "now": now} for i in ids]
+    runs = dialect.many(conn, dialect.queries["result_failed"], rows)
+    return any(count for count, _ in runs)
+
+
+def wait(
+    dialect: Dialect, queue: str, id: str, timeout: float, clock: Callable[[], float]
+) -> ResultRecord | None:
+    """The record once it is no longer pending, or at `timeout`: woken by the settles that
+    write results (`Dialect.results_changed`), read again after each wake-up."""
+    deadline = time.monotonic() + timeout
+    while True:
+        hint = dialect.results_hint()
+        found = read(dialect, queue, id, clock)
+        remaining = deadline - time.monotonic()
+        if found is None or found.state != "pending" or remaining <= 0:
+            return found
+        dialect.wait_results(remaining, hint)
 
 
 def read(dialect: Dialect, queue: str, id: str, clock: Callable[[], float]) -> ResultRecord | None:

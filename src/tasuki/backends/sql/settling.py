@@ -41,7 +41,10 @@ def settle(dialect: Dialect, items: Sequence[Settle], clock: Callable[[], float]
     acks, releases, deaths = verdicts["ack"], verdicts["release"], verdicts["dead"]
     if not seen:
         return results
-    alone = dialect.cte_writes and not releases and not deaths
+    # Acks alone are one statement in autocommit where the engine's `ack` takes every
+    # step itself; a result must be written in the same transaction as its ack.
+    kept = any(items[n].effects is not None for n in acks)
+    alone = dialect.cte_writes and not releases and not deaths and not kept
     with dialect.statements() if alone else dialect.write() as conn:
         batch = _Batch(dialect, conn, clock())
         for indexes, step in ((acks, batch.ack), (releases, batch.release), (deaths, batch.dead)):
@@ -49,7 +52,7 @@ def settle(dialect: Dialect, items: Sequence[Settle], clock: Callable[[], float]
                 for n, settled in zip(indexes, step([items[n] for n in indexes]), strict=True):
                     results[n] = settled
         batch.finish()
-    if batch.woken:
+    if batch.woken or batch.results:
         dialect.committed()
     return results
 
@@ -66,6 +69,7 @@ class _Batch:
         self.acked: Counter[str] = Counter()
         self.died: Counter[str] = Counter()
         self.woken: set[str] = set()
+        self.results = False  # a result record was written: its waiters are woken
 
     def ack(self, items: list[Settle]) -> list[bool]:
         """One `ack` statement deletes the batch's messages whose lease is current;
@@ -104,6 +108,7 @@ class _Batch:
             and item.receipt in deleted
         ]
         kept_results.ok(self.conn, dialect, acked_values, now)
+        self.results |= bool(acked_values)
         return [r in deleted for r in receipts]
 
     def release(self, items: list[Settle]) -> list[bool]:
@@ -158,7 +163,9 @@ class _Batch:
                 )
                 self.died[r.queue] += 1
                 self.depth.add(r.queue, dead=1)
-                kept_results.failed(self.conn, self.dialect, r.queue, [r.id], self.now)
+                self.results |= kept_results.failed(
+                    self.conn, self.dialect, r.queue, [r.id], self.now
+                )
         return results
 
     def finish(self) -> None:
@@ -169,6 +176,8 @@ class _Batch:
             count_settled(conn, dialect, queue, acked=self.acked[queue], dead=self.died[queue])
         if self.woken:
             dialect.changed(conn, sorted(self.woken))
+        if self.results:
+            dialect.results_changed(conn)
 
 
 def extend(

@@ -267,6 +267,17 @@ class SQLiteDialect:
             if self.wait_hint() != hint:
                 return
 
+    # A result's waiter wakes as a leaser does: on this process's commits and on the
+    # data version that other processes' commits move.
+    def results_changed(self, conn: Connection) -> None:
+        """The settle's commit is noticed as any other (`committed`, the data version)."""
+
+    def results_hint(self) -> int:
+        return self.wait_hint()
+
+    def wait_results(self, timeout: float, hint: object) -> None:
+        self.wait("", timeout, hint)
+
     def ping(self) -> None:
         try:
             self.conn().execute("SELECT 1").fetchone()
