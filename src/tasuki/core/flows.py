@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import orjson
 
-from tasuki.core.flowrecords import FLOW_RETENTION, FlowFailure, FlowRecord, FlowStep
+from tasuki.core.flowrecords import FLOW_RETENTION, Fill, FlowFailure, FlowRecord, FlowStep
 from tasuki.core.message import FLOW_HEADER, JOB_HEADER
 from tasuki.core.outgoing import Outgoing
 from tasuki.errors import InvalidArgument, SerializationError
@@ -315,14 +315,15 @@ def draft(
     )
 
 
-@dataclass(frozen=True, slots=True)
-class StepPlan:
-    """A running step's part of the plan, read from its `tasuki-flow` header."""
+class StepPlan(NamedTuple):
+    """A running step's part of the plan, read from its `tasuki-flow` header: the
+    barriers its settle fills (in turn), the steps it enqueues, whether its value is the
+    flow's result, and the flow's on_failure step."""
 
     flow_id: str
     path: str
     given: str | None
-    fills: tuple[tuple[str, int, int], ...]
+    fills: tuple[Fill, ...]
     next: tuple[dict[str, Any], ...]
     final: bool
     on_failure: dict[str, Any] | None
@@ -332,15 +333,20 @@ class StepPlan:
     def from_header(cls, text: str) -> StepPlan:
         doc = orjson.loads(text)
         then = doc["t"]
+        flow_id = doc["f"]
+        if not isinstance(flow_id, str):
+            raise TypeError(f"a flow id is a string, got {flow_id!r}")
         return cls(
-            flow_id=doc["f"],
-            path=doc["p"],
-            given=doc.get("i"),
-            fills=tuple((str(b), int(s), int(n)) for b, s, n in then["f"]),
-            next=tuple(then["n"]),
-            final=bool(then["z"]),
-            on_failure=doc.get("o"),
-            retention=float(doc.get("r", FLOW_RETENTION)),
+            flow_id,
+            doc["p"],
+            doc.get("i"),
+            tuple([Fill(flow_id, str(b), int(s), int(n)) for b, s, n in then["f"]])
+            if then["f"]
+            else (),
+            tuple(then["n"]),
+            bool(then["z"]),
+            doc.get("o"),
+            float(doc.get("r", FLOW_RETENTION)),
         )
 
     @property

@@ -19,7 +19,7 @@ from tasuki import logs
 from tasuki.backends.base import Backend
 from tasuki.core import flows
 from tasuki.core.envelope import Envelope
-from tasuki.core.flowrecords import Effects, Fill, FlowFailure
+from tasuki.core.flowrecords import Effects, FlowFailure
 from tasuki.core.flows import StepPlan
 from tasuki.core.message import FLOW_HEADER, ErrorInfo
 from tasuki.core.outgoing import Outgoing
@@ -62,21 +62,22 @@ class FlowSteps:
                 )
             return (orjson.loads(value), *args)
         if plan.takes_failure and args:
-            return (flows.failure_argument(args[0]), *args[1:])
+            try:
+                return (flows.failure_argument(args[0]), *args[1:])
+            except (KeyError, TypeError, AttributeError) as exc:
+                raise ValueError(f"flow {plan.flow_id!r}: unreadable flow failure: {exc}") from exc
         return args
 
     def done(self, plan: StepPlan, result: bytes) -> Effects:
         """The ack's follow-ups: fill the step's barriers, enqueue what follows (its
         result prepended where the next step takes it), the flow's result if it is last."""
-        value = orjson.loads(result) if plan.next else None
-        return Effects(
-            result=result,
-            flow=plan.flow_id,
-            fills=tuple(Fill(plan.flow_id, b, slot, size) for b, slot, size in plan.fills),
-            enqueue=tuple(self._envelope(plan, spec, value) for spec in plan.next),
-            final=plan.final,
-            ttl=plan.retention,
-        )
+        successors = plan.next
+        if not successors:
+            enqueue: tuple[Envelope, ...] = ()
+        else:
+            value = orjson.loads(result) if not plan.fills else None  # after a group: read
+            enqueue = tuple([self._envelope(plan, spec, value) for spec in successors])
+        return Effects(result, plan.flow_id, plan.fills, enqueue, plan.final, None, plan.retention)
 
     def failed(
         self, plan: StepPlan, job: str, queue: str, message_id: str, error: ErrorInfo | None
