@@ -213,6 +213,31 @@ def test_a_dead_step_in_a_chain_runs_nothing_after_it_and_a_redrive_resumes(
     assert app.flow(flow_id).state == "succeeded"
 
 
+def test_a_step_whose_leases_lapsed_fails_its_flow(app: tasuki.App, calls: Calls) -> None:
+    @app.job(visibility_timeout=0.3, retry=tasuki.Retry(max_attempts=2))
+    def poison(n: int) -> int:
+        calls.add("poison", n)
+        return n
+
+    @app.job()
+    def alert(failure: tasuki.FlowFailure) -> None:
+        calls.add("alert", failure)
+
+    flow_id = tasuki.chain(poison.step(1), poison.step(), on_failure=alert.step()).enqueue()
+    # Two workers take the first step and die with it: its leases lapse.
+    for _ in range(2):
+        [taken] = app.backend.lease("default", 1, 0.3)
+        assert taken.id == f"{flow_id}.0"
+        time.sleep(0.35)
+    drain(app)
+    assert calls.of("poison") == []  # no third run: the job's limit is two
+    [failure] = calls.of("alert")
+    assert failure.step == "0" and failure.message_id == f"{flow_id}.0"
+    assert app.flow(flow_id).state == "failed"
+    [dead] = app.dead_letters()
+    assert dead.id == f"{flow_id}.0" and "lease" in dead.reason
+
+
 def test_a_flow_id_starts_the_flow_at_most_once(app: tasuki.App, calls: Calls) -> None:
     @app.job()
     def once(n: int) -> int:

@@ -307,7 +307,12 @@ def draft(
         kwargs=spec["k"],
         headers={**spec["h"], JOB_HEADER: job.name, FLOW_HEADER: orjson.dumps(header).decode()},
         delay=float(spec["d"]),
-        max_attempts=job.retry.max_attempts,
+        # One lease more than the job's limit: a step whose leases lapsed until no
+        # attempt was left is then dead-lettered by the worker that leases it once more
+        # (by the job's own limit, without running it), with its flow's failure, rather
+        # than by the backend, which cannot tell the flow. The backend's limit stays the
+        # safety net.
+        max_attempts=job.retry.max_attempts + 1,
         visibility_timeout=job.visibility_timeout,
         keep_id=retention,
         id_given=True,
