@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 import orjson
 
 from tasuki.core.flowrecords import FLOW_RETENTION, Fill, FlowFailure, FlowRecord, FlowStep
+from tasuki.core.job import check_message_id
 from tasuki.core.message import FLOW_HEADER, JOB_HEADER
 from tasuki.core.outgoing import Outgoing
 from tasuki.errors import InvalidArgument, SerializationError
@@ -113,8 +114,6 @@ class Flow:
     def options(self, *, message_id: str | None = None) -> Flow:
         """`message_id`: the flow's id, making `enqueue` idempotent: a second enqueue with
         the same id (while the flow is kept) starts nothing and returns the same id."""
-        from tasuki.core.job import check_message_id
-
         given = None if message_id is None else check_message_id(message_id)
         return type(self)(self.parts, self.on_failure, given)
 
