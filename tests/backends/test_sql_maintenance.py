@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from tasuki.backends.base import Backend, Envelope, Settle, UniqueClaim
+from tasuki.backends.base import Backend, Effects, Envelope, Settle, UniqueClaim
 from tasuki.backends.sql.backend import SQLBackend
 from tasuki.backends.sql.maintenance.service import SQLService
 from tasuki.backends.urls import backend_from_url
@@ -180,5 +181,20 @@ def rows_of(backend: SQLBackend, msg_id: str) -> int:
 
 
 def test_each_backend_names_its_services(backend: SQLBackend) -> None:
-    assert sorted(s.name for s in backend.maintenance()) == ["expired", "history"]
+    assert sorted(s.name for s in backend.maintenance()) == ["expired", "history", "results"]
     assert all(s.interval > 0 for s in backend.maintenance())
+
+
+def test_results_past_their_time_are_forgotten(backend: SQLBackend) -> None:
+    now = [time.time()]
+    backend.clock = lambda: now[0]
+    backend.enqueue([Envelope("q", "r", b"x", keep_result=60.0), Envelope("q", "p", b"x")])
+    leased = {d.id: d for d in backend.lease("q", 10, 30.0)}
+    backend.settle([Settle.ack(leased["r"].receipt, Effects(result=b"1"))])
+    assert rows(backend, "tasuki_results") == 1
+    service(backend, "results").run()
+    assert rows(backend, "tasuki_results") == 1  # still within its time
+    now[0] += 61.0
+    assert backend.result("q", "r") is None  # reads ignore it at once
+    service(backend, "results").run()
+    assert rows(backend, "tasuki_results") == 0

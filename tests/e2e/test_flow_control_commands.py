@@ -6,10 +6,12 @@ backend lacking cancel they refuse."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -17,6 +19,8 @@ from click.testing import CliRunner
 from starlette.testclient import TestClient
 
 import tasuki
+import tasuki.app as tasuki_app
+import tasuki.cli.common as cli_common
 from tasuki.backends.base import Keep, Progress
 from tasuki.cli.main import cli
 from tasuki.web.app import create_app
@@ -39,15 +43,6 @@ def app(url: str) -> Iterator[tasuki.App]:
         pytest.skip("sqlite:// lacks cancel, priorities or progress")
     yield app
     app.close()
-
-
-def _skip_if_capable(url: str, capability: str) -> None:
-    """A test of the refusal needs a backend without the capability."""
-    app = tasuki.App(url)
-    capable = getattr(app.backend.capabilities, capability)
-    app.close()
-    if capable:
-        pytest.skip(f"sqlite:// has the {capability} capability: nothing is refused")
 
 
 def invoke(*args: str) -> tuple[int, str]:
@@ -83,9 +78,27 @@ def test_cancel_command_usage_errors(url: str) -> None:
     assert status == 2 and "MESSAGE_ID" in out
 
 
+@pytest.fixture
+def without_cancel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every backend opened from here on lacks the cancel capability (as sqs:// does),
+    whatever the SQLite file could do: the refusals are what is tested."""
+
+    def lacking(opens: Any) -> Any:
+        def opening(*args: Any, **kwargs: Any) -> Any:
+            backend = opens(*args, **kwargs)
+            backend.capabilities = dataclasses.replace(backend.capabilities, cancel=False)
+            return backend
+
+        return opening
+
+    monkeypatch.setattr(tasuki_app, "backend_from_url", lacking(tasuki_app.backend_from_url))
+    monkeypatch.setattr(cli_common, "open_existing", lacking(cli_common.open_existing))
+
+
+@pytest.mark.usefixtures("without_cancel")
 def test_cancel_command_on_a_backend_without_cancel(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'c.db'}"
-    _skip_if_capable(url, "cancel")
+    tasuki.App(url).close()  # the file exists: the command refuses for the capability
     status, out = invoke("cancel", "default", "x", "--url", url)
     assert status == 1
     assert "lacks the cancel capability" in out
@@ -100,7 +113,7 @@ def test_inspect_shows_priority_progress_and_cancelled(app: tasuki.App, url: str
     app.backend.keep([Keep(d.receipt, 30.0, Progress(0.4, "4 of 10 pages"))])
     status, out = invoke("inspect", "default", mid, "--url", url)
     assert status == 0, out
-    assert re.search(r"priority\s+│?\s*7", out), out
+    assert re.search(r"priority:?\s+│?\s*7", out), out
     assert "40% 4 of 10 pages" in out
     info = orjson.loads(invoke("inspect", "default", mid, "--url", url, "--json")[1])
     assert info["priority"] == 7
@@ -158,8 +171,8 @@ def test_the_message_page_shows_priority_and_progress_and_cancels(
     assert 'id="cancel"' not in page  # nothing left to cancel
 
 
+@pytest.mark.usefixtures("without_cancel")
 def test_no_cancel_button_where_the_backend_cannot(tmp_path: Path) -> None:
-    _skip_if_capable(f"sqlite:///{tmp_path / 'd.db'}", "cancel")
     sqlite = tasuki.App(f"sqlite:///{tmp_path / 'd.db'}")
     mid = sqlite.send("default", b"x")
     with TestClient(create_app(sqlite, sampler=Sampler(sqlite, every=60.0)), base_url=BASE) as c:

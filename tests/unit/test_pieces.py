@@ -34,7 +34,7 @@ def test_parse_named_queries() -> None:
 
 def test_sqlite_queries_load() -> None:
     queries = load_queries("tasuki.backends.sqlite", "queries.sql")
-    assert {"insert_message", "lease", "ack", "extend", "release", "bury"} <= set(queries)
+    assert {"insert_message", "lease", "ack", "extend", "release", "dead"} <= set(queries)
 
 
 def test_message_json_and_error_text() -> None:

@@ -45,7 +45,10 @@ def package(tmp_path: Path) -> Iterator[Path]:
 
 
 def test_sqlite_defines_the_required_queries_the_separate_steps_and_its_extras() -> None:
-    queries = load_queries("tasuki.backends.sqlite", "queries.sql")
+    queries = {
+        **load_queries("tasuki.backends.sqlite", "queries.sql"),
+        **load_queries("tasuki.backends.sqlite", "results.sql"),
+    }
     assert set(queries) == REQUIRED | SEPARATE_STEPS | SQLITE_EXTRAS
 
 
@@ -100,10 +103,14 @@ def test_check_names_reports_missing_and_unknown() -> None:
 def test_sqlite_and_postgresql_define_the_same_queries() -> None:
     """The same names, but for what each declares: SQLite the steps PostgreSQL's
     statements take inside themselves, each its extras."""
-    sqlite = load_queries("tasuki.backends.sqlite", "queries.sql")
+    sqlite = {
+        **load_queries("tasuki.backends.sqlite", "queries.sql"),
+        **load_queries("tasuki.backends.sqlite", "results.sql"),
+    }
     postgres = {
         **load_queries("tasuki.backends.postgres", "queries.sql"),
         **load_queries("tasuki.backends.postgres", "archive.sql"),
+        **load_queries("tasuki.backends.postgres", "results.sql"),
     }
     assert set(sqlite) - SEPARATE_STEPS - EXTRAS == set(postgres) - EXTRAS == REQUIRED
     assert set(sqlite) - REQUIRED == SEPARATE_STEPS | SQLITE_EXTRAS

@@ -189,6 +189,9 @@ LeaseStatus = Literal["held", "lost", "cancelled"]
 # What `cancel` did: removed a waiting message, signalled a running one, or found
 # nothing it could cancel (unknown, finished, dead, or cancelled already).
 CancelStatus = Literal["removed", "signalled", "unknown"]
+# How long a cancelled message's id stays known (an enqueue of it is a no-op, `inspect`
+# says "cancelled"), when it had no longer id window of its own.
+CANCELLED_WINDOW = 3600.0
 
 
 class Delivery(NamedTuple):

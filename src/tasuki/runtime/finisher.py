@@ -73,7 +73,10 @@ class Finisher:
         if plan is not None and self.flows is not None:
             self._settle_step(task, outcome, plan, self.flows)
         elif action in ("ack", "skip"):
-            effects = None if outcome.kept is None else Effects(result=outcome.kept)
+            kept = outcome.kept
+            if kept is None and task.job.keep_result:
+                kept = b"null"  # skipped, or acked by the way out: the record must settle
+            effects = None if kept is None else Effects(result=kept)
             self.settler.put(Settle.ack(receipt, effects), task)
         elif action == "defer":
             self.settler.put(Settle.release(receipt, outcome.delay, penalty=False), task)

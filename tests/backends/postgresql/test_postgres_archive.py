@@ -61,7 +61,7 @@ def test_without_the_option_nothing_is_archived(url: str) -> None:
     [d] = backend.lease("q", 1, 30.0)
     assert backend.ack([d.receipt]) == [True]
     assert _archived(backend) == []
-    assert {s.name for s in backend.maintenance()} == {"expired", "history"}
+    assert {s.name for s in backend.maintenance()} == {"expired", "history", "results"}
     backend.close()
 
 
@@ -76,7 +76,12 @@ def test_rows_past_archive_days_are_pruned_in_batches_by_the_maintenance_service
     url: str,
 ) -> None:
     backend = from_url(f"{url}&archive=true&archive_days=1")
-    assert {s.name for s in backend.maintenance()} == {"expired", "history", "archive"}
+    assert {s.name for s in backend.maintenance()} == {
+        "expired",
+        "history",
+        "results",
+        "archive",
+    }
     now = [0.0]
     backend.clock = lambda: now[0]
     for day in range(3):  # 5 messages acked at each of days 0, 1 and 2 (+1 s)

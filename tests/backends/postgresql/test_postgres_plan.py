@@ -1,5 +1,6 @@
-"""The lease keeps its plan at depth: an ordered walk of the partial due index, whatever
-the queue holds and however stale the planner's statistics are."""
+"""The lease keeps its plan at depth: an ordered walk of the partial rank index (no sort
+of the due rows, with or without priorities), whatever the queue holds and however stale
+the planner's statistics are."""
 
 from __future__ import annotations
 
@@ -24,15 +25,24 @@ def backend(postgres_server: PostgresServer) -> Any:
     backend.close()
 
 
-def fill(backend: PostgresBackend, queue: str, count: int, now: float) -> None:
-    """`count` ready messages, made by the server (generate_series), oldest first."""
+def fill(backend: PostgresBackend, queue: str, count: int, now: float, levels: int = 1) -> None:
+    """`count` ready messages, made by the server (generate_series), oldest first, of
+    priorities 0 to `levels` - 1 in turn."""
     with backend.postgres.write() as conn:
         conn.execute(
             "INSERT INTO tasuki_messages"
-            " (queue, id, body, headers, visible_at, enqueued_at, max_attempts)"
+            " (queue, id, body, headers, visible_at, enqueued_at, max_attempts,"
+            "  priority, head_start)"
             " SELECT %(queue)s, 'm' || i, '{}'::bytea, '{}', %(now)s - 3600 + i * 0.001,"
-            " %(now)s, 10 FROM generate_series(1, %(count)s) AS i",
-            {"queue": queue, "now": now, "count": count},
+            " %(now)s, 10, i %% %(levels)s, (i %% %(levels)s) * %(aging)s"
+            " FROM generate_series(1, %(count)s) AS i",
+            {
+                "queue": queue,
+                "now": now,
+                "count": count,
+                "levels": levels,
+                "aging": backend.priority_aging,
+            },
         )
 
 
@@ -54,14 +64,14 @@ def lease_plan(backend: PostgresBackend, queue: str, now: float) -> str:
     return "\n".join(row[0] for row in rows)
 
 
-def assert_walks_the_due_index(plan: str) -> None:
+def assert_walks_the_rank_index(plan: str) -> None:
     # The part that picks the rows: the `due` CTE, up to where the update starts.
     picking = plan[plan.index("CTE due") : plan.index("CTE changed")]
-    assert "Index Scan using tasuki_messages_due on tasuki_messages" in picking, plan
+    assert "Index Scan using tasuki_messages_rank on tasuki_messages" in picking, plan
     for bad in ("Seq Scan", "Bitmap", "Sort"):
         assert bad not in picking, plan
     # The walk stops after the 256 rows it leases: it does not visit the whole queue.
-    walk = next(line for line in picking.splitlines() if "tasuki_messages_due" in line)
+    walk = next(line for line in picking.splitlines() if "tasuki_messages_rank" in line)
     assert "rows=256 " in walk, walk
     # The update finds the rows it locked by their `ctid`, with no index of its own.
     updating = plan[plan.index("CTE changed") : plan.index("CTE unlocked")]
@@ -69,7 +79,7 @@ def assert_walks_the_due_index(plan: str) -> None:
     assert "Seq Scan" not in updating, plan
 
 
-def test_the_lease_walks_the_due_index_at_depth_even_with_stale_statistics(
+def test_the_lease_walks_the_rank_index_at_depth_even_with_stale_statistics(
     backend: PostgresBackend,
 ) -> None:
     now = time.time()
@@ -77,14 +87,26 @@ def test_the_lease_walks_the_due_index_at_depth_even_with_stale_statistics(
         conn.execute("ANALYZE tasuki_messages")  # statistics of an empty table
     fill(backend, "deep", DEPTH, now)
     fill(backend, "other", 1_000, now)
-    assert_walks_the_due_index(lease_plan(backend, "deep", now))
+    assert_walks_the_rank_index(lease_plan(backend, "deep", now))
 
     with backend.postgres.write() as conn:
         conn.execute("ANALYZE tasuki_messages")  # and with up-to-date ones
-    assert_walks_the_due_index(lease_plan(backend, "deep", now))
+    assert_walks_the_rank_index(lease_plan(backend, "deep", now))
 
     # The oldest come out first, and the queue next door is untouched.
     leased = backend.lease("deep", 5)
     assert [d.id for d in leased] == ["m1", "m2", "m3", "m4", "m5"]
     assert backend.stats("other").ready == 1_000
     assert backend.stats("deep").ready == DEPTH - 5
+
+
+def test_with_mixed_priorities_the_lease_walks_the_rank_index_highest_first(
+    backend: PostgresBackend,
+) -> None:
+    now = time.time()
+    fill(backend, "mixed", DEPTH, now, levels=10)
+    with backend.postgres.write() as conn:
+        conn.execute("ANALYZE tasuki_messages")
+    assert_walks_the_rank_index(lease_plan(backend, "mixed", now))
+    # Level 9 first (m9, m19 ...), FIFO within it.
+    assert [d.id for d in backend.lease("mixed", 3)] == ["m9", "m19", "m29"]

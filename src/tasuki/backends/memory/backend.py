@@ -42,11 +42,7 @@ from tasuki.core import reliability
 from tasuki.core.flowrecords import FlowRecord
 from tasuki.core.message import ErrorInfo
 from tasuki.core.reasons import ATTEMPTS_EXHAUSTED, LEASE_EXPIRED, exhausted
-from tasuki.core.records import death_detail, error_summary, release_event
-
-# How long a cancelled message's id stays known (an enqueue of it is a no-op, `inspect`
-# says "cancelled"), when it had no longer window of its own.
-CANCELLED_WINDOW = 3600.0
+from tasuki.core.records import CANCELLED_WINDOW, death_detail, error_summary, release_event
 
 _SHARED: dict[str, MemoryBackend] = {}
 _SHARED_MUTEX = threading.Lock()

@@ -23,7 +23,7 @@ from tasuki.backends.sql.dialect import Connection, Queries, columns, load_diale
 from tasuki.errors import BackendError, BackendUnavailable, InvalidArgument, InvalidURL
 
 Q = load_dialect_queries(
-    "tasuki.backends.postgres", cte_writes=True, files=("queries.sql", "archive.sql")
+    "tasuki.backends.postgres", cte_writes=True, files=("queries.sql", "archive.sql", "results.sql")
 )
 
 _TABLE = re.compile(r"\b(tasuki_(?:messages|finished|locks|history|counts|meters|archive))\b")
@@ -73,7 +73,13 @@ class PostgresDialect:
         self.application_name = f"tasuki {schema}"
         self.display_url = display_url
         self.capabilities = Capabilities(
-            max_message_size=max_message_size, transactional_enqueue=True, gil_slice=GIL_SLICE
+            max_message_size=max_message_size,
+            transactional_enqueue=True,
+            gil_slice=GIL_SLICE,
+            priorities=True,
+            cancel=True,
+            results=True,
+            progress=True,
         )
         if archive:  # acks move the rows to the archive (`ack_archive`)
             self.queries = {**Q, "ack": Q["ack_archive"]}

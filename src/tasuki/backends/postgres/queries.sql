@@ -15,10 +15,10 @@ LIMIT 1;
 -- name: insert_message
 INSERT INTO tasuki_messages
     (queue, id, body, headers, visible_at, enqueued_at, max_attempts,
-     visibility_timeout, keep_id, unique_key)
+     visibility_timeout, keep_id, unique_key, priority, head_start)
 VALUES
     (%(queue)s, %(id)s, %(body)s, %(headers)s, %(now)s + %(delay)s, %(now)s, %(max_attempts)s,
-     %(visibility_timeout)s, %(keep_id)s, %(unique_key)s)
+     %(visibility_timeout)s, %(keep_id)s, %(unique_key)s, %(priority)s, %(head_start)s)
 ON CONFLICT (queue, id) DO NOTHING;
 
 -- name: insert_batch
@@ -36,17 +36,22 @@ WITH b AS (
            p.delays[least(v.n, cardinality(p.delays))] AS delay,
            p.max_attempts[least(v.n, cardinality(p.max_attempts))] AS max_attempts,
            p.vts[least(v.n, cardinality(p.vts))] AS visibility_timeout,
-           p.keep_ids[least(v.n, cardinality(p.keep_ids))] AS keep_id
+           p.keep_ids[least(v.n, cardinality(p.keep_ids))] AS keep_id,
+           p.priorities[least(v.n, cardinality(p.priorities))] AS priority,
+           p.head_starts[least(v.n, cardinality(p.head_starts))] AS head_start
     FROM unnest(%(ids)b::text[], %(bodies)b::bytea[]) WITH ORDINALITY AS v(id, body, n),
          (SELECT %(queues)b::text[] AS queues, %(headers)b::text[] AS headers,
                  %(delays)b::float8[] AS delays,
                  %(max_attempts)b::integer[] AS max_attempts,
-                 %(visibility_timeouts)b::float8[] AS vts, %(keep_ids)b::float8[] AS keep_ids) p
+                 %(visibility_timeouts)b::float8[] AS vts, %(keep_ids)b::float8[] AS keep_ids,
+                 %(priorities)b::smallint[] AS priorities,
+                 %(head_starts)b::float8[] AS head_starts) p
 ), inserted AS (
     INSERT INTO tasuki_messages
-        (queue, id, body, headers, visible_at, enqueued_at, max_attempts, visibility_timeout, keep_id)
+        (queue, id, body, headers, visible_at, enqueued_at, max_attempts, visibility_timeout,
+         keep_id, priority, head_start)
     SELECT b.queue, b.id, b.body, b.headers, %(now)s + b.delay, %(now)s, b.max_attempts,
-           b.visibility_timeout, b.keep_id
+           b.visibility_timeout, b.keep_id, b.priority, b.head_start
     FROM b
     WHERE NOT EXISTS (
         SELECT 1 FROM tasuki_finished f
@@ -72,17 +77,22 @@ WITH b AS (
            p.delays[least(v.n, cardinality(p.delays))] AS delay,
            p.max_attempts[least(v.n, cardinality(p.max_attempts))] AS max_attempts,
            p.vts[least(v.n, cardinality(p.vts))] AS visibility_timeout,
-           p.keep_ids[least(v.n, cardinality(p.keep_ids))] AS keep_id
+           p.keep_ids[least(v.n, cardinality(p.keep_ids))] AS keep_id,
+           p.priorities[least(v.n, cardinality(p.priorities))] AS priority,
+           p.head_starts[least(v.n, cardinality(p.head_starts))] AS head_start
     FROM unnest(%(ids)b::text[], %(bodies)b::bytea[]) WITH ORDINALITY AS v(id, body, n),
          (SELECT %(queues)b::text[] AS queues, %(headers)b::text[] AS headers,
                  %(delays)b::float8[] AS delays,
                  %(max_attempts)b::integer[] AS max_attempts,
-                 %(visibility_timeouts)b::float8[] AS vts, %(keep_ids)b::float8[] AS keep_ids) p
+                 %(visibility_timeouts)b::float8[] AS vts, %(keep_ids)b::float8[] AS keep_ids,
+                 %(priorities)b::smallint[] AS priorities,
+                 %(head_starts)b::float8[] AS head_starts) p
 ), inserted AS (
     INSERT INTO tasuki_messages
-        (queue, id, body, headers, visible_at, enqueued_at, max_attempts, visibility_timeout, keep_id)
+        (queue, id, body, headers, visible_at, enqueued_at, max_attempts, visibility_timeout,
+         keep_id, priority, head_start)
     SELECT b.queue, b.id, b.body, b.headers, %(now)s + b.delay, %(now)s, b.max_attempts,
-           b.visibility_timeout, b.keep_id
+           b.visibility_timeout, b.keep_id, b.priority, b.head_start
     FROM b
     WHERE NOT EXISTS (
         SELECT 1 FROM tasuki_finished f
@@ -99,10 +109,11 @@ UPDATE tasuki_messages SET body = %(body)s, headers = %(headers)s
 WHERE queue = %(queue)s AND id = %(id)s AND state = 0;
 
 -- name: lease
--- One statement, one round trip: lock the oldest due rows (ready messages and expired
--- leases, walking the partial index `tasuki_messages_due`) without waiting on rows
--- another leaser holds, lease them, and bury the exhausted ones (attempts used up) with
--- their uniqueness locks dropped. Returns every row it changed: `dead` marks the buried
+-- One statement, one round trip: lock the first due rows by rank (ready messages and
+-- expired leases; rank = visible_at - head_start, FIFO within a rank, walking the
+-- partial index `tasuki_messages_rank` in its order; `rank <= now` ends the walk where no
+-- row can be due, as head_start >= 0) without waiting on rows another leaser holds, lease them, and dead-letter the exhausted ones (attempts used up) with
+-- their uniqueness locks dropped. Returns every row it changed: `dead` marks the dead-lettered
 -- ones (counted by the caller, a statement after it when there are any: counting them
 -- here cost every lease a fifth more server time), `unique_key` is the lock still to
 -- drop (none: the statement dropped them), `lost_at` the expiry of a lease found lost
@@ -112,8 +123,9 @@ WITH due AS (
     -- The locked rows as they are now: in flight here means the lease lapsed.
     SELECT ctid, attempt >= max_attempts AS dead, state, id, visible_at, fence
     FROM tasuki_messages
-    WHERE queue = %(queue)s AND state < 2 AND visible_at <= %(now)s
-    ORDER BY visible_at, seq
+    WHERE queue = %(queue)s AND state < 2 AND visible_at - head_start <= %(now)s
+      AND visible_at <= %(now)s
+    ORDER BY visible_at - head_start, seq
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ), lost AS (
@@ -138,7 +150,8 @@ WITH due AS (
         END,
         error_type = CASE WHEN due.dead THEN NULL ELSE m.error_type END,
         error_message = CASE WHEN due.dead THEN NULL ELSE m.error_message END,
-        error_traceback = CASE WHEN due.dead THEN NULL ELSE m.error_traceback END
+        error_traceback = CASE WHEN due.dead THEN NULL ELSE m.error_traceback END,
+        progress = NULL
     FROM due
     WHERE m.ctid = due.ctid
     RETURNING due.dead, m.seq, m.id, m.body, m.headers, m.attempt, m.max_attempts,
@@ -192,12 +205,37 @@ SELECT queue, id, token, keep_id FROM gone;
 UPDATE tasuki_messages SET visible_at = %(now)s + %(visibility_timeout)s
 WHERE queue = %(queue)s AND id = %(id)s AND token = %(token)s AND state = 1;
 
+-- name: keep
+-- `extend`, storing the job's progress (JSON, NULL: none new) with the lease that holds it.
+UPDATE tasuki_messages
+SET visible_at = %(now)s + %(visibility_timeout)s,
+    progress = coalesce(%(progress)s::text, progress)
+WHERE queue = %(queue)s AND id = %(id)s AND token = %(token)s AND state = 1;
+
+-- name: lease_cancelled
+-- A lease `keep` refused: was its message cancelled while it ran?
+SELECT 1 AS cancelled FROM tasuki_finished
+WHERE queue = %(queue)s AND id = %(id)s AND cancelled = %(token)s AND expires_at > %(now)s;
+
+-- name: cancel
+-- A waiting or leased message, deleted: the caller remembers it as cancelled.
+DELETE FROM tasuki_messages WHERE queue = %(queue)s AND id = %(id)s AND state < 2
+RETURNING state, visible_at, token, keep_id, unique_key;
+
+-- name: remember_cancelled
+-- A cancelled message's id, remembered for `window`: enqueued again it is a duplicate,
+-- `inspect` says cancelled, and `token` (the lease it ran under, or '') is told so.
+INSERT INTO tasuki_finished (queue, id, expires_at, cancelled)
+VALUES (%(queue)s, %(id)s, %(now)s + %(window)s, %(token)s)
+ON CONFLICT (queue, id) DO UPDATE
+SET expires_at = excluded.expires_at, cancelled = excluded.cancelled;
+
 -- name: release
 UPDATE tasuki_messages
 SET state = 0, token = NULL, visible_at = %(now)s + %(delay)s, attempt = attempt - %(refund)s
 WHERE queue = %(queue)s AND id = %(id)s AND token = %(token)s AND state = 1;
 
--- name: bury
+-- name: dead
 UPDATE tasuki_messages
 SET state = 2, token = NULL, died_at = %(now)s, reason = %(reason)s,
     error_type = %(error_type)s, error_message = %(error_message)s, error_traceback = %(error_traceback)s
@@ -329,11 +367,12 @@ WHERE ctid = ANY(ARRAY(
 
 -- name: inspect_message
 SELECT state, visible_at, attempt, max_attempts, fence, enqueued_at, reason,
-       error_type, error_message, error_traceback, died_at
+       error_type, error_message, error_traceback, died_at, priority, progress
 FROM tasuki_messages WHERE queue = %(queue)s AND id = %(id)s;
 
 -- name: inspect_finished
-SELECT expires_at FROM tasuki_finished
+-- `cancelled` is not NULL for a cancelled message.
+SELECT expires_at, cancelled FROM tasuki_finished
 WHERE queue = %(queue)s AND id = %(id)s AND expires_at > %(now)s;
 
 -- name: inspect_history
@@ -365,7 +404,8 @@ SELECT name, sum(value) AS value FROM tasuki_meters WHERE queue = %(queue)s GROU
 
 -- name: in_flight
 -- Current leases, soonest expiry first (a range of the state index).
-SELECT id, attempt, max_attempts, fence, enqueued_at, visible_at FROM tasuki_messages
+SELECT id, attempt, max_attempts, fence, enqueued_at, visible_at, priority, progress
+FROM tasuki_messages
 WHERE queue = %(queue)s AND state = 1 AND visible_at > %(now)s
 ORDER BY visible_at, seq
 LIMIT %(limit)s;

@@ -3,9 +3,9 @@
 SQLite and PostgreSQL store messages the same way — one row per message in every state,
 `visible_at` meaning "ready at" while waiting and "lease expires at" while in flight, a
 finished-ids table for the id window, a locks table — so the lifecycle is one piece of
-Python, by concern: `producing` (enqueue), `leasing`, `settling` (settle, extend),
-`operating` (stats, dead letters, inspect, redrive, purge), `locks`, and the maintenance
-services. An engine plugs in as a `Dialect` (`dialect.py`) and nothing else: its
+Python, by concern: `producing` (enqueue), `leasing`, `settling` (settle, extend,
+keep), `cancelling`, `operating` (stats, dead letters, inspect, redrive, purge), `locks`,
+and the maintenance services. An engine plugs in as a `Dialect` (`dialect.py`) and nothing else: its
 differences are its named queries and the hooks the dialect declares.
 
 Times passed to the queries (`now`) come from `clock`, one instant per transaction.
@@ -19,9 +19,12 @@ from collections.abc import Callable, Mapping, Sequence
 from tasuki.backends.base import (
     DEFAULT_VISIBILITY_TIMEOUT,
     Backend,
+    CancelStatus,
     Delivery,
     Enqueued,
     Envelope,
+    Keep,
+    LeaseStatus,
     MaintenanceService,
     MessageInfo,
     QueueStats,
@@ -30,12 +33,14 @@ from tasuki.backends.base import (
     Settle,
     SettledTotals,
 )
-from tasuki.backends.sql import leasing, operating, producing, settling
+from tasuki.backends.sql import cancelling, leasing, operating, producing, results, settling
 from tasuki.backends.sql.dialect import Dialect, Queries
 from tasuki.backends.sql.locks import SQLLockStore
 from tasuki.backends.sql.maintenance.expired import ExpiredCleaner
 from tasuki.backends.sql.maintenance.history import HistoryCleaner
+from tasuki.backends.sql.maintenance.results import ResultsCleaner
 from tasuki.backends.sql.steps import add_meters
+from tasuki.core.flowrecords import ResultRecord
 from tasuki.core.message import DeadLetter
 
 
@@ -54,6 +59,7 @@ class SQLBackend(Backend):
         self.services: list[MaintenanceService] = [
             ExpiredCleaner(dialect, self._now),
             HistoryCleaner(dialect, self._now),
+            ResultsCleaner(dialect, self._now),
         ]
 
     def _now(self) -> float:
@@ -68,7 +74,9 @@ class SQLBackend(Backend):
     def enqueue(
         self, envelopes: Sequence[Envelope], connection: object | None = None
     ) -> list[Enqueued]:
-        return producing.enqueue(self.dialect, envelopes, self._now, connection)
+        return producing.enqueue(
+            self.dialect, envelopes, self._now, connection, self.priority_aging
+        )
 
     # -- consuming -------------------------------------------------------------------
     def lease(
@@ -98,6 +106,16 @@ class SQLBackend(Backend):
 
     def extend(self, receipts: Sequence[Receipt], visibility_timeout: float) -> list[bool]:
         return settling.extend(self.dialect, receipts, visibility_timeout, self._now)
+
+    def keep(self, items: Sequence[Keep]) -> list[LeaseStatus]:
+        return settling.keep(self.dialect, items, self._now)
+
+    def cancel(self, queue: str, id: str) -> CancelStatus:
+        return cancelling.cancel(self.dialect, queue, id, self._now)
+
+    # -- results ---------------------------------------------------------------------
+    def result(self, queue: str, id: str) -> ResultRecord | None:
+        return results.read(self.dialect, queue, id, self._now)
 
     # -- operating -------------------------------------------------------------------
     def stats(self, queue: str) -> QueueStats:

@@ -30,8 +30,12 @@ QueryName = Literal[
     "next_visible_at",
     "ack",
     "extend",
+    "keep",
+    "lease_cancelled",
+    "cancel",
+    "remember_cancelled",
     "release",
-    "bury",
+    "dead",
     "stats",
     "queues",
     "dead_letters",
@@ -60,6 +64,16 @@ QueryName = Literal[
     "count_meters",
     "meters",
     "in_flight",
+    # results.sql: a message's result record (`sql/results.py`)
+    "result_pending",
+    "result_ok",
+    "result_failed",
+    "result",
+    "results_redrive_all",
+    "results_redrive_ids",
+    "result_forget",
+    "results_purge",
+    "results_forget_expired",
 ]
 # Every SQL engine's query file defines these.
 REQUIRED: frozenset[QueryName] = frozenset(get_args(QueryName))

@@ -1,11 +1,11 @@
 """Leasing on the SQL backends: the `lease` statement, its rows, and the wait between.
 
 One `lease` statement leases the oldest due rows (ready messages and expired leases) and
-buries the exhausted ones in the same pass; it runs again only to fill the places the
-buried ones took. What follows from it — the leases found lost written into their
-messages' history, the buried messages' unique locks dropped — is taken by the statement
+dead-letters the exhausted ones in the same pass; it runs again only to fill the places the
+dead ones took. What follows from it — the leases found lost written into their
+messages' history, the dead messages' unique locks dropped — is taken by the statement
 itself where the engine can (`Dialect.cte_writes`), else by statements beside it in the
-same transaction; the buried are counted by a statement after it, when there are any.
+same transaction; the dead are counted by a statement after it, when there are any.
 The reliability meters (redeliveries, lost leases, how long a lost lease waited) are
 counted from its rows.
 """
@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 
 from tasuki.backends.base import Delivery
+from tasuki.backends.sql import results
 from tasuki.backends.sql.dialect import Connection, Dialect, columns, named_rows
 from tasuki.backends.sql.steps import (
     Depth,
@@ -101,17 +102,18 @@ def lease_now(
             rows = sorted(map(columns(cursor, *LEASE_COLUMNS), cursor.fetchall()), key=_SEQ)
             if not rows:
                 break
-            deliveries, buried = _leased(queue, rows, lost)
+            deliveries, dead = _leased(queue, rows, lost)
             leased.extend(deliveries)
             # The rows that were not in flight (lost) were waiting.
-            depth.add(queue, waiting=len(lost) - len(rows), dead=len(buried))
-            if buried:  # seldom: a statement or two after the lease, not inside it
-                drop_unique_locks(conn, dialect, buried)
-                count_settled(conn, dialect, queue, dead=len(buried))
+            depth.add(queue, waiting=len(lost) - len(rows), dead=len(dead))
+            if dead:  # seldom: a statement or two after the lease, not inside it
+                drop_unique_locks(conn, dialect, dead)
+                count_settled(conn, dialect, queue, dead=len(dead))
+                results.failed(conn, dialect, queue, [msg_id for msg_id, _ in dead], now)
             redelivered = sum(1 for d in deliveries if d.attempt > 1)
             if lost or redelivered:
                 _count_lease_meters(conn, dialect, queue, deliveries, lost, redelivered, now)
-            if not buried:
+            if not dead:
                 break
         depth.write(conn, dialect)
     return leased
@@ -121,7 +123,7 @@ def _leased(
     queue: str, rows: list[tuple[Any, ...]], lost: dict[str, float]
 ) -> tuple[list[Delivery], list[tuple[str, str | None]]]:
     """The deliveries among a `lease` statement's rows (oldest first), and the (id,
-    unique key) of the messages it buried; `lost` gains the leases it found lost."""
+    unique key) of the messages it dead-lettered; `lost` gains the leases it found lost."""
     loads = orjson.loads
     deliveries = [
         Delivery(queue, msg_id, bytes(body), loads(headers), attempt, max_attempts,

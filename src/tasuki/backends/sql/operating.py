@@ -14,7 +14,7 @@ from tasuki.backends.sql.dialect import Dialect, named_rows
 from tasuki.backends.sql.steps import Depth
 from tasuki.core.message import DeadLetter, ErrorInfo
 from tasuki.core.reasons import describe
-from tasuki.core.records import HISTORY_LIMIT, MessageState, waiting_state
+from tasuki.core.records import HISTORY_LIMIT, MessageState, Progress, waiting_state
 from tasuki.core.reliability import Reliability
 
 DEAD_LETTER_COLUMNS = (
@@ -30,7 +30,16 @@ DEAD_LETTER_COLUMNS = (
     "died_at",
     "enqueued_at",
 )
-IN_FLIGHT_COLUMNS = ("id", "attempt", "max_attempts", "fence", "enqueued_at", "visible_at")
+IN_FLIGHT_COLUMNS = (
+    "id",
+    "attempt",
+    "max_attempts",
+    "fence",
+    "enqueued_at",
+    "visible_at",
+    "priority",
+    "progress",
+)
 MESSAGE_COLUMNS = (
     "state",
     "visible_at",
@@ -43,6 +52,8 @@ MESSAGE_COLUMNS = (
     "error_message",
     "error_traceback",
     "died_at",
+    "priority",
+    "progress",
 )
 
 
@@ -118,9 +129,16 @@ def in_flight(dialect: Dialect, queue: str, limit: int, now: float) -> list[Mess
             fencing_token=int(fence),
             enqueued_at=float(enqueued),
             lease_expires_at=float(expires),
+            progress=_progress(progress),
+            priority=int(priority),
         )
-        for msg_id, attempt, max_attempts, fence, enqueued, expires in rows
+        for msg_id, attempt, max_attempts, fence, enqueued, expires, priority, progress in rows
     ]
+
+
+def _progress(stored: str | None) -> Progress | None:
+    """A row's progress, as `settling.keep` stored it (`[fraction, text]`)."""
+    return None if stored is None else Progress(*orjson.loads(stored))
 
 
 def settled_totals(dialect: Dialect, queue: str) -> SettledTotals:
@@ -146,7 +164,8 @@ def inspect(dialect: Dialect, queue: str, id: str, now: float) -> MessageInfo:
         rows = named_rows(conn.execute(q["inspect_message"], params), *MESSAGE_COLUMNS)
         finished = []
         if not rows:
-            finished = named_rows(conn.execute(q["inspect_finished"], params), "expires_at")
+            cursor = conn.execute(q["inspect_finished"], params)
+            finished = named_rows(cursor, "expires_at", "cancelled")
         cursor = conn.execute(q["inspect_history"], {**params, "limit": HISTORY_LIMIT})
         entries = named_rows(cursor, "at", "event", "fence", "detail")
     history = tuple(
@@ -156,7 +175,9 @@ def inspect(dialect: Dialect, queue: str, id: str, now: float) -> MessageInfo:
     if not rows:
         if not finished:
             return MessageInfo(queue, id, "unknown")
-        [(until,)] = finished
+        [(until, cancelled)] = finished
+        if cancelled is not None:
+            return MessageInfo(queue, id, "cancelled", finished_until=float(until))
         return MessageInfo(queue, id, "finished", finished_until=float(until), history=history)
     (
         code,
@@ -170,6 +191,8 @@ def inspect(dialect: Dialect, queue: str, id: str, now: float) -> MessageInfo:
         emessage,
         etb,
         died_at,
+        priority,
+        progress,
     ) = rows[0]
     state: MessageState
     visible_at = lease_expires_at = None
@@ -193,6 +216,8 @@ def inspect(dialect: Dialect, queue: str, id: str, now: float) -> MessageInfo:
         error=ErrorInfo(etype, emessage or "", etb or "") if etype else None,
         died_at=float(died_at) if state == "dead" and died_at is not None else None,
         history=history,
+        progress=_progress(progress) if state == "in_flight" else None,
+        priority=int(priority),
     )
 
 
@@ -201,11 +226,14 @@ def redrive(
 ) -> int:
     with dialect.write() as conn:
         now = clock()
+        q = dialect.queries
         if ids is None:
-            count = conn.execute(dialect.queries["redrive_all"], {"queue": queue, "now": now})
+            conn.execute(q["results_redrive_all"], {"queue": queue})
+            count = conn.execute(q["redrive_all"], {"queue": queue, "now": now})
         else:
             params = {"queue": queue, "now": now, "ids": dialect.values(list(ids))}
-            count = conn.execute(dialect.queries["redrive_ids"], params)
+            conn.execute(q["results_redrive_ids"], params)
+            count = conn.execute(q["redrive_ids"], params)
         redriven = count.rowcount
         if redriven:
             depth = Depth()
@@ -229,6 +257,7 @@ def purge(dialect: Dialect, queue: str) -> int:
     q = dialect.queries
     with dialect.write() as conn:
         conn.execute(q["purge_waiting_locks"], {"queue": queue})
+        conn.execute(q["results_purge"], {"queue": queue})
         purged = conn.execute(q["purge"], {"queue": queue}).rowcount
         if "reset_depth" in q:  # nothing of the queue is left to count
             conn.execute(q["reset_depth"], {"queue": queue})

@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 
 from tasuki.backends.base import Enqueued, Envelope
+from tasuki.backends.sql import results as kept_results
 from tasuki.backends.sql.dialect import Connection, Dialect, Queries, named_rows
 from tasuki.backends.sql.steps import Depth
 
@@ -26,37 +27,49 @@ def enqueue(
     envelopes: Sequence[Envelope],
     clock: Callable[[], float],
     connection: object | None,
+    aging: float,
 ) -> list[Enqueued]:
     """`now` is read once the connection is ours (the first one may have waited for
-    the migrations): a delay counts from the write, not from the call."""
+    the migrations): a delay counts from the write, not from the call. `aging` (the
+    backend's `priority_aging`) gives each message its head start, priority x aging,
+    fixed at enqueue: a changed aging applies to messages enqueued after the change."""
     if connection is not None:
         # The caller's transaction: written now, visible (and announced) on its commit.
         conn, queries = dialect.joined(connection)
-        return enqueue_in(dialect, conn, queries, envelopes, clock())
+        return enqueue_in(dialect, conn, queries, envelopes, clock(), aging)
     if not envelopes:
         return []
     q = dialect.queries
-    if "insert_batch" in q and plain(envelopes):  # the whole write in one statement
+    # The whole write in one statement, unless a result record must be written with it.
+    if "insert_batch" in q and plain(envelopes) and not keeps_results(envelopes):
         with dialect.statements() as conn:
-            return insert_batch(dialect, conn, q, envelopes, clock(), outside=True)
+            return insert_batch(dialect, conn, q, envelopes, clock(), aging, outside=True)
     with dialect.write() as conn:
-        results = enqueue_in(dialect, conn, q, envelopes, clock())
+        results = enqueue_in(dialect, conn, q, envelopes, clock(), aging)
     dialect.committed()
     return results
 
 
 def enqueue_in(
-    dialect: Dialect, conn: Connection, q: Queries, envelopes: Sequence[Envelope], now: float
+    dialect: Dialect,
+    conn: Connection,
+    q: Queries,
+    envelopes: Sequence[Envelope],
+    now: float,
+    aging: float,
 ) -> list[Enqueued]:
     """Enqueue inside a transaction that is already open on `conn`."""
     if not envelopes:
         return []
     if plain(envelopes) and "insert_batch" in q:  # it announces what it stored itself
-        return insert_batch(dialect, conn, q, envelopes, now, outside=False)
+        stored = insert_batch(dialect, conn, q, envelopes, now, aging, outside=False)
+        kept_results.pending(conn, dialect, envelopes, stored)
+        return stored
     if plain(envelopes):
-        results = _insert_plain(dialect, conn, q, envelopes, now)
+        results = _insert_plain(dialect, conn, q, envelopes, now, aging)
     else:
-        results = [_enqueue_one(conn, q, env, now) for env in envelopes]
+        results = [_enqueue_one(conn, q, env, now, aging) for env in envelopes]
+    kept_results.pending(conn, dialect, envelopes, results)
     _count_enqueued(conn, dialect, envelopes, results)
     queues = {
         env.queue
@@ -78,6 +91,10 @@ def _count_enqueued(
     depth.write(conn, dialect)
 
 
+def keeps_results(envelopes: Sequence[Envelope]) -> bool:
+    return any(env.keep_result > 0 for env in envelopes)
+
+
 def plain(envelopes: Sequence[Envelope]) -> bool:
     """No unique claims and no id twice: each message's fate is its own."""
     if any(env.unique is not None for env in envelopes):
@@ -91,13 +108,14 @@ def insert_batch(
     q: Queries,
     envelopes: Sequence[Envelope],
     now: float,
+    aging: float,
     *,
     outside: bool,
 ) -> list[Enqueued]:
     """Plain messages in one `insert_batch` statement. `outside` a transaction, a batch
     whose ids are all of our own making (no id window) first tries `insert_batch_new`,
     which fails as a whole, changing nothing, if one of them is stored already."""
-    params = {**_batch_params(dialect, envelopes, now), **dialect.announce}
+    params = {**_batch_params(dialect, envelopes, now, aging), **dialect.announce}
     if outside and "insert_batch_new" in q and all(e.keep_id == 0 for e in envelopes):
         try:
             return _stored(envelopes, conn, q["insert_batch_new"], params)
@@ -116,7 +134,12 @@ def _stored(
 
 
 def _insert_plain(
-    dialect: Dialect, conn: Connection, q: Queries, envelopes: Sequence[Envelope], now: float
+    dialect: Dialect,
+    conn: Connection,
+    q: Queries,
+    envelopes: Sequence[Envelope],
+    now: float,
+    aging: float,
 ) -> list[Enqueued]:
     """Which ids are known, then the inserts of the others (`Dialect.many` pipelines each
     step where the engine can)."""
@@ -128,12 +151,12 @@ def _insert_plain(
         ("known",),
     )
     fresh = [env for env, (_, rows) in zip(envelopes, known, strict=True) if not rows]
-    inserted = many(conn, q["insert_message"], [insert_params(env, now) for env in fresh])
+    inserted = many(conn, q["insert_message"], [insert_params(env, now, aging) for env in fresh])
     stored = {env.id for env, (count, _) in zip(fresh, inserted, strict=True) if count}
     return [Enqueued(env.id, "enqueued" if env.id in stored else "duplicate") for env in envelopes]
 
 
-def _enqueue_one(conn: Connection, q: Queries, env: Envelope, now: float) -> Enqueued:
+def _enqueue_one(conn: Connection, q: Queries, env: Envelope, now: float, aging: float) -> Enqueued:
     if conn.execute(q["known_id"], {"queue": env.queue, "id": env.id, "now": now}).fetchone():
         return Enqueued(env.id, "duplicate")
     headers = headers_json(env.headers)
@@ -150,7 +173,8 @@ def _enqueue_one(conn: Connection, q: Queries, env: Envelope, now: float) -> Enq
                 if replaced:
                     return Enqueued(holder, "replaced")
             return Enqueued(holder, "conflict")
-    inserted = conn.execute(q["insert_message"], insert_params(env, now, headers, unique_key))
+    params = insert_params(env, now, aging, headers, unique_key)
+    inserted = conn.execute(q["insert_message"], params)
     # 0 only where the engine lets a concurrent enqueue of the same id win the race
     # (PostgreSQL: ON CONFLICT DO NOTHING); SQLite's writes are serialized.
     return Enqueued(env.id, "enqueued" if inserted.rowcount else "duplicate")
@@ -180,7 +204,11 @@ def _holder(conn: Connection, q: Queries, key: str, now: float) -> str | None:
 
 # -- envelope -> parameters ----------------------------------------------------------------
 def insert_params(
-    env: Envelope, now: float, headers: str | None = None, unique_key: str | None = None
+    env: Envelope,
+    now: float,
+    aging: float,
+    headers: str | None = None,
+    unique_key: str | None = None,
 ) -> dict[str, Any]:
     """`insert_message`'s parameters for one envelope."""
     return {
@@ -194,10 +222,14 @@ def insert_params(
         "visibility_timeout": env.visibility_timeout,
         "keep_id": env.keep_id,
         "unique_key": unique_key,
+        "priority": env.priority,
+        "head_start": float(env.priority * aging),
     }
 
 
-def _batch_params(dialect: Dialect, envelopes: Sequence[Envelope], now: float) -> dict[str, Any]:
+def _batch_params(
+    dialect: Dialect, envelopes: Sequence[Envelope], now: float, aging: float
+) -> dict[str, Any]:
     """`insert_batch`'s parameters: parallel arrays, one element per envelope, except
     that a column with one value for the whole batch is sent as that one value."""
     values = dialect.values
@@ -211,6 +243,8 @@ def _batch_params(dialect: Dialect, envelopes: Sequence[Envelope], now: float) -
         "max_attempts": values(_shared([e.max_attempts for e in envelopes])),
         "visibility_timeouts": values(_shared([e.visibility_timeout for e in envelopes])),
         "keep_ids": values(_shared([e.keep_id for e in envelopes])),
+        "priorities": values(_shared([e.priority for e in envelopes])),
+        "head_starts": values(_shared([float(e.priority * aging) for e in envelopes])),
     }
 
 

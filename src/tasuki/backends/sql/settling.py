@@ -15,7 +15,10 @@ import random
 from collections import Counter
 from collections.abc import Callable, Sequence
 
-from tasuki.backends.base import Receipt, Settle
+import orjson
+
+from tasuki.backends.base import Keep, LeaseStatus, Progress, Receipt, Settle
+from tasuki.backends.sql import results as kept_results
 from tasuki.backends.sql.dialect import Connection, Dialect, named_rows
 from tasuki.backends.sql.steps import (
     COUNT_SHARDS,
@@ -41,7 +44,7 @@ def settle(dialect: Dialect, items: Sequence[Settle], clock: Callable[[], float]
     alone = dialect.cte_writes and not releases and not deaths
     with dialect.statements() if alone else dialect.write() as conn:
         batch = _Batch(dialect, conn, clock())
-        for indexes, step in ((acks, batch.ack), (releases, batch.release), (deaths, batch.bury)):
+        for indexes, step in ((acks, batch.ack), (releases, batch.release), (deaths, batch.dead)):
             if indexes:
                 for n, settled in zip(indexes, step([items[n] for n in indexes]), strict=True):
                     results[n] = settled
@@ -61,7 +64,7 @@ class _Batch:
         self.history = History(now)
         self.depth = Depth()
         self.acked: Counter[str] = Counter()
-        self.dead: Counter[str] = Counter()
+        self.died: Counter[str] = Counter()
         self.woken: set[str] = set()
 
     def ack(self, items: list[Settle]) -> list[bool]:
@@ -93,6 +96,14 @@ class _Batch:
                 self.history.add(queue, msg_id, "acked", fence(token), "")  # the message
             self.acked.update(queue for queue, *_ in rows)
         deleted = {Receipt(queue, msg_id, token) for queue, msg_id, token, _ in rows}
+        acked_values = [
+            (item.receipt.queue, item.receipt.id, item.effects.result)
+            for item in items
+            if item.effects is not None
+            and item.effects.result is not None
+            and item.receipt in deleted
+        ]
+        kept_results.ok(self.conn, dialect, acked_values, now)
         return [r in deleted for r in receipts]
 
     def release(self, items: list[Settle]) -> list[bool]:
@@ -118,7 +129,7 @@ class _Batch:
                 self.woken.add(r.queue)
         return results
 
-    def bury(self, items: list[Settle]) -> list[bool]:
+    def dead(self, items: list[Settle]) -> list[bool]:
         params = []
         for item in items:
             r, err = item.receipt, item.error
@@ -135,7 +146,7 @@ class _Batch:
                 }
             )
         q = self.dialect.queries
-        runs = self.dialect.many(self.conn, q["bury"], params, ("id", "unique_key"))
+        runs = self.dialect.many(self.conn, q["dead"], params, ("id", "unique_key"))
         results = []
         for item, (_, rows) in zip(items, runs, strict=True):
             results.append(bool(rows))
@@ -145,16 +156,17 @@ class _Batch:
                 self.history.add(
                     r.queue, r.id, "dead", fence(r.token), death_detail(item.reason, item.error)
                 )
-                self.dead[r.queue] += 1
+                self.died[r.queue] += 1
                 self.depth.add(r.queue, dead=1)
+                kept_results.failed(self.conn, self.dialect, r.queue, [r.id], self.now)
         return results
 
     def finish(self) -> None:
         conn, dialect = self.conn, self.dialect
         self.history.write(conn, dialect)
         self.depth.write(conn, dialect)
-        for queue in sorted(self.acked.keys() | self.dead.keys()):
-            count_settled(conn, dialect, queue, acked=self.acked[queue], dead=self.dead[queue])
+        for queue in sorted(self.acked.keys() | self.died.keys()):
+            count_settled(conn, dialect, queue, acked=self.acked[queue], dead=self.died[queue])
         if self.woken:
             dialect.changed(conn, sorted(self.woken))
 
@@ -169,6 +181,44 @@ def extend(
             for r in receipts
         ]
         return [count == 1 for count, _ in dialect.many(conn, dialect.queries["extend"], params)]
+
+
+def keep(dialect: Dialect, items: Sequence[Keep], clock: Callable[[], float]) -> list[LeaseStatus]:
+    """Extend each lease and store its progress where the token is still the message's
+    lease (a fenced-out run's progress is refused with it), in one transaction; of the
+    leases refused, those whose message was cancelled while they ran are told so."""
+    if not items:
+        return []
+    q = dialect.queries
+    with dialect.write() as conn:
+        now = clock()
+        params = [
+            {
+                "queue": item.receipt.queue,
+                "id": item.receipt.id,
+                "token": item.receipt.token,
+                "visibility_timeout": item.visibility_timeout,
+                "progress": _progress_json(item.progress),
+                "now": now,
+            }
+            for item in items
+        ]
+        runs = dialect.many(conn, q["keep"], params)
+        out: list[LeaseStatus] = ["held" if count == 1 else "lost" for count, _ in runs]
+        refused = [n for n, status in enumerate(out) if status == "lost"]
+        if refused:
+            told = dialect.many(
+                conn, q["lease_cancelled"], [params[n] for n in refused], ("cancelled",)
+            )
+            for n, (_, rows) in zip(refused, told, strict=True):
+                if rows:
+                    out[n] = "cancelled"
+    return out
+
+
+def _progress_json(progress: Progress | None) -> str | None:
+    """A progress as the row keeps it, `[fraction, text]` (operating.inspect reads it)."""
+    return None if progress is None else orjson.dumps(list(progress)).decode()
 
 
 def fence(token: str) -> int:

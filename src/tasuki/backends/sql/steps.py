@@ -1,5 +1,5 @@
 """The statements that follow a lease or a settle, in its transaction: the queue's totals
-and meters, the unique locks of buried messages, the messages' history.
+and meters, the unique locks of dead messages, the messages' history.
 
 Where the engine's own `lease` and `ack` statements can take a step themselves
 (`Dialect.cte_writes`), the shared layer leaves it to them.
@@ -64,11 +64,11 @@ def add_meters(conn: Connection, dialect: Dialect, queue: str, meters: Mapping[s
 
 
 def drop_unique_locks(
-    conn: Connection, dialect: Dialect, buried: Sequence[tuple[str, str | None]]
+    conn: Connection, dialect: Dialect, dead: Sequence[tuple[str, str | None]]
 ) -> None:
     """Dead messages (id, unique key) give up their uniqueness locks, so their jobs can
     be enqueued again."""
-    drops = [{"key": key, "owner": msg_id} for msg_id, key in buried if key is not None]
+    drops = [{"key": key, "owner": msg_id} for msg_id, key in dead if key is not None]
     if drops:
         dialect.many(conn, dialect.queries["lock_drop_owned"], drops)
 

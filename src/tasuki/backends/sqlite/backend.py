@@ -37,7 +37,9 @@ from tasuki.backends.sql.dialect import Connection, Queries, columns, load_diale
 from tasuki.backends.sqlite.locks import SQLiteLockStore
 from tasuki.errors import BackendError, BackendUnavailable, InvalidArgument, InvalidURL
 
-Q = load_dialect_queries("tasuki.backends.sqlite", cte_writes=False)
+Q = load_dialect_queries(
+    "tasuki.backends.sqlite", cte_writes=False, files=("queries.sql", "results.sql")
+)
 SCHEMA = resources.files("tasuki.backends.sqlite").joinpath("schema.sql").read_text("utf-8")
 
 DEFAULT_MAX_MESSAGE_SIZE = 1024 * 1024
@@ -46,6 +48,43 @@ SYNCHRONOUS = ("off", "normal", "full", "extra")
 
 # `PRAGMA user_version` of a database whose schema is up to date.
 VERSION = 1
+
+
+# Columns added since the first schema, by table: a database made before them gains them
+# before the schema file runs (its rank index needs `head_start`).
+ADDED_COLUMNS = {
+    "tasuki_messages": (
+        ("priority", "INTEGER NOT NULL DEFAULT 0"),
+        ("head_start", "REAL NOT NULL DEFAULT 0"),
+        ("progress", "TEXT"),
+    ),
+    "tasuki_finished": (("cancelled", "TEXT"),),
+}
+
+
+def _missing_columns(conn: sqlite3.Connection) -> list[tuple[str, str, str]]:
+    missing = []
+    for table, added in ADDED_COLUMNS.items():
+        have = {row[1] for row in conn.execute("SELECT * FROM pragma_table_info(?)", (table,))}
+        if have:  # an existing table (a new one is made whole by the schema)
+            missing += [(table, name, kind) for name, kind in added if name not in have]
+    return missing
+
+
+def _add_columns(conn: sqlite3.Connection) -> None:
+    """Give a database made by an older tasuki the columns of priorities, progress and
+    cancel, once, under the write lock; the due index the rank index replaces goes."""
+    if not _missing_columns(conn):
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for table, name, kind in _missing_columns(conn):
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
+        conn.execute("DROP INDEX IF EXISTS tasuki_messages_due")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
 
 
 def _upgrade(conn: sqlite3.Connection) -> None:
@@ -94,7 +133,12 @@ class SQLiteDialect:
     ) -> None:
         self.path = path
         self.capabilities = Capabilities(
-            max_message_size=max_message_size, transactional_enqueue=True
+            max_message_size=max_message_size,
+            transactional_enqueue=True,
+            priorities=True,
+            cancel=True,
+            results=True,
+            progress=True,
         )
         self._synchronous = synchronous
         self._busy_timeout = busy_timeout
@@ -121,6 +165,7 @@ class SQLiteDialect:
             )
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(f"PRAGMA synchronous={self._synchronous}")
+            _add_columns(conn)
             conn.executescript(SCHEMA)
             _upgrade(conn)
         except sqlite3.Error as exc:

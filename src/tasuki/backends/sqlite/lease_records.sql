@@ -47,7 +47,7 @@ UPDATE tasuki_sqs_records SET owner = '', lease_until = :until, expires = :until
 WHERE key = :key AND owner = :owner AND expires > :now;
 
 -- name: settle_released
--- Released: kept, no owner, not live, for its count of leases (a buried message's
+-- Released: kept, no owner, not live, for its count of leases (a dead-lettered message's
 -- record is forgotten once the message is in the dead-letter queue).
 UPDATE tasuki_sqs_records SET owner = '', lease_until = 0, expires = :expires
 WHERE key = :key AND owner = :owner AND expires > :now;

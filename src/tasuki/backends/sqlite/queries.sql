@@ -13,26 +13,30 @@ LIMIT 1;
 -- name: insert_message
 INSERT INTO tasuki_messages
     (queue, id, body, headers, visible_at, enqueued_at, max_attempts,
-     visibility_timeout, keep_id, unique_key)
+     visibility_timeout, keep_id, unique_key, priority, head_start)
 VALUES
     (:queue, :id, :body, :headers, :now + :delay, :now, :max_attempts,
-     :visibility_timeout, :keep_id, :unique_key);
+     :visibility_timeout, :keep_id, :unique_key, :priority, :head_start);
 
 -- name: replace_waiting_payload
 UPDATE tasuki_messages SET body = :body, headers = :headers
 WHERE queue = :queue AND id = :id AND state = 0;
 
 -- name: lease
--- The oldest due rows (ready messages and expired leases), leased, and the exhausted
--- ones (attempts used up) buried, in one statement. Returns every row it changed:
--- `dead` marks the buried ones, `unique_key` the lock the caller still has to drop;
+-- The first due rows by rank (ready messages and expired leases; rank = visible_at -
+-- head_start, FIFO within a rank), leased, and the exhausted ones (attempts used up)
+-- dead-lettered, in one statement. The rank index is walked from its start; `rank <= :now`
+-- ends the walk where no row can be due (head_start >= 0), so rows that are not due yet
+-- cost a step each only while their rank is already past. Returns every row it changed:
+-- `dead` marks the dead-lettered ones, `unique_key` the lock the caller still has to drop;
 -- `record_lost_leases`, run just before, found the lost leases (`lost_at` is NULL here).
 -- The token is unique per lease: a per-batch random nonce plus the message's new fence.
 WITH due AS (
     SELECT seq, attempt >= max_attempts AS dead
     FROM tasuki_messages
-    WHERE queue = :queue AND state < 2 AND visible_at <= :now
-    ORDER BY visible_at, seq
+    WHERE queue = :queue AND state < 2 AND visible_at - head_start <= :now
+      AND visible_at <= :now
+    ORDER BY visible_at - head_start, seq
     LIMIT :limit
 )
 UPDATE tasuki_messages AS m
@@ -50,7 +54,8 @@ SET state = CASE WHEN due.dead THEN 2 ELSE 1 END,
     END,
     error_type = CASE WHEN due.dead THEN NULL ELSE m.error_type END,
     error_message = CASE WHEN due.dead THEN NULL ELSE m.error_message END,
-    error_traceback = CASE WHEN due.dead THEN NULL ELSE m.error_traceback END
+    error_traceback = CASE WHEN due.dead THEN NULL ELSE m.error_traceback END,
+    progress = NULL
 FROM due
 WHERE m.seq = due.seq
 RETURNING state = 2 AS dead, seq, id, body, headers, attempt, max_attempts, enqueued_at, token,
@@ -58,10 +63,13 @@ RETURNING state = 2 AS dead, seq, id, body, headers, attempt, max_attempts, enqu
           unique_key, NULL AS lost_at;
 
 -- name: next_visible_at
--- The due index's first entry (the planner, left alone, preferred the state index and
--- read every waiting message's entry: 50 ms at a million).
-SELECT min(visible_at) AS next_at FROM tasuki_messages INDEXED BY tasuki_messages_due
-WHERE queue = :queue AND state < 2;
+-- The first entries of the state index for states 0 and 1: two seeks (one range over
+-- both would read every waiting message's entry: 50 ms at a million).
+SELECT min(next_at) AS next_at FROM (
+    SELECT min(visible_at) AS next_at FROM tasuki_messages WHERE queue = :queue AND state = 0
+    UNION ALL
+    SELECT min(visible_at) FROM tasuki_messages WHERE queue = :queue AND state = 1
+);
 
 -- name: ack
 -- A batch of receipts, read from `:receipts` (one JSON array of [queue, id, token]):
@@ -86,12 +94,36 @@ ON CONFLICT (queue, id) DO UPDATE SET expires_at = excluded.expires_at;
 UPDATE tasuki_messages SET visible_at = :now + :visibility_timeout
 WHERE queue = :queue AND id = :id AND token = :token AND state = 1;
 
+-- name: keep
+-- `extend`, storing the job's progress (JSON, NULL: none new) with the lease that holds it.
+UPDATE tasuki_messages
+SET visible_at = :now + :visibility_timeout, progress = coalesce(:progress, progress)
+WHERE queue = :queue AND id = :id AND token = :token AND state = 1;
+
+-- name: lease_cancelled
+-- A lease `keep` refused: was its message cancelled while it ran?
+SELECT 1 AS cancelled FROM tasuki_finished
+WHERE queue = :queue AND id = :id AND cancelled = :token AND expires_at > :now;
+
+-- name: cancel
+-- A waiting or leased message, deleted: the caller remembers it as cancelled.
+DELETE FROM tasuki_messages WHERE queue = :queue AND id = :id AND state < 2
+RETURNING state, visible_at, token, keep_id, unique_key;
+
+-- name: remember_cancelled
+-- A cancelled message's id, remembered for `:window`: enqueued again it is a duplicate,
+-- `inspect` says cancelled, and `:token` (the lease it ran under, or '') is told so.
+INSERT INTO tasuki_finished (queue, id, expires_at, cancelled)
+VALUES (:queue, :id, :now + :window, :token)
+ON CONFLICT (queue, id) DO UPDATE
+SET expires_at = excluded.expires_at, cancelled = excluded.cancelled;
+
 -- name: release
 UPDATE tasuki_messages
 SET state = 0, token = NULL, visible_at = :now + :delay, attempt = attempt - :refund
 WHERE queue = :queue AND id = :id AND token = :token AND state = 1;
 
--- name: bury
+-- name: dead
 UPDATE tasuki_messages
 SET state = 2, token = NULL, died_at = :now, reason = :reason,
     error_type = :error_type, error_message = :error_message, error_traceback = :error_traceback
@@ -115,8 +147,13 @@ WITH kept AS (
 )
 SELECT kept.waiting - delayed.n + leased.lapsed AS ready, leased.live AS in_flight,
        delayed.n AS delayed, kept.dead AS dead,
-       (SELECT min(visible_at) FROM tasuki_messages
-         WHERE queue = :queue AND state < 2 AND visible_at <= :now) AS oldest_ready
+       (SELECT min(at) FROM (
+            SELECT min(visible_at) AS at FROM tasuki_messages
+            WHERE queue = :queue AND state = 0 AND visible_at <= :now
+            UNION ALL
+            SELECT min(visible_at) FROM tasuki_messages
+            WHERE queue = :queue AND state = 1 AND visible_at <= :now
+        )) AS oldest_ready
 FROM kept, leased, delayed;
 
 -- name: count_depth
@@ -230,8 +267,9 @@ SELECT queue, id, visible_at, 'lease lost', fence, ''
 FROM (
     SELECT queue, id, visible_at, fence, state
     FROM tasuki_messages
-    WHERE queue = :queue AND state < 2 AND visible_at <= :now
-    ORDER BY visible_at, seq
+    WHERE queue = :queue AND state < 2 AND visible_at - head_start <= :now
+      AND visible_at <= :now
+    ORDER BY visible_at - head_start, seq
     LIMIT :limit
 )
 WHERE state = 1
@@ -261,11 +299,12 @@ DELETE FROM tasuki_history WHERE seq IN (
 
 -- name: inspect_message
 SELECT state, visible_at, attempt, max_attempts, fence, enqueued_at, reason,
-       error_type, error_message, error_traceback, died_at
+       error_type, error_message, error_traceback, died_at, priority, progress
 FROM tasuki_messages WHERE queue = :queue AND id = :id;
 
 -- name: inspect_finished
-SELECT expires_at FROM tasuki_finished
+-- `cancelled` is not NULL for a cancelled message.
+SELECT expires_at, cancelled FROM tasuki_finished
 WHERE queue = :queue AND id = :id AND expires_at > :now;
 
 -- name: inspect_history
@@ -298,7 +337,8 @@ SELECT name, sum(value) AS value FROM tasuki_meters WHERE queue = :queue GROUP B
 
 -- name: in_flight
 -- Current leases, soonest expiry first (a range of the state index).
-SELECT id, attempt, max_attempts, fence, enqueued_at, visible_at FROM tasuki_messages
+SELECT id, attempt, max_attempts, fence, enqueued_at, visible_at, priority, progress
+FROM tasuki_messages
 WHERE queue = :queue AND state = 1 AND visible_at > :now
 ORDER BY visible_at, seq
 LIMIT :limit;

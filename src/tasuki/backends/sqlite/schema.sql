@@ -2,7 +2,10 @@
 
 -- One row per message, in every state. `visible_at` means "when it becomes ready" for a
 -- waiting message and "when its lease expires" for one in flight, so a single ordered
--- index finds both new work and expired leases.
+-- index finds both new work and expired leases. `head_start` is how many seconds of
+-- waiting its priority is worth (priority x the backend's `priority_aging` when it was
+-- enqueued): the lease takes due messages by rank, visible_at - head_start. `progress`
+-- is what the current lease's job last reported (JSON [fraction, text]).
 CREATE TABLE IF NOT EXISTS tasuki_messages (
     seq                INTEGER PRIMARY KEY,
     queue              TEXT    NOT NULL,
@@ -23,23 +26,32 @@ CREATE TABLE IF NOT EXISTS tasuki_messages (
     error_type         TEXT,
     error_message      TEXT,
     error_traceback    TEXT,
-    died_at            REAL
+    died_at            REAL,
+    priority           INTEGER NOT NULL DEFAULT 0,
+    head_start         REAL    NOT NULL DEFAULT 0,
+    progress           TEXT
 );
 
 CREATE UNIQUE INDEX IF NOT EXISTS tasuki_messages_id ON tasuki_messages (queue, id);
 
--- Leasing walks this index from its start: O(log n) whatever the backlog.
-CREATE INDEX IF NOT EXISTS tasuki_messages_due
-    ON tasuki_messages (queue, visible_at, seq) WHERE state < 2;
+-- Leasing walks this index from its start, by rank (FIFO within a rank): O(log n)
+-- whatever the backlog. (A database made before priorities had `tasuki_messages_due`,
+-- on (queue, visible_at, seq): `SQLiteDialect.conn` drops it.)
+CREATE INDEX IF NOT EXISTS tasuki_messages_rank
+    ON tasuki_messages (queue, visible_at - head_start, seq) WHERE state < 2;
 
--- Stats count ranges of this index instead of scanning the table.
+-- Stats count ranges of this index instead of scanning the table; the next due time
+-- and the oldest ready message are its first entries of states 0 and 1.
 CREATE INDEX IF NOT EXISTS tasuki_messages_state ON tasuki_messages (queue, state, visible_at);
 
 -- Ids of finished messages, remembered for their window so a retried enqueue is a no-op.
+-- `cancelled` is NULL for an acked message; for a cancelled one the token of the lease
+-- it was running under ('' if it was waiting), so that lease's keeper learns it.
 CREATE TABLE IF NOT EXISTS tasuki_finished (
     queue      TEXT NOT NULL,
     id         TEXT NOT NULL,
     expires_at REAL NOT NULL,
+    cancelled  TEXT,
     PRIMARY KEY (queue, id)
 ) WITHOUT ROWID;
 
@@ -100,3 +112,20 @@ CREATE TABLE IF NOT EXISTS tasuki_meters (
     value INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (queue, name, shard)
 ) WITHOUT ROWID;
+
+-- Results of messages whose job keeps them (`keep_result`, `keep` seconds): "pending"
+-- from the enqueue, then "ok" (`value`: the JSON return value) or "failed" (`value`: the
+-- JSON of the last error and the reason), written in the settle's transaction under its
+-- token check, kept until `expires_at` (NULL while pending).
+CREATE TABLE IF NOT EXISTS tasuki_results (
+    queue      TEXT NOT NULL,
+    id         TEXT NOT NULL,
+    keep       REAL NOT NULL,
+    state      TEXT NOT NULL DEFAULT 'pending',
+    value      BLOB,
+    expires_at REAL,
+    PRIMARY KEY (queue, id)
+) WITHOUT ROWID;
+
+CREATE INDEX IF NOT EXISTS tasuki_results_expiry
+    ON tasuki_results (expires_at) WHERE expires_at IS NOT NULL;

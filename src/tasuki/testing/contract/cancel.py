@@ -78,3 +78,9 @@ class TestCancel:
         assert backend.keep([Keep(new.receipt, 30.0, Progress(0.5, "2 of 4"))]) == ["held"]
         if backend.capabilities.inspection:
             assert backend.inspect(queue, "p").progress == Progress(0.5, "2 of 4")
+            [held] = backend.in_flight(queue)
+            assert held.progress == Progress(0.5, "2 of 4")
+            # A lease that lapsed shows no progress: nothing runs it now.
+            assert backend.keep([Keep(new.receipt, short, None)]) == ["held"]
+            time.sleep(short + 0.1)
+            assert backend.inspect(queue, "p").progress is None

@@ -68,3 +68,6 @@ class TestPriorities:
     def test_inspect_tells_the_priority(self, backend: Backend, queue: str) -> None:
         backend.enqueue([env(queue, "i", priority=7)])
         assert backend.inspect(queue, "i").priority == 7
+        backend.lease(queue, 1, 30.0)
+        assert backend.inspect(queue, "i").priority == 7
+        assert [m.priority for m in backend.in_flight(queue)] == [7]

@@ -1,0 +1,47 @@
+"""Cancel on the SQL backends: a state change in one transaction, not a message.
+
+The message's row goes and its id is remembered among the finished ids, marked
+cancelled with the token of the lease it was running under (`remember_cancelled`):
+enqueued again it is a duplicate, `inspect` says cancelled, no settle of that lease
+finds a row to change (its run is fenced out), it is never leased again, and the lease's
+keeper hears "cancelled" at its next heartbeat (`settling.keep`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tasuki.backends.base import CancelStatus
+from tasuki.backends.sql.dialect import Dialect, named_rows
+from tasuki.backends.sql.steps import Depth, drop_unique_locks
+from tasuki.core.records import CANCELLED_WINDOW
+
+
+def cancel(dialect: Dialect, queue: str, id: str, clock: Callable[[], float]) -> CancelStatus:
+    q = dialect.queries
+    with dialect.write() as conn:
+        now = clock()
+        cursor = conn.execute(q["cancel"], {"queue": queue, "id": id})
+        rows = named_rows(cursor, "state", "visible_at", "token", "keep_id", "unique_key")
+        if not rows:
+            return "unknown"
+        [(state, visible_at, token, keep_id, unique_key)] = rows
+        running = state == 1 and visible_at > now
+        conn.execute(
+            q["remember_cancelled"],
+            {
+                "queue": queue,
+                "id": id,
+                "now": now,
+                "window": max(float(keep_id), CANCELLED_WINDOW),
+                "token": token if running else "",
+            },
+        )
+        conn.execute(q["result_forget"], {"queue": queue, "id": id})  # nothing of it is kept
+        if unique_key is not None:
+            drop_unique_locks(conn, dialect, [(id, unique_key)])
+        if state == 0:
+            depth = Depth()
+            depth.add(queue, waiting=-1)
+            depth.write(conn, dialect)
+    return "signalled" if running else "removed"
