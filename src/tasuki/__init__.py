@@ -3,6 +3,8 @@ and always tell you what happened to it."""
 
 from tasuki.app import App
 from tasuki.core.context import Context, current
+from tasuki.core.flowrecords import FlowFailure
+from tasuki.core.flows import FlowState, Step, chain, group
 from tasuki.core.message import DeadLetter, ErrorInfo, Message
 from tasuki.core.policies import (
     ConcurrencyLimit,
@@ -27,6 +29,8 @@ __all__ = [
     "Dedup",
     "Defer",
     "ErrorInfo",
+    "FlowFailure",
+    "FlowState",
     "HistoryEntry",
     "Message",
     "MessageInfo",
@@ -36,10 +40,13 @@ __all__ = [
     "RateLimit",
     "Retry",
     "Skip",
+    "Step",
     "TasukiError",
     "Unique",
     "__version__",
+    "chain",
     "constant",
     "current",
     "exponential",
+    "group",
 ]

@@ -3,22 +3,35 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
+import orjson
+
 from tasuki.backends.base import DEFAULT_VISIBILITY_TIMEOUT, Backend, LockStore, lacks
 from tasuki.backends.urls import DEFAULT_URL, backend_from_url, redact
+from tasuki.core import flows
 from tasuki.core.codec import Codec, Serializer
 from tasuki.core.flowcontrol import OPTIONS as FLOW_OPTIONS
 from tasuki.core.flowcontrol import check_aging, check_shared, flow_options
+from tasuki.core.flowrecords import FlowRecord
+from tasuki.core.flows import FlowState
 from tasuki.core.job import EXECUTORS, Executor, Job, check_delay, check_message_id, check_queue
 from tasuki.core.message import DeadLetter, Message
 from tasuki.core.policies import ConcurrencyLimit, Dedup, RateLimit, Retry, Unique
 from tasuki.core.records import CancelStatus, MessageInfo
 from tasuki.core.registry import Registry
 from tasuki.core.results import check_keep_result
-from tasuki.errors import ConfigurationError, InvalidArgument
+from tasuki.errors import (
+    ConfigurationError,
+    FlowCancelled,
+    InvalidArgument,
+    JobFailed,
+    ResultTimeout,
+    UnknownFlow,
+)
 from tasuki.middleware import MessageGroups, default_middleware
 from tasuki.middleware.base import MiddlewareChain
 from tasuki.producer import DEFAULT_ID_WINDOW, Producer
@@ -379,6 +392,60 @@ class App:
         """`result` without blocking the event loop."""
         return await self.producer.result_async(queue, message_id, timeout)
 
+    # -- workflows (`core/flows.py`) -------------------------------------------------------
+    def flow(self, flow_id: str) -> FlowState:
+        """A flow's state ("running", "succeeded", "failed", "cancelled"), each step's
+        (job, queue, message_id, state, attempt) from `inspect`, its result and its first
+        failure. `UnknownFlow` if no flow has this id."""
+        record = self._flow_record(flow_id)
+        steps = [*record.steps, *([record.on_failure] if record.on_failure else [])]
+        infos = [self.backend.inspect(s.queue, s.message_id) for s in steps]
+        return flows.state_of(record, infos)
+
+    def flow_result(self, flow_id: str, timeout: float | None = None) -> Any:
+        """The flow's result (its last step's; a group's list), waiting up to `timeout`
+        seconds (None: as long as it takes). `JobFailed` if a step was dead-lettered (the
+        first one, with its error), `FlowCancelled`, `ResultTimeout` if not done in time,
+        `UnknownFlow` at once for an unknown id."""
+        record = self._flow_record(flow_id)
+        deadline = None if timeout is None else time.monotonic() + _seconds(timeout)
+        while not _flow_over(record):
+            remaining = 3600.0 if deadline is None else deadline - time.monotonic()
+            if remaining <= 0:
+                raise ResultTimeout(f"flow {flow_id!r} had no result within {timeout}s")
+            found = self.backend.wait_flow(flow_id, remaining)
+            if found is None:
+                raise UnknownFlow(f"flow {flow_id!r} is no longer kept")
+            record = found
+        if record.result is not None:
+            return orjson.loads(record.result)
+        if record.cancelled:
+            raise FlowCancelled(f"flow {flow_id!r} was cancelled")
+        failure = record.failure
+        assert failure is not None
+        reason = f"step {failure.step} ({failure.job}) of flow {flow_id!r} was dead-lettered"
+        raise JobFailed(failure.queue, failure.message_id, failure.error, reason)
+
+    def cancel_flow(self, flow_id: str) -> FlowState:
+        """Cancel a flow: nothing more of it is enqueued (the settles of its steps read the
+        flag), its waiting steps are removed and its running ones signalled, as
+        `app.cancel` does. Returns its state. `UnknownFlow` if no flow has this id."""
+        self.producer.check_workflows()
+        if not self.backend.cancel_flow(check_message_id(flow_id)):
+            raise UnknownFlow(f"no flow {flow_id!r}: never started, or no longer kept")
+        record = self._flow_record(flow_id)
+        if self.backend.capabilities.cancel:
+            for step in record.steps:
+                self.backend.cancel(step.queue, step.message_id)
+        return self.flow(flow_id)
+
+    def _flow_record(self, flow_id: str) -> FlowRecord:
+        self.producer.check_workflows()
+        record = self.backend.flow(check_message_id(flow_id))
+        if record is None:
+            raise UnknownFlow(f"no flow {flow_id!r}: never started, or no longer kept")
+        return record
+
     def cancel(self, queue: str, message_id: str) -> CancelStatus:
         """Cancel a message: "removed" (it was waiting), "signalled" (it runs: its job sees
         `ctx.cancelled` at its next heartbeat, and nothing of that run is kept), or
@@ -418,6 +485,7 @@ class App:
             default_queue=self.default_queue,
             queues=queues,
             concurrency=concurrency,
+            sealer=self.producer.sealer,
             **options,
         )
 
@@ -429,3 +497,13 @@ class App:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _flow_over(record: FlowRecord) -> bool:
+    return record.result is not None or record.failure is not None or record.cancelled
+
+
+def _seconds(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise InvalidArgument(f"timeout must be a number of seconds >= 0, got {value!r}")
+    return float(value)

@@ -159,3 +159,13 @@ class ResultTimeout(TasukiError, TimeoutError):
 class ResultMissing(TasukiError, LookupError):
     """No result will ever come for this id: unknown, its job keeps no result
     (`keep_result=`), or it was kept past its time. Answered at once."""
+
+
+class UnknownFlow(ResultMissing):
+    """`app.flow`, `app.flow_result`, `app.cancel_flow`: no flow has this id (never
+    started, or kept past its retention). Answered at once."""
+
+
+class FlowCancelled(TasukiError):
+    """`app.flow_result`: the flow was cancelled (`app.cancel_flow`); it has no result
+    and will have none."""

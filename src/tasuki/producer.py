@@ -9,20 +9,20 @@ penalty, for the next hop (`runtime/receiver.py`).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from typing import Any
 
-from tasuki.backends.base import Backend, Enqueued, Envelope, Limit
-from tasuki.core import results
+from tasuki.backends.base import Backend, Enqueued, Envelope
+from tasuki.core import flows, results
 from tasuki.core.codec import Codec
-from tasuki.core.flowcontrol import lacking, limits_of
+from tasuki.core.flowcontrol import lacking
+from tasuki.core.flows import Flow
 from tasuki.core.job import Call, Enqueuer, Job, check_headers, check_message_id, check_queue
-from tasuki.core.message import JOB_HEADER, NOT_BEFORE_HEADER, Message, new_id, new_ids
-from tasuki.core.outgoing import Outgoing
+from tasuki.core.message import JOB_HEADER, new_id, new_ids
+from tasuki.core.outgoing import Outgoing, Sealer
 from tasuki.core.policies import UNSTATED_MAX_ATTEMPTS
-from tasuki.errors import ConfigurationError, InvalidArgument, MessageTooLarge
+from tasuki.errors import ConfigurationError, InvalidArgument
 from tasuki.middleware.base import EnqueueNext, MiddlewareChain, build_enqueue
 
 DEFAULT_ID_WINDOW = 3600.0
@@ -53,7 +53,7 @@ class Producer:
         self.id_window = float(id_window)
         limit = backend.capabilities.max_message_size
         self.max_message_size = min(limit, max_message_size) if max_message_size else limit
-        self._max_delay = backend.capabilities.max_delay
+        self.sealer = Sealer(codec, self.max_message_size, backend.capabilities.max_delay)
         self._consumer_of = consumer_of
         self._enqueue_chain: tuple[int, EnqueueNext] | None = None
 
@@ -132,6 +132,29 @@ class Producer:
             )
         return cached[1](drafts)
 
+    # -- workflows (`core/flows.py`) -----------------------------------------------------
+    def start_flow(self, flow: Flow) -> str:
+        """Work out the flow's plan, then store its record and its first steps at once;
+        an id already started starts nothing."""
+        self.check_workflows()
+        flow_id = flow.message_id or new_id()
+        worked = flows.plan(flow, flow_id)
+        on_failure = worked.record.extra.get("on_failure")
+        drafts = [
+            flows.draft(spec, step.job, flow_id, worked.record.retention, on_failure)
+            for spec, step in worked.entries
+        ]
+        if not self.backend.capabilities.priorities and any(d.priority for d in drafts):
+            scheme = self.backend.url.split("://", 1)[0]
+            raise ConfigurationError(lacking("priority=", "priorities", scheme))
+        self.backend.start_flow(worked.record, self.seal(drafts))
+        return flow_id
+
+    def check_workflows(self) -> None:
+        if not self.backend.capabilities.workflows:
+            scheme = self.backend.url.split("://", 1)[0]
+            raise ConfigurationError(lacking("a workflow (chain, group)", "workflows", scheme))
+
     # -- results (`core/results.py`) ----------------------------------------------------
     def result(self, queue: str, message_id: str, timeout: float | None) -> Any:
         self._check_results()
@@ -167,57 +190,10 @@ class Producer:
         return self.backend.enqueue(envelopes)
 
     def _envelope(self, d: Outgoing) -> Envelope:
-        codec = self.codec
-        headers = d.headers  # the draft's own dict: copied only if something is added
-        delay = d.delay
-        if self._max_delay is not None and delay > self._max_delay:
-            headers = {**headers, NOT_BEFORE_HEADER: repr(time.time() + delay)}
-            delay = self._max_delay
-        if d.body is None:
-            name = d.job.name if d.job else "?"
-            body = codec.encode_payload(name, d.args, d.kwargs)
-            if codec.content_headers:
-                headers = {**headers, **codec.content_headers}
-        else:
-            body = d.body
-        if codec.signs:
-            headers = dict(headers)
-            codec.sign(d.queue, headers, body)
-        size = len(body) + sum(len(k) + len(v) for k, v in headers.items())
-        if size > self.max_message_size:
-            what = f"job {d.job.name!r}" if d.job else f"queue {d.queue!r}"
-            raise MessageTooLarge(
-                f"message for {what} is {size:,} bytes; the limit is {self.max_message_size:,} "
-                "bytes (pass large data by reference, e.g. a storage key)"
-            )
-        return Envelope(
-            d.queue,
-            d.id,
-            body,
-            headers,
-            delay,
-            d.max_attempts,
-            d.visibility_timeout,
-            d.keep_id,
-            d.unique,
-            priority=d.priority,
-            limits=_limits(d, body, headers),
-            keep_result=d.job.keep_result if d.job is not None else 0.0,
-        )
+        return self.sealer.seal(d)
 
-
-def _limits(d: Outgoing, body: bytes, headers: Mapping[str, str]) -> tuple[Limit, ...]:
-    """The limits the message counts against, keyed from it as the worker will see it."""
-    job = d.job
-    if job is None or (job.rate_limit is None and job.concurrency_limit is None):
-        return ()
-    message = Message(
-        id=d.id,
-        queue=d.queue,
-        body=body,
-        headers=headers,
-        job=None if job.consumer else job.name,
-        args=d.args,
-        kwargs=d.kwargs,
-    )
-    return limits_of(job, message)
+    def seal(self, drafts: Sequence[Outgoing]) -> list[Envelope]:
+        """Drafts sealed as they would be stored, without the client middleware: what a
+        flow's steps are (their successors are sealed by the worker the same way)."""
+        seal = self.sealer.seal
+        return [seal(d) for d in drafts]

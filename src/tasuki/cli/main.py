@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "inspect": ("inspect", "inspect"),
     "cancel": ("cancel", "cancel"),
     "result": ("result", "result"),
+    "flow": ("flow", "flow"),
     "dashboard": ("dashboard", "dashboard"),
 }
 

@@ -4,9 +4,10 @@ JSON (via orjson) is the default because it is fast, readable in a dashboard and
 decode from anyone. Pickle can run code on decode, so it is only ever used when the app
 names it, and a worker whose app did not enable it refuses pickled messages.
 Signing is optional: with a key, every message carries an HMAC of its queue, job name,
-content type and body, and a worker with the same key refuses any message without a
-valid one: a tampered body, an unsigned message, or a signed message replayed onto
-another queue (where another job of the same name might do something else with it).
+content type, body and workflow plan, and a worker with the same key refuses any message
+without a valid one: a tampered body or plan, an unsigned message, or a signed message
+replayed onto another queue (where another job of the same name might do something else
+with it).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from tasuki.core.message import CONTENT_TYPE_HEADER, JOB_HEADER, SIGNATURE_HEADER
+from tasuki.core.message import CONTENT_TYPE_HEADER, FLOW_HEADER, JOB_HEADER, SIGNATURE_HEADER
 from tasuki.errors import ConfigurationError, SerializationError, SignatureError
 
 
@@ -133,6 +134,13 @@ class Codec:
             mac.update(b"%d:" % len(data))
             mac.update(data)
         mac.update(body)
+        flow = headers.get(FLOW_HEADER)
+        if flow is not None:
+            # A workflow step's plan says what its settle enqueues: signed with the body.
+            # Only when present, so the digest of every other message is unchanged.
+            data = flow.encode("utf-8", "surrogatepass")
+            mac.update(b"flow:%d:" % len(data))
+            mac.update(data)
         return mac.hexdigest()
 
     def sign(self, queue: str, headers: dict[str, str], body: bytes) -> None:

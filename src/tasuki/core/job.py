@@ -20,6 +20,7 @@ from tasuki.core.policies import (
 from tasuki.errors import InvalidArgument
 
 if TYPE_CHECKING:
+    from tasuki.core.flows import Flow, Step
     from tasuki.core.message import Message
 
 P = ParamSpec("P")
@@ -88,6 +89,8 @@ class Producer(Protocol):
     def result(self, queue: str, message_id: str, timeout: float | None) -> Any: ...
 
     async def result_async(self, queue: str, message_id: str, timeout: float | None) -> Any: ...
+
+    def start_flow(self, flow: Flow) -> str: ...
 
 
 class Job(Generic[P, R]):
@@ -212,6 +215,22 @@ class Job(Generic[P, R]):
         """Enqueue one message per item (a tuple of args or a dict of kwargs), in one trip."""
         return self.producer.enqueue_calls(self, [_split_call(c) for c in calls])
 
+    def step(self, *args: Any, **kwargs: Any) -> Step:
+        """This job as a step of a flow (`tasuki.chain`, `tasuki.group`). In a chain, the
+        previous step's result is prepended to `args` when it runs."""
+        from tasuki.core.flows import Step
+
+        self.check_step_arguments(args, kwargs)
+        return Step(self, args, kwargs)
+
+    def check_step_arguments(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
+        """A step's arguments are checked without its first one when it may take its
+        predecessor's result; a call that fits neither way is refused now."""
+        try:
+            self.check_arguments(args, kwargs)
+        except InvalidArgument:
+            self.check_arguments((None, *args), kwargs)
+
     def result(self, message_id: str, timeout: float | None = None) -> R:
         """The return value of the run of `message_id` (on this job's queue), waiting up to
         `timeout` seconds (None: as long as it takes). Raises `JobFailed` if it was
@@ -250,6 +269,27 @@ class Enqueuer(Generic[P]):
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
         return self.job.producer.enqueue_calls(self.job, [(args, kwargs)], self)[0]
+
+    def step(self, *args: Any, **kwargs: Any) -> Step:
+        """The job as a flow step with these options (queue, priority, delay, headers)."""
+        from tasuki.core.flows import Step
+
+        if self.message_id is not None or self.connection is not None:
+            raise InvalidArgument(
+                "a step's message id derives from its flow's (flow.options(message_id=...)), "
+                "and a flow is not enqueued in a caller's transaction: drop message_id= and "
+                "connection= from a step's options"
+            )
+        self.job.check_step_arguments(args, kwargs)
+        return Step(
+            self.job,
+            args,
+            kwargs,
+            queue=self.queue,
+            priority=self.priority,
+            delay=self.delay,
+            headers=self.headers,
+        )
 
     def enqueue_many(self, calls: Iterable[tuple[Any, ...] | Mapping[str, Any]]) -> list[str]:
         items = [_split_call(c) for c in calls]

@@ -23,6 +23,8 @@ SIGNATURE_HEADER = "tasuki-signature"
 NOT_BEFORE_HEADER = "tasuki-not-before"
 # The FIFO message group of a message on an SQS `.fifo` queue (`middleware/groups.py`).
 GROUP_HEADER = "tasuki-group"
+# A workflow step's place in its flow and what its settle changes (`core/flows.py`).
+FLOW_HEADER = "tasuki-flow"
 
 # A random byte with the UUID version (7) in its high nibble, and with the variant's bits.
 _VERSION_7 = bytes((b & 0x0F) | 0x70 for b in range(256))

@@ -13,20 +13,29 @@ from tasuki.backends.base import Settle
 from tasuki.core import results
 from tasuki.core.failure import decide_failure
 from tasuki.core.flowrecords import Effects
+from tasuki.core.flows import StepPlan
 from tasuki.core.message import ErrorInfo
 from tasuki.core.outcome import Outcome
-from tasuki.errors import InvalidArgument, SerializationError
+from tasuki.errors import InvalidArgument, SerializationError, TasukiError
 from tasuki.runtime.chain import ChainDriver
+from tasuki.runtime.flows import FlowSteps
 from tasuki.runtime.heartbeat import LeaseKeeper
 from tasuki.runtime.settler import Settler
 from tasuki.runtime.task import Task
 
 
 class Finisher:
-    def __init__(self, chain: ChainDriver, settler: Settler, keeper: LeaseKeeper) -> None:
+    def __init__(
+        self,
+        chain: ChainDriver,
+        settler: Settler,
+        keeper: LeaseKeeper,
+        flows: FlowSteps | None = None,
+    ) -> None:
         self.chain = chain
         self.settler = settler
         self.keeper = keeper
+        self.flows = flows
 
     def complete(self, task: Task, outcome: Outcome) -> None:
         """The run is over: through the chain's way out, then settled (unless claimed)."""
@@ -39,7 +48,12 @@ class Finisher:
             outcome.decide("cancel", reason="cancelled")
         elif isinstance(outcome.error, TypeError) and outcome.action is None:
             _check_fit(task, outcome)
-        elif task.job.keep_result and outcome.error is None and outcome.action is None:
+        elif (
+            (task.job.keep_result or task.flow is not None)
+            and outcome.error is None
+            and outcome.action is None
+        ):
+            # A flow step's result goes on to the next step or its group, kept or not.
             _keep(task, outcome)
         self.chain.after(task, outcome)
         self.settle(task, outcome)
@@ -55,7 +69,10 @@ class Finisher:
                 decide_failure(ctx, outcome)
         action = outcome.action
         receipt = task.receipt
-        if action in ("ack", "skip"):
+        plan = task.flow
+        if plan is not None and self.flows is not None:
+            self._settle_step(task, outcome, plan, self.flows)
+        elif action in ("ack", "skip"):
             kept = outcome.kept
             if kept is None and task.job.keep_result:
                 kept = b"null"  # skipped, or acked by the way out: the record must settle
@@ -70,6 +87,38 @@ class Finisher:
         else:
             error = ErrorInfo.from_exception(outcome.error) if outcome.error else None
             self.settler.put(Settle.dead(receipt, outcome.reason, error), task)
+
+    def _settle_step(self, task: Task, outcome: Outcome, plan: StepPlan, flows: FlowSteps) -> None:
+        """A flow step's settle carries its follow-ups: on the ack, what comes next; on
+        the dead letter, the flow's failure. A follow-up that cannot be made (a result
+        too large for the next message, a job this worker does not know) fails the step:
+        its flow stops there, visibly, rather than hanging."""
+        action = outcome.action
+        receipt = task.receipt
+        if action in ("ack", "skip"):
+            try:
+                effects = flows.done(plan, outcome.kept or b"null")
+            except TasukiError as exc:
+                reason = f"the flow's next step cannot be enqueued: {exc}"
+                self._dead_step(task, plan, flows, reason, ErrorInfo.from_exception(exc))
+                return
+            self.settler.put(Settle.ack(receipt, effects), task)
+        elif action == "defer":
+            self.settler.put(Settle.release(receipt, outcome.delay, penalty=False), task)
+        elif action == "retry":
+            failure = outcome.error
+            info = None if failure is None else ErrorInfo(type(failure).__name__, str(failure))
+            self.settler.put(Settle.release(receipt, outcome.delay, error=info), task)
+        else:
+            last = ErrorInfo.from_exception(outcome.error) if outcome.error else None
+            self._dead_step(task, plan, flows, outcome.reason, last)
+
+    def _dead_step(
+        self, task: Task, plan: StepPlan, flows: FlowSteps, reason: str, error: ErrorInfo | None
+    ) -> None:
+        m = task.ctx.message
+        effects = flows.failed(plan, m.job or task.job.name, m.queue, m.id, error)
+        self.settler.put(Settle.dead(task.receipt, reason, error, effects), task)
 
     def release_on_shutdown(self, task: Task) -> bool:
         """Hand a still-running job's message back without penalty; True if this did it."""

@@ -15,11 +15,21 @@ from tasuki import logs
 from tasuki.backends.base import Delivery, LockStore, Settle
 from tasuki.core.codec import Codec
 from tasuki.core.context import Context
+from tasuki.core.flowrecords import Effects
+from tasuki.core.flows import StepPlan
 from tasuki.core.job import Job
-from tasuki.core.message import JOB_HEADER, NOT_BEFORE_HEADER, ErrorInfo, Lease, delivered
+from tasuki.core.message import (
+    FLOW_HEADER,
+    JOB_HEADER,
+    NOT_BEFORE_HEADER,
+    ErrorInfo,
+    Lease,
+    delivered,
+)
 from tasuki.core.reasons import LEASE_EXPIRED, describe, exhausted
 from tasuki.core.registry import Registry
 from tasuki.errors import SerializationError, SignatureError, UnknownJob
+from tasuki.runtime.flows import FlowSteps
 from tasuki.runtime.heartbeat import Held, LeaseKeeper
 from tasuki.runtime.settler import Settler
 from tasuki.runtime.task import Task
@@ -37,6 +47,7 @@ class Receiver:
         settler: Settler,
         locks: LockStore,
         max_delay: float | None = None,
+        flows: FlowSteps | None = None,
     ) -> None:
         self.registry = registry
         self.codec = codec
@@ -44,6 +55,7 @@ class Receiver:
         self.settler = settler
         self.locks = locks
         self.max_delay = max_delay
+        self.flows = flows
 
     def receive_many(self, deliveries: list[Delivery]) -> list[Task]:
         """Tasks for the deliveries that will run; the others are settled here."""
@@ -74,6 +86,13 @@ class Receiver:
                 self._dead_letter(d, "refused: bad signature", exc)
                 return None
         name = headers.get(JOB_HEADER)
+        plan = None
+        if FLOW_HEADER in headers:
+            try:
+                plan = FlowSteps.plan_of(headers)
+            except ValueError as exc:
+                self._dead_letter(d, "undecodable workflow plan", exc)
+                return None
         if name is None:
             job = self.registry.consumers.get(d.queue)
             if job is None:
@@ -90,13 +109,19 @@ class Receiver:
                 self._dead_letter(d, str(exc3), exc3)
                 return None
             job = found
-            if self._exhausted(d, job):
+            if self._exhausted(d, job, plan):
                 return None
             try:
                 args, kwargs = codec.decode_payload(headers, d.body)
             except SerializationError as exc:
                 self._dead_letter(d, "undecodable message", exc)
                 return None
+            if plan is not None and self.flows is not None:
+                try:
+                    args = self.flows.arguments(plan, args)
+                except ValueError as exc:
+                    self._dead_letter(d, str(exc), exc, plan)
+                    return None
             message = delivered(
                 d.id,
                 d.queue,
@@ -118,9 +143,11 @@ class Receiver:
         ctx = Context(message, job, locks=self.locks)
         held = Held(ctx, vt, now - vt if vt != d.visibility_timeout else now, self.keeper, now)
         ctx.set_extender(held.extend)
-        return Task(ctx, job, held, d.receipt)
+        task = Task(ctx, job, held, d.receipt)
+        task.flow = plan
+        return task
 
-    def _exhausted(self, d: Delivery, job: Job[..., Any]) -> bool:
+    def _exhausted(self, d: Delivery, job: Job[..., Any], plan: StepPlan | None = None) -> bool:
         """The job's policy governs the attempts, whatever limit the producer stamped."""
         if not exhausted(d.attempt - 1, job.retry.max_attempts):
             return False
@@ -129,7 +156,7 @@ class Receiver:
         reason = describe(LEASE_EXPIRED, d.attempt - 1, job.retry.max_attempts)
         fields = logs.message_fields(d.queue, job.name, d.id, d.attempt)
         logs.event("dead-lettered", **fields, reason=reason)
-        self.settler.put(Settle.dead(d.receipt, reason), fields)
+        self.settler.put(Settle.dead(d.receipt, reason, None, self._failed(d, plan)), fields)
         return True
 
     def _early(self, d: Delivery) -> bool:
@@ -146,8 +173,18 @@ class Receiver:
         self.settler.put(Settle.release(d.receipt, hop, penalty=False), fields)
         return True
 
-    def _dead_letter(self, d: Delivery, reason: str, error: BaseException) -> None:
+    def _dead_letter(
+        self, d: Delivery, reason: str, error: BaseException, plan: StepPlan | None = None
+    ) -> None:
         fields = logs.message_fields(d.queue, d.headers.get(JOB_HEADER), d.id, d.attempt)
         logs.event("dead-lettered", **fields, reason=reason)
         info = ErrorInfo(type(error).__name__, str(error), "")
-        self.settler.put(Settle.dead(d.receipt, reason, info), fields)
+        self.settler.put(Settle.dead(d.receipt, reason, info, self._failed(d, plan, info)), fields)
+
+    def _failed(
+        self, d: Delivery, plan: StepPlan | None, error: ErrorInfo | None = None
+    ) -> Effects | None:
+        """A flow step dead-lettered before it ran fails its flow like one that ran."""
+        if plan is None or self.flows is None:
+            return None
+        return self.flows.failed(plan, d.headers.get(JOB_HEADER, ""), d.queue, d.id, error)

@@ -21,6 +21,7 @@ from tasuki.middleware.base import ExecuteHook
 if TYPE_CHECKING:
     import asyncio
 
+    from tasuki.core.flows import StepPlan
     from tasuki.core.job import Job
     from tasuki.core.records import Receipt
     from tasuki.runtime.heartbeat import Held
@@ -40,6 +41,7 @@ class Task:
         "claimed",
         "ctx",
         "depth",
+        "flow",
         "held",
         "hooks",
         "in_job",
@@ -56,6 +58,8 @@ class Task:
         self.held = held
         self.receipt = receipt
         self.claimed = False
+        # The message's part of its workflow's plan, if it is a flow step (`flows.py`).
+        self.flow: StepPlan | None = None
         # The middleware steps of this run, how many of them the way in got past, and the
         # generators among them waiting for the outcome (with their step's index).
         self.plan: tuple[Step, ...] = ()

@@ -21,6 +21,7 @@ from tasuki import logs
 from tasuki.backends.base import DEFAULT_VISIBILITY_TIMEOUT, Backend, Delivery, LockStore
 from tasuki.core.codec import Codec
 from tasuki.core.job import check_queue
+from tasuki.core.outgoing import Sealer
 from tasuki.core.registry import Registry
 from tasuki.errors import InvalidArgument, TasukiError
 from tasuki.middleware.base import MiddlewareChain
@@ -28,6 +29,7 @@ from tasuki.runtime.chain import ChainDriver
 from tasuki.runtime.deadlines import Deadlines
 from tasuki.runtime.fetcher import Fetcher, Slots
 from tasuki.runtime.finisher import Finisher
+from tasuki.runtime.flows import FlowSteps
 from tasuki.runtime.heartbeat import LeaseKeeper
 from tasuki.runtime.lock_renewal import LockRenewal
 from tasuki.runtime.maintenance import Maintenance
@@ -73,6 +75,7 @@ class Worker:
         scheduler: bool = True,
         handle_signals: bool = False,
         inline: bool = True,
+        sealer: Sealer | None = None,
     ) -> None:
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise InvalidArgument(f"concurrency must be an int >= 1, got {concurrency!r}")
@@ -83,6 +86,9 @@ class Worker:
         self.locks = locks
         self.codec = codec
         self.chain = chain
+        # How a flow step's successors are sealed: the app's producer's way.
+        caps = backend.capabilities
+        self.sealer = sealer or Sealer(codec, caps.max_message_size, caps.max_delay)
         if isinstance(queues, str):
             queues = [q.strip() for q in queues.split(",") if q.strip()]
         if not queues:
@@ -136,7 +142,12 @@ class Worker:
         self.slots = Slots(self.concurrency)
         self.threads = ThreadPool(self.concurrency)
         self.driver = ChainDriver(self.chain)
-        self.finisher = Finisher(self.driver, self.settler, self.keeper)
+        flows = (
+            FlowSteps(self.registry, backend, self.sealer.seal)
+            if backend.capabilities.workflows
+            else None
+        )
+        self.finisher = Finisher(self.driver, self.settler, self.keeper, flows)
         self.receiver = Receiver(
             self.registry,
             self.codec,
@@ -144,6 +155,7 @@ class Worker:
             self.settler,
             self.locks,
             max_delay=backend.capabilities.max_delay,
+            flows=flows,
         )
         self.runner = ThreadRunner(
             self.driver, self.finisher, self._deadline_loop, self._process_pool

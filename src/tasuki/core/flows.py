@@ -1,0 +1,418 @@
+"""Workflows: steps composed into chains and groups, and the plan each step carries.
+
+`job.step(...)` is one step; `chain(a, b, c)` runs its parts one after another, each
+result the next part's first argument; `group(a, b, c)` runs its parts in parallel, and
+what follows a group gets the list of their results in the group's order (the chord).
+Parts nest freely.
+
+The plan (which step follows which, which slot of which barrier a step fills) is worked
+out here once, when the flow is enqueued. Each step's message carries its own part of it
+in the `tasuki-flow` header (signed with the body when the app signs): what its settle
+fills, the steps it enqueues (with their own plans, nested), whether its value is the
+flow's result, and the `on_failure` step. A worker never reads the flow's record to move
+it on: the settle of a step carries its follow-ups (`Effects`), and the backend applies
+them atomically with the ack, under the step's lease (`core/flowrecords.py`).
+
+Paths name a part by its place: the root is "", its parts "0", "1", ..., theirs "1.0",
+"1.1"... A step's message id is `f"{flow_id}.{path}"`, so a re-run of a step enqueues
+successors whose ids are already known: nothing new. A group's barrier is named by the
+group's path; its slots by the members' indexes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+
+import orjson
+
+from tasuki.core.flowrecords import FLOW_RETENTION, Fill, FlowFailure, FlowRecord, FlowStep
+from tasuki.core.job import check_message_id
+from tasuki.core.message import FLOW_HEADER, JOB_HEADER
+from tasuki.core.outgoing import Outgoing
+from tasuki.errors import InvalidArgument, SerializationError
+
+if TYPE_CHECKING:
+    from tasuki.core.job import Job
+    from tasuki.core.records import MessageInfo
+
+# The path of a flow's on_failure step (its message id is f"{flow_id}.failure").
+FAILURE_PATH = "failure"
+# What a step's first argument is at run time: its predecessor's result was prepended when
+# its message was made ("" : nothing to add), the value of a group's barrier ("g:PATH",
+# read when it runs: only the backend knows when the set is complete), or the flow's
+# failure (the on_failure step).
+_PREV, _GROUP, _FAILURE = "prev", "g:", "fail"
+
+FlowStateName = Literal["running", "succeeded", "failed", "cancelled"]
+
+
+class Step:
+    """One job call inside a flow: `job.step(*args, **kwargs)`, or
+    `job.options(queue=..., priority=..., delay=...).step(...)`. Not enqueued by itself:
+    put it in a `chain` or a `group`."""
+
+    __slots__ = ("args", "delay", "headers", "job", "kwargs", "priority", "queue")
+
+    def __init__(
+        self,
+        job: Job[..., Any],
+        args: tuple[Any, ...],
+        kwargs: Mapping[str, Any],
+        *,
+        queue: str | None = None,
+        priority: int | None = None,
+        delay: float = 0.0,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        if job.consumer:
+            raise InvalidArgument(f"{job.name!r} consumes raw messages: it cannot be a step")
+        self.job = job
+        self.args = tuple(args)
+        self.kwargs = dict(kwargs)
+        self.queue = queue if queue is not None else job.queue
+        self.priority = job.priority if priority is None else priority
+        self.delay = delay
+        self.headers = dict(headers or {})
+
+    def __repr__(self) -> str:
+        return f"<Step {self.job.name}>"
+
+
+class Flow:
+    """A chain or a group: `options(message_id=...)`, `enqueue() -> flow_id`."""
+
+    __slots__ = ("message_id", "on_failure", "parts")
+
+    kind: str = ""
+    parts: tuple[Part, ...]
+    on_failure: Step | None
+    message_id: str | None
+
+    def __init__(
+        self, parts: Sequence[Part], on_failure: Step | None, message_id: str | None = None
+    ) -> None:
+        if not parts:
+            raise InvalidArgument(f"a {self.kind} needs at least one step")
+        for part in parts:
+            if not isinstance(part, Step | Flow):
+                raise InvalidArgument(
+                    f"a {self.kind} takes steps (job.step(...)), chains and groups, got {part!r}"
+                )
+            if isinstance(part, Flow) and part.on_failure is not None:
+                raise InvalidArgument(
+                    "on_failure belongs to the outermost chain or group of a flow"
+                )
+        if on_failure is not None and not isinstance(on_failure, Step):
+            raise InvalidArgument(f"on_failure must be a step (job.step(...)), got {on_failure!r}")
+        self.parts = tuple(parts)
+        self.on_failure = on_failure
+        self.message_id = message_id
+
+    def options(self, *, message_id: str | None = None) -> Flow:
+        """`message_id`: the flow's id, making `enqueue` idempotent: a second enqueue with
+        the same id (while the flow is kept) starts nothing and returns the same id."""
+        given = None if message_id is None else check_message_id(message_id)
+        return type(self)(self.parts, self.on_failure, given)
+
+    def enqueue(self) -> str:
+        """Start the flow: its first steps are enqueued; returns the flow's id."""
+        return first_step(self).job.producer.start_flow(self)
+
+    def __repr__(self) -> str:
+        return f"<{self.kind} of {len(self.parts)}>"
+
+
+class Chain(Flow):
+    __slots__ = ()
+    kind = "chain"
+
+
+class Group(Flow):
+    __slots__ = ()
+    kind = "group"
+
+
+Part = Step | Flow
+
+
+def chain(*parts: Part, on_failure: Step | None = None) -> Chain:
+    """Run `parts` one after another: each one's result is the next one's first argument
+    (after a group: the list of its results, in the group's order). `on_failure` runs
+    once, with the `FlowFailure`, if a step is dead-lettered."""
+    return Chain(parts, on_failure)
+
+
+def group(*parts: Part | Iterable[Part], on_failure: Step | None = None) -> Group:
+    """Run `parts` in parallel: `group(a, b)` or `group(step for ... in ...)`. Its value
+    is the list of their results in this order."""
+    if len(parts) == 1 and not isinstance(parts[0], Step | Flow):
+        items: Sequence[Any] = tuple(parts[0])
+    else:
+        items = parts
+    return Group(items, on_failure)
+
+
+def first_step(part: Part) -> Step:
+    while isinstance(part, Flow):
+        part = part.parts[0]
+    return part
+
+
+# -- the plan -------------------------------------------------------------------------
+
+
+class Then(NamedTuple):
+    """What a step's completion does: fill these barriers in turn (barrier, slot, size),
+    then enqueue `next` (when every fill completed its set), and make the value the
+    flow's result if `final`."""
+
+    fills: tuple[tuple[str, int, int], ...]
+    next: tuple[dict[str, Any], ...]
+    final: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"f": [list(f) for f in self.fills], "n": list(self.next), "z": self.final}
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """A flow worked out: its first steps (with the Step each came from) and its record."""
+
+    entries: tuple[tuple[dict[str, Any], Step], ...]
+    record: FlowRecord
+
+
+def plan(flow: Flow, flow_id: str, retention: float = FLOW_RETENTION) -> Plan:
+    """Where each step of `flow` goes: once, in Python, when the flow is enqueued."""
+    steps: list[FlowStep] = []
+    entries: list[tuple[dict[str, Any], Step]] = []
+
+    def child(path: str, i: int) -> str:
+        return f"{path}.{i}" if path else str(i)
+
+    def output(part: Part, path: str) -> str:
+        """How what follows `part` gets its value: prepended, or read from a barrier."""
+        if isinstance(part, Step):
+            return _PREV
+        if isinstance(part, Group):
+            return _GROUP + path
+        last = len(part.parts) - 1
+        return output(part.parts[last], child(path, last))
+
+    def compile_part(
+        part: Part, path: str, given: str | None, then: Then, top: bool
+    ) -> list[dict[str, Any]]:
+        if isinstance(part, Step):
+            spec = _spec(part, path, given, then)
+            steps.append(FlowStep(path, part.job.name, part.queue, f"{flow_id}.{path}"))
+            if top:
+                entries.append((spec, part))
+            return [spec]
+        if isinstance(part, Group):
+            size = len(part.parts)
+            heads: list[dict[str, Any]] = []
+            for i, member in enumerate(part.parts):
+                fill = Then(((path, i, size), *then.fills), then.next, then.final)
+                heads += compile_part(member, child(path, i), given, fill, top)
+            return heads
+        # A chain: compiled from its end, so each part knows the heads of the next. Only
+        # its first part starts when the chain does.
+        after = then
+        heads = []
+        for i in range(len(part.parts) - 1, -1, -1):
+            sub = part.parts[i]
+            gets = given if i == 0 else output(part.parts[i - 1], child(path, i - 1))
+            heads = compile_part(sub, child(path, i), gets, after, top and i == 0)
+            after = Then((), tuple(heads), False)
+        return heads
+
+    compile_part(flow, "", None, Then((), (), True), True)
+    on_failure = None
+    failure_step = None
+    if flow.on_failure is not None:
+        step = flow.on_failure
+        on_failure = _spec(step, FAILURE_PATH, _FAILURE, Then((), (), False))
+        failure_step = FlowStep(FAILURE_PATH, step.job.name, step.queue, f"{flow_id}.failure")
+    record = FlowRecord(
+        flow_id,
+        time.time(),
+        retention,
+        tuple(sorted(steps, key=lambda s: _order(s.path))),
+        on_failure=failure_step,
+        extra={"on_failure": on_failure} if on_failure is not None else {},
+    )
+    return Plan(tuple(entries), record)
+
+
+def _order(path: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in path.split(".")) if path else ()
+
+
+def _spec(step: Step, path: str, given: str | None, then: Then) -> dict[str, Any]:
+    spec = {
+        "p": path,
+        "j": step.job.name,
+        "q": step.queue,
+        "a": list(step.args),
+        "k": step.kwargs,
+        "r": step.priority,
+        "d": step.delay,
+        "h": step.headers,
+        "i": given,
+        "t": then.to_json(),
+    }
+    try:
+        orjson.dumps(spec)
+    except TypeError as exc:
+        raise SerializationError(
+            f"step {step.job.name!r}: a flow's steps travel in its plan as JSON, and its "
+            f"arguments cannot: {exc}"
+        ) from exc
+    return spec
+
+
+NO_VALUE: Any = object()
+
+
+def draft(
+    spec: Mapping[str, Any],
+    job: Job[..., Any],
+    flow_id: str,
+    retention: float,
+    on_failure: Mapping[str, Any] | None,
+    value: Any = NO_VALUE,
+) -> Outgoing:
+    """The message of one step, its predecessor's `value` prepended where it takes it."""
+    given = spec["i"]
+    args = tuple(spec["a"])
+    if value is not NO_VALUE and given in (_PREV, _FAILURE):
+        args = (value, *args)
+    header = {
+        "f": flow_id,
+        "p": spec["p"],
+        "i": given if given is not None and given.startswith((_GROUP, _FAILURE)) else None,
+        "t": spec["t"],
+        "o": on_failure if spec["p"] != FAILURE_PATH else None,
+        "r": retention,
+    }
+    return Outgoing(
+        queue=spec["q"],
+        id=f"{flow_id}.{spec['p']}",
+        job=job,
+        args=args,
+        kwargs=spec["k"],
+        headers={**spec["h"], JOB_HEADER: job.name, FLOW_HEADER: orjson.dumps(header).decode()},
+        delay=float(spec["d"]),
+        # One lease more than the job's limit: a step whose leases lapsed until no
+        # attempt was left is then dead-lettered by the worker that leases it once more
+        # (by the job's own limit, without running it), with its flow's failure, rather
+        # than by the backend, which cannot tell the flow. The backend's limit stays the
+        # safety net.
+        max_attempts=job.retry.max_attempts + 1,
+        visibility_timeout=job.visibility_timeout,
+        keep_id=retention,
+        id_given=True,
+        priority=int(spec["r"]),
+    )
+
+
+class StepPlan(NamedTuple):
+    """A running step's part of the plan, read from its `tasuki-flow` header: the
+    barriers its settle fills (in turn), the steps it enqueues, whether its value is the
+    flow's result, and the flow's on_failure step."""
+
+    flow_id: str
+    path: str
+    given: str | None
+    fills: tuple[Fill, ...]
+    next: tuple[dict[str, Any], ...]
+    final: bool
+    on_failure: dict[str, Any] | None
+    retention: float
+
+    @classmethod
+    def from_header(cls, text: str) -> StepPlan:
+        doc = orjson.loads(text)
+        then = doc["t"]
+        flow_id = doc["f"]
+        if not isinstance(flow_id, str):
+            raise TypeError(f"a flow id is a string, got {flow_id!r}")
+        return cls(
+            flow_id,
+            doc["p"],
+            doc.get("i"),
+            tuple([Fill(flow_id, str(b), int(s), int(n)) for b, s, n in then["f"]])
+            if then["f"]
+            else (),
+            tuple(then["n"]),
+            bool(then["z"]),
+            doc.get("o"),
+            float(doc.get("r", FLOW_RETENTION)),
+        )
+
+    @property
+    def barrier(self) -> str | None:
+        """The group whose value this step takes as its first argument, if any."""
+        if self.given is not None and self.given.startswith(_GROUP):
+            return self.given[len(_GROUP) :]
+        return None
+
+    @property
+    def takes_failure(self) -> bool:
+        return self.given == _FAILURE
+
+
+def failure_argument(value: Any) -> FlowFailure:
+    """The on_failure step's first argument, from the JSON its message carries."""
+    return FlowFailure.from_json(orjson.dumps(value))
+
+
+# -- what the caller sees -------------------------------------------------------------
+
+
+class StepState(NamedTuple):
+    """One step of `app.flow(id).steps`: where it runs and what `inspect` says of it
+    ("unknown" for a step not enqueued yet)."""
+
+    job: str
+    queue: str
+    message_id: str
+    state: str
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class FlowState:
+    """`app.flow(flow_id)`: "running", "succeeded" (its last step's `result`), "failed"
+    (`error`: its first failure) or "cancelled"; and each step's state."""
+
+    id: str
+    state: FlowStateName
+    steps: tuple[StepState, ...]
+    result: Any = None
+    error: FlowFailure | None = None
+
+
+def state_of(record: FlowRecord, infos: Sequence[MessageInfo]) -> FlowState:
+    """A flow's state from its record and `inspect` of its steps (in record order, the
+    on_failure step last when it was enqueued)."""
+    state: FlowStateName
+    if record.cancelled:
+        state = "cancelled"
+    elif record.result is not None:
+        state = "succeeded"  # a failed step re-driven to the end: the flow resumed
+    elif record.failure is not None:
+        state = "failed"
+    else:
+        state = "running"
+    all_steps = [*record.steps, *([record.on_failure] if record.on_failure else [])]
+    steps = tuple(
+        StepState(s.job, s.queue, s.message_id, info.state, info.attempt)
+        for s, info in zip(all_steps, infos, strict=False)
+        if not (s is record.on_failure and info.state == "unknown")
+    )
+    result = None if record.result is None else orjson.loads(record.result)
+    return FlowState(record.id, state, steps, result, record.failure)

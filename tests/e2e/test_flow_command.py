@@ -1,0 +1,54 @@
+"""`tasuki flow FLOW_ID`: a flow as an operator reads it (its state, where it failed, each
+step), and a backend without workflows refused in one line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+from click.testing import CliRunner
+
+import tasuki
+from tasuki.cli.flow import as_document, render
+from tasuki.cli.main import cli
+
+
+def test_a_failed_flow_reads_from_the_top() -> None:
+    app = tasuki.App("memory://")
+
+    @app.job()
+    def fetch(url: str) -> str:
+        return url
+
+    @app.job(retry=tasuki.Retry(max_attempts=1))
+    def parse(page: str) -> None:
+        raise ValueError(f"cannot parse {page}")
+
+    @app.job()
+    def store(rows: list[str]) -> None: ...
+
+    flow_id = tasuki.chain(fetch.step("a.io"), parse.step(), store.step()).enqueue()
+    app.worker(concurrency=2).run(until_idle=True, timeout=30.0)
+    state = app.flow(flow_id)
+    lines = render(state).splitlines()
+    assert lines[0] == f"flow {flow_id}: failed"
+    assert lines[1].startswith(f"failed at step 1 (parse on default, {flow_id}.1): ValueError")
+    assert any("raise ValueError" in line for line in lines)
+    table = lines[lines.index("") + 1 :]
+    assert table[0].split() == ["job", "queue", "message", "id", "state", "attempt"]
+    assert [row.split()[0] for row in table[1:]] == ["fetch", "parse", "store"]
+    assert [row.split()[3] for row in table[1:]] == ["finished", "dead", "unknown"]
+    doc = orjson.loads(orjson.dumps(as_document(state)))
+    assert doc["state"] == "failed" and doc["error"]["step"] == "1"
+    assert [s["job"] for s in doc["steps"]] == ["fetch", "parse", "store"]
+    app.close()
+
+
+def test_a_backend_without_workflows_is_refused_in_one_line(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'x.db'}"
+    tasuki.App(url).close()
+    result = CliRunner().invoke(cli, ["flow", "some-flow", "--url", url])
+    if tasuki.App(url).backend.capabilities.workflows:
+        assert result.exit_code == 4
+    else:
+        assert result.exit_code == 1 and "'workflows'" in result.output
