@@ -20,7 +20,16 @@ import redis
 from redis.crc import key_slot
 
 import tasuki
-from tasuki.backends.base import Backend, Envelope, Receipt, Settle, UniqueClaim
+from tasuki.backends.base import (
+    Backend,
+    Effects,
+    Envelope,
+    Keep,
+    Progress,
+    Receipt,
+    Settle,
+    UniqueClaim,
+)
 from tasuki.backends.urls import backend_from_url
 from tasuki.core.locks import Granted, IdClaim, IdFinish, LeaseEnd, LeaseTake, RecordLifetimes
 from tasuki.core.message import ErrorInfo
@@ -109,6 +118,36 @@ def test_lifecycle_on_every_master(backend: Backend, queues: list[str]) -> None:
     for q in queues:
         assert backend.purge(q) == 1
     assert not set(queues) & set(backend.queues())
+
+
+def test_results_priorities_cancel_and_progress_on_every_master(
+    backend: Backend, queues: list[str]
+) -> None:
+    """Every key these scripts touch (results, notify lists, cancelled ids, the delayed
+    ZSET) is built from the queue's base, so each queue's calls stay in its slot."""
+    for q in queues:
+        backend.enqueue([env(q, "low", keep_result=60.0)])
+        backend.enqueue([env(q, "high", priority=9, keep_result=60.0)])
+        backend.enqueue([env(q, "later", priority=9, delay=30.0)])
+        assert stats(backend, q) == (2, 0, 1, 0)
+        assert backend.inspect(q, "later").priority == 9
+        [high] = backend.lease(q, 1, 30.0)
+        assert high.id == "high"
+        progress = Progress(0.5, "half")
+        assert backend.keep([Keep(high.receipt, 30.0, progress)]) == ["held"]
+        assert backend.inspect(q, "high").progress == progress
+        assert backend.settle([Settle.ack(high.receipt, Effects(result=b"[1,2]"))]) == [True]
+        done = backend.wait_result(q, "high", 5.0)
+        assert done is not None and (done.state, done.value) == ("ok", b"[1,2]")
+
+        [low] = backend.lease(q, 1, 30.0)
+        assert backend.cancel(q, "low") == "signalled"
+        assert backend.keep([Keep(low.receipt, 30.0)]) == ["cancelled"]
+        assert backend.settle([Settle.ack(low.receipt)]) == [False]
+        assert backend.result(q, "low") is None
+        assert backend.inspect(q, "low").state == "cancelled"
+        assert backend.cancel(q, "later") == "removed"
+        assert stats(backend, q) == (0, 0, 0, 0)
 
 
 def test_batches_spanning_masters(backend: Backend, queues: list[str]) -> None:

@@ -6,13 +6,18 @@
 -- KEYS[4]  leases HASH (id -> token of the current lease)
 -- KEYS[5]  counts HASH (`dead` grows by the exhausted messages dead-lettered here; the
 --          reliability meters of "meters" by lost leases and redeliveries)
+-- KEYS[6]  results HASH (pending results: a message dead-lettered here gets its failed
+--          record)
+-- KEYS[7]  delayed ZSET (delayed messages of priority > 0, by visible time)
 --
 -- ARGV[1]  queue key base, `<prefix>{<queue>}:`
 -- ARGV[2]  max messages
 -- ARGV[3]  visibility timeout (µs) for messages enqueued without their own
 -- ARGV[4]  nonce for this call's lease tokens (token = nonce '.' fence)
 --
--- Due = waiting with visible time <= now, and leases expired by now. A due message
+-- First the delayed messages of priority > 0 whose time came (up to PROMOTE per call)
+-- move into `waiting` at their rank (visible time - priority x aging), so they take
+-- their place in the order. Due = waiting with rank <= now, and leases expired by now. A due message
 -- whose attempts are used up is dead-lettered instead of leased (reason code
 -- `lease_expired` if it was in flight, `attempts_exhausted` if it was waiting: see
 -- tasuki/core/reasons.py), and the
@@ -34,6 +39,9 @@
 --- @include "to_dead"
 --- @include "history"
 --- @include "meters"
+--- @include "results"
+
+local PROMOTE = 1000
 
 local waiting, leased, dead, leases = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local base = ARGV[1]
@@ -44,6 +52,20 @@ local now = now_us()
 local out = {-1}
 local got = 0
 local redelivered = 0
+
+local promoted = redis.call('ZRANGEBYSCORE', KEYS[7], '-inf', now, 'WITHSCORES', 'LIMIT', 0, PROMOTE)
+if #promoted > 0 then
+  local ranks, ids = {}, {}
+  for i = 1, #promoted, 2 do
+    local id = promoted[i]
+    local boost = tonumber(redis.call('HGET', base .. 'm:' .. id, 'boost_us')) or 0
+    ranks[#ranks + 1] = tonumber(promoted[i + 1]) - boost
+    ranks[#ranks + 1] = id
+    ids[#ids + 1] = id
+  end
+  zrem_many(KEYS[7], ids)
+  zadd_many(waiting, ranks)
+end
 -- Bound the work of one call when a backlog of exhausted messages waits to be dead-lettered.
 local budget = want + 1000
 
@@ -94,6 +116,7 @@ while got < want and budget > 0 do
         gone[#gone + 1] = id
       end
       to_dead(dead, mkey, id, now, reason, '', '', '')
+      write_result(base, KEYS[6], id, failed_json(reason))
       redis.call('HINCRBY', KEYS[5], 'dead', 1)
     else
       attempt = attempt + 1
@@ -142,11 +165,11 @@ if got == 0 then
   local next_due = nil
   local fw = redis.call('ZRANGE', waiting, 0, 0, 'WITHSCORES')
   local fl = redis.call('ZRANGE', leased, 0, 0, 'WITHSCORES')
-  if fw[2] then
-    next_due = tonumber(fw[2])
-  end
-  if fl[2] and (not next_due or tonumber(fl[2]) < next_due) then
-    next_due = tonumber(fl[2])
+  local fd = redis.call('ZRANGE', KEYS[7], 0, 0, 'WITHSCORES')
+  for _, first in ipairs({fw, fl, fd}) do
+    if first[2] and (not next_due or tonumber(first[2]) < next_due) then
+      next_due = tonumber(first[2])
+    end
   end
   if next_due then
     out[1] = math.max(0, next_due - now)
