@@ -191,6 +191,7 @@ class RedisBackend(Operating):
             keys.counts,
             keys.results,
             keys.delayed,
+            keys.waiters,
         ]
         # The lease nonce: os.urandom, as secrets.token_hex, whose import (hmac, hashlib)
         # would add milliseconds to every worker's start.
@@ -279,6 +280,7 @@ class RedisBackend(Operating):
             keys.delayed,
             keys.keep,
             keys.results,
+            keys.waiters,
         ]
         reply = self._eval("cancel", script_keys, [keys.base, id, ms(CANCELLED_WINDOW)])
         status: CancelStatus = reply.decode()
@@ -286,17 +288,22 @@ class RedisBackend(Operating):
 
     # -- results ---------------------------------------------------------------------
     def result(self, queue: str, id: str) -> ResultRecord | None:
+        return self._result(queue, id, waiting=False)
+
+    def _result(self, queue: str, id: str, waiting: bool) -> ResultRecord | None:
         keys = self.keys.queue(queue)
-        return codec.result_record(self._eval("result", [keys.results], [keys.base, id]))
+        reply = self._eval("result", [keys.results, keys.waiters], [keys.base, id, int(waiting)])
+        return codec.result_record(reply)
 
     def wait_result(self, queue: str, id: str, timeout: float) -> ResultRecord | None:
         """Block on the message's notify list (`n:<id>`, pushed by the settle that writes
-        the result) instead of polling: one BLMOVE of the list onto itself, so every
-        waiter wakes and the token stays for the next one, then one read."""
+        the result, since the read that found it pending marked it as awaited) instead
+        of polling: one BLMOVE of the list onto itself, so every waiter wakes and the
+        token stays for the next one, then one read."""
         deadline = time.monotonic() + timeout
         notify = self.keys.queue(queue).base + "n:" + id
         while True:
-            found = self.result(queue, id)
+            found = self._result(queue, id, waiting=True)
             remaining = deadline - time.monotonic()
             if found is None or found.state != "pending" or remaining <= 0:
                 return found

@@ -123,6 +123,7 @@ def settle_keys(keys: QueueKeys) -> list[str]:
         keys.signal,
         keys.results,
         keys.delayed,
+        keys.waiters,
     ]
 
 

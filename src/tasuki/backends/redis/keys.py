@@ -17,7 +17,8 @@ touch all of it atomically. Per queue, with `B = <prefix>{<queue>}:`:
 | `B signal` | LIST, PX | wake-up tokens for blocked `lease(wait=...)` calls |
 | `B results` | HASH | id -> `keep_result` (ms), for messages whose result is pending |
 | `B r:<id>` | STRING, PX | a settled result: `o` + JSON value, or `f` + `error_json` |
-| `B n:<id>` | LIST, PX | a wake-up token for `wait_result`, pushed with the result (5 s) |
+| `B waiters` | HASH | ids whose pending result someone waits for (`wait_result`) |
+| `B n:<id>` | LIST, PX | a waiter's wake-up token, pushed with the result (5 s) |
 | `B x:<id>` | STRING, PX | a cancelled id (window: keep_id, at least 1 h) -> fenced token |
 | `B counts` | HASH | `acked`, `dead`: messages settled (rates); reliability meters |
 
@@ -89,6 +90,7 @@ class QueueKeys:
     counts: str
     delayed: str
     results: str
+    waiters: str
 
 
 class KeySpace:
@@ -122,6 +124,7 @@ class KeySpace:
                 counts=base + "counts",
                 delayed=base + "delayed",
                 results=base + "results",
+                waiters=base + "waiters",
             )
             if len(self._cache) < 10_000:
                 self._cache[name] = keys

@@ -104,6 +104,7 @@ class Operating(RedisBase):
             keys.signal,
             keys.delayed,
             keys.results,
+            keys.waiters,
         ]
         return self._drain("purge", script_keys, keys.base)
 

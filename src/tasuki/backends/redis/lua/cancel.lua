@@ -6,6 +6,7 @@
 -- KEYS[4]  delayed ZSET (delayed messages of priority > 0)
 -- KEYS[5]  keep HASH (finished-id windows)
 -- KEYS[6]  results HASH (pending results)
+-- KEYS[7]  waiters HASH (ids someone waits on in `wait_result`)
 --
 -- ARGV[1]  queue key base, `<prefix>{<queue>}:`
 -- ARGV[2]  message id
@@ -56,5 +57,10 @@ if lock and redis.call('GET', lock) == id then
 end
 redis.call('HDEL', KEYS[5], id)
 redis.call('HDEL', KEYS[6], id)
+if redis.call('HDEL', KEYS[7], id) == 1 then
+  -- Its waiters learn at once that no result will come.
+  redis.call('RPUSH', base .. 'n:' .. id, '1')
+  redis.call('PEXPIRE', base .. 'n:' .. id, 5000)
+end
 redis.call('DEL', mkey, base .. 'r:' .. id)
 return status

@@ -9,6 +9,7 @@
 -- KEYS[6]  results HASH (pending results: a message dead-lettered here gets its failed
 --          record)
 -- KEYS[7]  delayed ZSET (delayed messages of priority > 0, by visible time)
+-- KEYS[8]  waiters HASH (ids someone waits on in `wait_result`)
 --
 -- ARGV[1]  queue key base, `<prefix>{<queue>}:`
 -- ARGV[2]  max messages
@@ -116,7 +117,7 @@ while got < want and budget > 0 do
         gone[#gone + 1] = id
       end
       to_dead(dead, mkey, id, now, reason, '', '', '')
-      write_result(base, KEYS[6], id, failed_json(reason))
+      write_result(base, KEYS[6], KEYS[8], id, failed_json(reason))
       redis.call('HINCRBY', KEYS[5], 'dead', 1)
     else
       attempt = attempt + 1

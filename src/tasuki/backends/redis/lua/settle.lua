@@ -9,6 +9,7 @@
 -- KEYS[7]  signal LIST
 -- KEYS[8]  results HASH (pending results: id -> keep_result, ms)
 -- KEYS[9]  delayed ZSET (delayed messages of priority > 0)
+-- KEYS[10] waiters HASH (ids someone waits on in `wait_result`)
 --
 -- ARGV[1]  queue key base, `<prefix>{<queue>}:`
 -- ARGV[2]  the verdicts, one letter per item, in order: 'a' ack, 'A' ack with a result,
@@ -114,7 +115,7 @@ for k = 1, n do
       else
         push_history(mkey, now, 'dead', fence, ARGV[p + 6])
         to_dead(dead, mkey, id, now, ARGV[p + 2], ARGV[p + 3], ARGV[p + 4], ARGV[p + 5])
-        write_result(base, results_key, id, 'f' .. ARGV[p + 7])
+        write_result(base, results_key, KEYS[10], id, 'f' .. ARGV[p + 7])
         died = died + 1
       end
     end
@@ -137,7 +138,11 @@ if na > 0 then
     end
   end
   hdel_many(keep, kept)
-  local ttls = hmget_many(results_key, acked)
+  -- A queue none of whose messages keeps a result pays one EXISTS, not an HMGET.
+  local ttls = {}
+  if redis.call('EXISTS', results_key) == 1 then
+    ttls = hmget_many(results_key, acked)
+  end
   local written = {}
   for k, id in ipairs(acked) do
     if ttls[k] then
@@ -146,11 +151,14 @@ if na > 0 then
       if with_value[k] then
         value = ARGV[p + 2]
       end
-      store_result(base, id, 'o' .. value, ttls[k])
+      redis.call('SET', base .. 'r:' .. id, 'o' .. value, 'PX', ttls[k])
       written[#written + 1] = id
     end
   end
-  hdel_many(results_key, written)
+  if #written > 0 then
+    hdel_many(results_key, written)
+    wake_waiters(base, KEYS[10], written)
+  end
   del_many(doomed)
   redis.call('HINCRBY', KEYS[6], 'acked', na)
 end
