@@ -85,3 +85,32 @@ def test_acks_with_and_without_results_in_one_script_call(backend: RedisBackend)
     assert script_calls(backend._command) - before == 1
     values = [backend.result("q", i) for i in ("m0", "m1", "m2", "plain")]
     assert [v.value if v else None for v in values] == [b"[0]", b"null", b"2", None]
+
+
+def test_a_result_nobody_waits_for_pushes_no_wake_up(backend: RedisBackend) -> None:
+    backend.enqueue([env("q", "alone", keep_result=60.0)])
+    [d] = backend.lease("q", 1, 30.0)
+    assert backend.settle([Settle.ack(d.receipt, Effects(result=b"1"))]) == [True]
+    notify = backend.keys.queue("q").base + "n:alone"
+    assert backend._command("EXISTS", notify) == 0
+    kept = backend.result("q", "alone")
+    assert kept is not None and (kept.state, kept.value) == ("ok", b"1")
+
+
+def test_a_cancel_wakes_the_waiters_with_no_result(backend: RedisBackend) -> None:
+    backend.enqueue([env("q", "c", keep_result=60.0)])
+    got: list[tuple[float, ResultRecord | None]] = []
+
+    def wait() -> None:
+        found = backend.wait_result("q", "c", 10.0)
+        got.append((time.monotonic(), found))
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    time.sleep(0.3)
+    cancelled = time.monotonic()
+    assert backend.cancel("q", "c") == "removed"
+    waiter.join()
+    [(at, found)] = got
+    assert found is None
+    assert at - cancelled < 0.5  # not at the end of a 1 s block
