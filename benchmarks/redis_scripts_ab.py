@@ -79,7 +79,7 @@ def main(trees: dict[str, Path]) -> None:
                 k = backend.keys.queue(name)
                 lease_sha, lease_keys, ack_sha, ack_keys = scripts[name]
                 keys = [k.waiting, k.leased, k.dead, k.leases, k.counts]
-                keys = [*keys, k.results, k.delayed, k.waiters][:lease_keys]
+                keys = [*keys, k.results, k.delayed, k.waiters, k.limited][:lease_keys]
                 nonce = os.urandom(6).hex()
                 out = conn.command(
                     "EVALSHA", lease_sha, len(keys), *keys, k.base, BATCH, 30_000_000, nonce
@@ -88,7 +88,7 @@ def main(trees: dict[str, Path]) -> None:
                 if settles[name]:
                     args.append("a" * ((len(out) - 1) // 9))
                     keys = [k.waiting, k.leased, k.leases, k.dead, k.keep, k.counts, k.signal]
-                    keys = [*keys, k.results, k.delayed, k.waiters][:ack_keys]
+                    keys = [*keys, k.results, k.delayed, k.waiters, k.limited][:ack_keys]
                 else:
                     keys = [k.leased, k.leases, k.keep, k.counts][:ack_keys]
                 for i in range(1, len(out), 9):

@@ -25,6 +25,7 @@ from tasuki.backends.base import (
     Effects,
     Envelope,
     Keep,
+    Limit,
     Progress,
     Receipt,
     Settle,
@@ -148,6 +149,20 @@ def test_results_priorities_cancel_and_progress_on_every_master(
         assert backend.inspect(q, "low").state == "cancelled"
         assert backend.cancel(q, "later") == "removed"
         assert stats(backend, q) == (0, 0, 0, 0)
+
+
+def test_limits_on_every_master(backend: Backend, queues: list[str]) -> None:
+    """A limit's state lives under its queue's hash tag, so lease.lua admits on any master."""
+    for q in queues:
+        two = Limit(f"concurrency:{q}:job", "concurrency", 2)
+        rate = Limit(f"rate:{q}:job", "rate", 3, 60.0)
+        backend.enqueue([env(q, f"c{i}", limits=(two,)) for i in range(3)])
+        backend.enqueue([env(q, f"r{i}", limits=(rate,)) for i in range(4)])
+        leased = backend.lease(q, 10, 30.0)
+        assert sorted(d.id for d in leased) == ["c0", "c1", "r0", "r1", "r2"]
+        assert backend.ack([d.receipt for d in leased if d.id == "c0"]) == [True]
+        assert [d.id for d in backend.lease(q, 10, 30.0, wait=2.0)] == ["c2"]
+        assert stats(backend, q) == (0, 5, 1, 0)  # r3 waits for a token a minute away
 
 
 def test_batches_spanning_masters(backend: Backend, queues: list[str]) -> None:

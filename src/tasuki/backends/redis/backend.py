@@ -192,6 +192,7 @@ class RedisBackend(Operating):
             keys.results,
             keys.delayed,
             keys.waiters,
+            keys.limited,
         ]
         # The lease nonce: os.urandom, as secrets.token_hex, whose import (hmac, hashlib)
         # would add milliseconds to every worker's start.
@@ -266,7 +267,7 @@ class RedisBackend(Operating):
             for start in range(0, len(indices), CHUNK):
                 part = indices[start : start + CHUNK]
                 args = codec.keep_args(keys.base, [items[n] for n in part])
-                reply = self._eval("keep", [keys.leased, keys.leases], args)
+                reply = self._eval("keep", [keys.leased, keys.leases, keys.limited], args)
                 for n, code in zip(part, reply, strict=True):
                     out[n] = _LEASE_STATUS[code]
         return out
@@ -281,6 +282,7 @@ class RedisBackend(Operating):
             keys.keep,
             keys.results,
             keys.waiters,
+            keys.limited,
         ]
         reply = self._eval("cancel", script_keys, [keys.base, id, ms(CANCELLED_WINDOW)])
         status: CancelStatus = reply.decode()
@@ -315,10 +317,11 @@ class RedisBackend(Operating):
 
     def extend(self, receipts: Sequence[Receipt], visibility_timeout: float) -> list[bool]:
         def call(keys: QueueKeys, part: Sequence[Receipt]) -> list[int]:
-            args: list[Any] = [us(visibility_timeout)]
+            args: list[Any] = [us(visibility_timeout), keys.base]
             for r in part:
                 args += (r.id, r.token)
-            reply: list[int] = self._eval("extend", [keys.leased, keys.leases], args)
+            script_keys = [keys.leased, keys.leases, keys.limited]
+            reply: list[int] = self._eval("extend", script_keys, args)
             return reply
 
         return self._per_queue(receipts, _itself, call)

@@ -28,6 +28,7 @@ from tasuki.core.records import (
     Envelope,
     HistoryEntry,
     Keep,
+    Limit,
     MessageInfo,
     MessageState,
     Progress,
@@ -75,7 +76,14 @@ def enqueue_call(
     """enqueue.lua's KEYS and ARGV for `batch` (one queue): per message, the fields its
     header lists, a uniqueness lock as the index of its key among the KEYS; `aging` is
     the backend's `priority_aging`."""
-    script_keys = [keys.waiting, keys.signal, keys.keep, keys.results, keys.delayed]
+    script_keys = [
+        keys.waiting,
+        keys.signal,
+        keys.keep,
+        keys.results,
+        keys.delayed,
+        keys.limited,
+    ]
     args: list[Any] = [keys.base, len(batch), us(aging)]
     for env in batch:
         claim = env.unique
@@ -83,7 +91,7 @@ def enqueue_call(
             lock, lock_ttl, replace = 0, 0, 0
         else:
             script_keys.append(lock_key(claim.key))
-            lock, lock_ttl, replace = len(script_keys) - 5, ms(claim.ttl), int(claim.replace)
+            lock, lock_ttl, replace = len(script_keys) - 6, ms(claim.ttl), int(claim.replace)
         args += (
             env.id,
             env.body,
@@ -97,8 +105,19 @@ def enqueue_call(
             replace,
             ms(env.keep_result) if env.keep_result > 0 else 0,
             env.priority,
+            limits_json(env.limits) if env.limits else b"",
         )
     return script_keys, args
+
+
+def limits_json(limits: Sequence[Limit]) -> bytes:
+    """A message's limits as the scripts read them (`lua/includes/limits.lua`)."""
+    return orjson.dumps(
+        [
+            [lim.key, "c" if lim.kind == "concurrency" else "r", lim.limit, us(lim.per)]
+            for lim in limits
+        ]
+    )
 
 
 def enqueued(batch: Sequence[Envelope], reply: list[Any]) -> list[Enqueued]:
@@ -124,6 +143,7 @@ def settle_keys(keys: QueueKeys) -> list[str]:
         keys.results,
         keys.delayed,
         keys.waiters,
+        keys.limited,
     ]
 
 

@@ -19,6 +19,9 @@ touch all of it atomically. Per queue, with `B = <prefix>{<queue>}:`:
 | `B r:<id>` | STRING, PX | a settled result: `o` + JSON value, or `f` + `error_json` |
 | `B waiters` | HASH | ids whose pending result someone waits for (`wait_result`) |
 | `B n:<id>` | LIST, PX | a waiter's wake-up token, pushed with the result (5 s) |
+| `B limited` | HASH | id -> its limits (JSON), for messages enqueued with some |
+| `B lim:<name>` | ZSET | a concurrency limit's holders (id -> lease expiry), a rate's starts |
+| `B park:<name>` | ZSET | messages parked for a slot of a concurrency limit, oldest first |
 | `B x:<id>` | STRING, PX | a cancelled id (window: keep_id, at least 1 h) -> fenced token |
 | `B counts` | HASH | `acked`, `dead`: messages settled (rates); reliability meters |
 
@@ -50,6 +53,7 @@ Fields of `B m:<id>` (times are whole microseconds of the Redis server's clock):
 | `error_type`, `error_message`, `error_traceback` | settle (dead) | the last error |
 | `hist` | settle (release, dead), lease (lost) | how its last leases ended, JSON (`inspect`) |
 | `priority`, `boost_us` | enqueue (priority > 0) | priority; priority x aging (µs) |
+| `limits` | enqueue (limits) | JSON [[name, 'c' or 'r', limit, per µs], ...] |
 | `result_ms` | enqueue (keep_result) | its result's TTL (redrive: pending again) |
 | `progress` | keep | `<fence> <JSON [fraction, text]>`, shown while that fence is current |
 
@@ -91,6 +95,7 @@ class QueueKeys:
     delayed: str
     results: str
     waiters: str
+    limited: str
 
 
 class KeySpace:
@@ -125,6 +130,7 @@ class KeySpace:
                 delayed=base + "delayed",
                 results=base + "results",
                 waiters=base + "waiters",
+                limited=base + "limited",
             )
             if len(self._cache) < 10_000:
                 self._cache[name] = keys

@@ -75,7 +75,7 @@ class Operating(RedisBase):
 
     def redrive(self, queue: str, ids: Sequence[str] | None = None) -> int:
         keys = self.keys.queue(queue)
-        script_keys = [keys.waiting, keys.dead, keys.signal, keys.results]
+        script_keys = [keys.waiting, keys.dead, keys.signal, keys.results, keys.limited]
         total = 0
         if ids is None:
             while True:
@@ -105,6 +105,7 @@ class Operating(RedisBase):
             keys.delayed,
             keys.results,
             keys.waiters,
+            keys.limited,
         ]
         return self._drain("purge", script_keys, keys.base)
 

@@ -32,6 +32,8 @@ class RedisBase(Backend):
             priorities=True,
             cancel=True,
             progress=True,
+            rate_limits=True,
+            concurrency_limits=True,
         )
         self.keys = KeySpace(options.prefix)
         self._options = options

@@ -7,6 +7,7 @@
 -- KEYS[5]  keep HASH (finished-id windows)
 -- KEYS[6]  results HASH (pending results)
 -- KEYS[7]  waiters HASH (ids someone waits on in `wait_result`)
+-- KEYS[8]  limited HASH (messages with rate or concurrency limits: id -> limits)
 --
 -- ARGV[1]  queue key base, `<prefix>{<queue>}:`
 -- ARGV[2]  message id
@@ -18,12 +19,15 @@
 -- message, its pending result and its uniqueness lock (if it still owns it) go, and
 -- `x:<id>` remembers the id for the window, holding the token of the lease that was
 -- fenced out ('' if none): enqueue treats the id as known, `inspect` says cancelled,
--- and `keep` answers "cancelled" to that token.
+-- and `keep` answers "cancelled" to that token. The concurrency slots the lease held go
+-- to the next parked messages at once.
 --
 -- Returns 'removed', 'signalled' or 'unknown' (no such message: never enqueued,
 -- finished, dead, or cancelled already).
 
 --- @include "clock"
+--- @include "signal"
+--- @include "limits"
 
 local base, id = ARGV[1], ARGV[2]
 local mkey = base .. 'm:' .. id
@@ -44,7 +48,12 @@ else
   end
   redis.call('ZREM', KEYS[2], id)
   redis.call('HDEL', KEYS[3], id)
+  local lims = redis.call('HGET', KEYS[8], id)
+  if lims then
+    free_slots(base, id, cjson.decode(lims), now_us())
+  end
 end
+redis.call('HDEL', KEYS[8], id)
 local window = tonumber(ARGV[3])
 local own = tonumber(redis.call('HGET', KEYS[5], id))
 if own and own > window then

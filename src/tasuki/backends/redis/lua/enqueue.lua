@@ -6,16 +6,18 @@
 -- KEYS[3]   keep HASH (finished-id windows)
 -- KEYS[4]   results HASH (pending results: id -> keep_result, ms)
 -- KEYS[5]   delayed ZSET (delayed messages of priority > 0)
--- KEYS[6..] uniqueness lock keys (in the queue's slot), referenced by index below
+-- KEYS[6]   limited HASH (messages with rate or concurrency limits: id -> limits)
+-- KEYS[7..] uniqueness lock keys (in the queue's slot), referenced by index below
 --
 -- ARGV[1]   queue key base, `<prefix>{<queue>}:`
 -- ARGV[2]   number of messages, n
 -- ARGV[3]   priority_aging (µs): what one level of priority is worth in waiting time
--- then, per message (12 fields each, starting at ARGV[4]):
+-- then, per message (13 fields each, starting at ARGV[4]):
 --   +0 id          +1 body             +2 headers (JSON)   +3 delay (µs)
 --   +4 max_attempts +5 own visibility timeout (µs, '' = none)  +6 keep_id (ms, 0 = none)
---   +7 lock index (0 = no unique claim, i = KEYS[5 + i])  +8 lock TTL (ms)
+--   +7 lock index (0 = no unique claim, i = KEYS[6 + i])  +8 lock TTL (ms)
 --   +9 replace ('1' / '0')  +10 keep_result (ms, 0 = none)  +11 priority (0 .. 9)
+--   +12 limits ('' = none, else JSON: see includes/limits.lua)
 --
 -- Returns one entry per message, in order:
 --   0 enqueued, 1 duplicate (id known: stored in any state, or finished or cancelled
@@ -36,12 +38,12 @@ local base = ARGV[1]
 local n = tonumber(ARGV[2])
 local aging = tonumber(ARGV[3])
 local now = now_us()
-local results, scores, keeps, kept_results, later = {}, {}, {}, {}, {}
+local results, scores, keeps, kept_results, later, limited = {}, {}, {}, {}, {}, {}
 local stored = 0
 local fresh = {} -- ids stored by this call: waiting, though not in the ZSET until the end
 
 for i = 0, n - 1 do
-  local a = 4 + i * 12
+  local a = 4 + i * 13
   local id = ARGV[a]
   local mkey = base .. 'm:' .. id
   local verdict = nil
@@ -50,7 +52,7 @@ for i = 0, n - 1 do
   else
     local claim = tonumber(ARGV[a + 7])
     if claim > 0 then
-      local lock = KEYS[5 + claim]
+      local lock = KEYS[6 + claim]
       local holder = redis.call('GET', lock)
       if holder and holder ~= id then
         if ARGV[a + 9] == '1' and (fresh[holder] or redis.call('ZSCORE', waiting, holder)
@@ -85,6 +87,11 @@ for i = 0, n - 1 do
       kept_results[#kept_results + 1] = id
       kept_results[#kept_results + 1] = ARGV[a + 10]
     end
+    if ARGV[a + 12] ~= '' then
+      redis.call('HSET', mkey, 'limits', ARGV[a + 12])
+      limited[#limited + 1] = id
+      limited[#limited + 1] = ARGV[a + 12]
+    end
     local delay = tonumber(ARGV[a + 3])
     local priority = tonumber(ARGV[a + 11])
     if priority > 0 then
@@ -111,5 +118,6 @@ zadd_many(waiting, scores)
 zadd_many(KEYS[5], later)
 each_chunk('HSET', KEYS[3], keeps)
 each_chunk('HSET', KEYS[4], kept_results)
+each_chunk('HSET', KEYS[6], limited)
 signal(KEYS[2], stored)
 return results

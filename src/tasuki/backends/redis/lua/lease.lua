@@ -10,6 +10,7 @@
 --          record)
 -- KEYS[7]  delayed ZSET (delayed messages of priority > 0, by visible time)
 -- KEYS[8]  waiters HASH (ids someone waits on in `wait_result`)
+-- KEYS[9]  limited HASH (messages with rate or concurrency limits: id -> limits)
 --
 -- ARGV[1]  queue key base, `<prefix>{<queue>}:`
 -- ARGV[2]  max messages
@@ -22,7 +23,9 @@
 -- whose attempts are used up is dead-lettered instead of leased (reason code
 -- `lease_expired` if it was in flight, `attempts_exhausted` if it was waiting: see
 -- tasuki/core/reasons.py), and the
--- walk goes on, so exhausted messages never eat the batch. Each leased message gets
+-- walk goes on, so exhausted messages never eat the batch. A message over one of its
+-- limits is parked instead (no attempt spent: see includes/limits.lua), and the walk
+-- goes on too. Each leased message gets
 -- attempt + 1, fence + 1, a fresh token and expiry now + its visibility timeout. A
 -- message taken from an expired lease records "lease lost" in its history, at the time
 -- that lease expired, and counts in the meters (with, if leased again, the time from that
@@ -41,6 +44,8 @@
 --- @include "history"
 --- @include "meters"
 --- @include "results"
+--- @include "signal"
+--- @include "limits"
 
 local PROMOTE = 1000
 
@@ -79,7 +84,7 @@ while got < want and budget > 0 do
     break
   end
   local wi, li, from_waiting = 1, 1, 0
-  local expiries, tokens, gone = {}, {}, {}
+  local expiries, tokens, gone, parked = {}, {}, {}, {}
   for _ = 1, need do
     local id, was_waiting, expired_at
     if wi <= nw and (li > nl or tonumber(w[wi + 1]) <= tonumber(l[li + 1])) then
@@ -95,7 +100,7 @@ while got < want and budget > 0 do
     budget = budget - 1
     local mkey = base .. 'm:' .. id
     local f = redis.call('HMGET', mkey, 'attempt', 'max_attempts', 'vt_us', 'body', 'headers',
-      'enqueued_us', 'fence')
+      'enqueued_us', 'fence', 'limits')
     local attempt = tonumber(f[1]) or 0
     local max_attempts = tonumber(f[2])
     local lost = f[4] and not was_waiting
@@ -118,34 +123,57 @@ while got < want and budget > 0 do
       end
       to_dead(dead, mkey, id, now, reason, '', '', '')
       write_result(base, KEYS[6], KEYS[8], id, failed_json(reason))
+      if f[8] then
+        redis.call('HDEL', KEYS[9], id)
+      end
       redis.call('HINCRBY', KEYS[5], 'dead', 1)
     else
-      attempt = attempt + 1
-      if attempt > 1 then
-        redelivered = redelivered + 1
+      local lims = f[8] and cjson.decode(f[8])
+      local wake, slot = nil, nil
+      if lims then
+        wake, slot = admit(base, id, lims, now)
       end
-      if lost then
-        observe_recovery(KEYS[5], now - expired_at)
+      if wake then
+        if not was_waiting then
+          gone[#gone + 1] = id
+        end
+        parked[#parked + 1] = wake
+        parked[#parked + 1] = id
+        if slot then
+          park(base, id, slot, now)
+        end
+      else
+        attempt = attempt + 1
+        if attempt > 1 then
+          redelivered = redelivered + 1
+        end
+        if lost then
+          observe_recovery(KEYS[5], now - expired_at)
+        end
+        local fence = (tonumber(f[7]) or 0) + 1
+        local token = nonce .. '.' .. fence
+        local own_vt = tonumber(f[3])
+        local expiry = now + (own_vt or default_vt)
+        redis.call('HSET', mkey, 'attempt', attempt, 'fence', fence)
+        if lims then
+          take_limits(base, id, lims, now, expiry, fence)
+        end
+        expiries[#expiries + 1] = expiry
+        expiries[#expiries + 1] = id
+        tokens[#tokens + 1] = id
+        tokens[#tokens + 1] = token
+        local o = #out
+        out[o + 1] = id
+        out[o + 2] = f[4]
+        out[o + 3] = f[5]
+        out[o + 4] = attempt
+        out[o + 5] = max_attempts
+        out[o + 6] = f[6]
+        out[o + 7] = token
+        out[o + 8] = fence
+        out[o + 9] = own_vt or 0
+        got = got + 1
       end
-      local fence = (tonumber(f[7]) or 0) + 1
-      local token = nonce .. '.' .. fence
-      local own_vt = tonumber(f[3])
-      redis.call('HSET', mkey, 'attempt', attempt, 'fence', fence)
-      expiries[#expiries + 1] = now + (own_vt or default_vt)
-      expiries[#expiries + 1] = id
-      tokens[#tokens + 1] = id
-      tokens[#tokens + 1] = token
-      local o = #out
-      out[o + 1] = id
-      out[o + 2] = f[4]
-      out[o + 3] = f[5]
-      out[o + 4] = attempt
-      out[o + 5] = max_attempts
-      out[o + 6] = f[6]
-      out[o + 7] = token
-      out[o + 8] = fence
-      out[o + 9] = own_vt or 0
-      got = got + 1
     end
   end
   -- The ids taken from `waiting` are exactly its first `from_waiting` by rank.
@@ -156,6 +184,7 @@ while got < want and budget > 0 do
   hdel_many(leases, gone)
   zadd_many(leased, expiries)
   each_chunk('HSET', leases, tokens)
+  zadd_many(KEYS[7], parked)
 end
 
 if redelivered > 0 then

@@ -10,6 +10,7 @@
 -- KEYS[7]  delayed ZSET (delayed messages of priority > 0)
 -- KEYS[8]  results HASH (pending results)
 -- KEYS[9]  waiters HASH (ids someone waits on in `wait_result`)
+-- KEYS[10] limited HASH (messages with rate or concurrency limits)
 --
 -- ARGV[1]  queue key base, `<prefix>{<queue>}:`
 -- ARGV[2]  limit
@@ -50,6 +51,7 @@ for _, k in ipairs({1, 7, 2, 3}) do
   hdel_many(KEYS[5], ids)
   hdel_many(KEYS[8], ids)
   hdel_many(KEYS[9], ids)
+  hdel_many(KEYS[10], ids)
   zrem_many(KEYS[k], ids)
   removed = removed + #ids
 end

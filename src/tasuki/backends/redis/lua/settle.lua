@@ -10,6 +10,7 @@
 -- KEYS[8]  results HASH (pending results: id -> keep_result, ms)
 -- KEYS[9]  delayed ZSET (delayed messages of priority > 0)
 -- KEYS[10] waiters HASH (ids someone waits on in `wait_result`)
+-- KEYS[11] limited HASH (messages with rate or concurrency limits: id -> limits)
 --
 -- ARGV[1]  queue key base, `<prefix>{<queue>}:`
 -- ARGV[2]  the verdicts, one letter per item, in order: 'a' ack, 'A' ack with a result,
@@ -40,6 +41,9 @@
 --   and attempt count, and drops its uniqueness lock if it still owns it. One that
 --   keeps its result gets its `failed` record.
 --
+-- Whatever the verdict, a settled lease's concurrency slots go, each to the next message
+-- parked for it (see includes/limits.lua).
+--
 -- Every read and delete the items share is one command for the whole call (one HMGET
 -- of the tokens, one DEL, HDEL, ZREM), so a batch of acks costs what `ack` alone did.
 --
@@ -51,6 +55,7 @@
 --- @include "history"
 --- @include "to_dead"
 --- @include "results"
+--- @include "limits"
 
 local waiting, leased, leases, dead, keep = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local results_key = KEYS[8]
@@ -75,10 +80,13 @@ else
   end
 end
 local current = hmget_many(leases, ids)
+-- A queue none of whose messages keeps a result or has limits pays one EXISTS for both,
+-- not an HMGET each.
+local extras = redis.call('EXISTS', KEYS[8], KEYS[11]) > 0
 
 local results, seen, gone, ng = {}, {}, {}, 0
 local acked, doomed, acked_at, with_value, na = {}, {}, {}, {}, 0
-local scores, later, died = {}, {}, 0
+local scores, later, died, released = {}, {}, 0, {}
 local now = nil
 for k = 1, n do
   local id, p = ids[k], at[k]
@@ -96,6 +104,7 @@ for k = 1, n do
       local mkey = base .. 'm:' .. id
       local fence = fence_of(ARGV[p + 1])
       if verdict == RELEASE then
+        released[id] = true
         if ARGV[p + 3] == '1' then
           redis.call('HINCRBY', mkey, 'attempt', -1)
         end
@@ -138,9 +147,8 @@ if na > 0 then
     end
   end
   hdel_many(keep, kept)
-  -- A queue none of whose messages keeps a result pays one EXISTS, not an HMGET.
   local ttls = {}
-  if redis.call('EXISTS', results_key) == 1 then
+  if extras then
     ttls = hmget_many(results_key, acked)
   end
   local written = {}
@@ -161,6 +169,20 @@ if na > 0 then
   end
   del_many(doomed)
   redis.call('HINCRBY', KEYS[6], 'acked', na)
+end
+if extras then
+  local lims = hmget_many(KEYS[11], gone)
+  local ended = {}
+  now = now or now_us()
+  for k, id in ipairs(gone) do
+    if lims[k] then
+      free_slots(base, id, cjson.decode(lims[k]), now)
+      if not released[id] then
+        ended[#ended + 1] = id
+      end
+    end
+  end
+  hdel_many(KEYS[11], ended)
 end
 hdel_many(leases, gone)
 zrem_many(leased, gone)
