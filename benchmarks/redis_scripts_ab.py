@@ -12,8 +12,8 @@ rotation, so that whatever else the machine does weighs on all of them alike, an
 server times every call itself (SLOWLOG with a threshold of 0): what is printed is Redis
 CPU per call, free of the client's and the network's noise. The ack is `settle.lua` with
 every verdict an ack in a tree that has it, else `ack.lua`. A tree whose scripts take
-fewer keys (before the queue's `counts` hash, or its `results`, `delayed` and
-`waiters` keys, existed) is called without them.
+fewer keys (before the queue's `counts` hash, or its `results`, `delayed`,
+`waiters` and `limited` keys, existed) is called without them.
 """
 
 from __future__ import annotations
