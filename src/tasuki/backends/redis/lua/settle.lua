@@ -98,7 +98,9 @@ for k = 1, n do
     if verdict == ACK or verdict == RESULT then
       na = na + 1
       acked[na], doomed[na], acked_at[na] = id, base .. 'm:' .. id, p
-      with_value[na] = verdict == RESULT
+      if verdict == RESULT then
+        with_value[na] = true
+      end
     else
       now = now or now_us()
       local mkey = base .. 'm:' .. id
