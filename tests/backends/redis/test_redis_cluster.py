@@ -151,6 +151,24 @@ def test_results_priorities_cancel_and_progress_on_every_master(
         assert stats(backend, q) == (0, 0, 0, 0)
 
 
+def test_a_result_waiter_blocks_on_every_master(backend: Backend, queues: list[str]) -> None:
+    for q in queues:
+        backend.enqueue([env(q, "w", keep_result=60.0)])
+        [d] = backend.lease(q, 1, 30.0)
+
+        def settle_soon(receipt: Receipt = d.receipt) -> None:
+            time.sleep(0.3)
+            backend.settle([Settle.ack(receipt, Effects(result=b"7"))])
+
+        thread = threading.Thread(target=settle_soon)
+        started = time.monotonic()
+        thread.start()
+        found = backend.wait_result(q, "w", 10.0)
+        thread.join()
+        assert found is not None and found.value == b"7"
+        assert time.monotonic() - started < 2.0
+
+
 def test_limits_on_every_master(backend: Backend, queues: list[str]) -> None:
     """A limit's state lives under its queue's hash tag, so lease.lua admits on any master."""
     for q in queues:
