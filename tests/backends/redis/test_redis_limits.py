@@ -51,3 +51,15 @@ def test_a_parked_message_costs_no_call_until_its_slot_frees(backend: RedisBacke
     assert script_calls(backend._command) - before <= 2
     backend.ack([held.receipt])
     assert [d.id for d in backend.lease("q", 10, 30.0, wait=1.0)] == ["m1"]
+
+
+def test_a_message_leased_by_its_timer_leaves_the_parked_set(backend: RedisBackend) -> None:
+    backend.enqueue([env("q", f"m{i}", limits=(ONE,)) for i in range(2)])
+    [first] = backend.lease("q", 10, 0.3)
+    assert backend.lease("q", 10, 30.0) == []  # m1 parked for the slot
+    parked = backend.keys.queue("q").base + "park:" + ONE.key
+    assert backend._command("ZCARD", parked) == 1
+    time.sleep(0.4)  # the holder's lease lapsed: m1's timer (that expiry) ranks it first
+    [again] = backend.lease("q", 1, 30.0)
+    assert (first.id, again.id) == ("m0", "m1")
+    assert backend._command("ZCARD", parked) == 0

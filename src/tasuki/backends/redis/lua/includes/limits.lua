@@ -34,12 +34,14 @@ local function admit(base, id, lims, now)
   return nil
 end
 
--- Admitted and leased: it holds its slots until `expiry` and spent its tokens.
+-- Admitted and leased: it holds its slots until `expiry` and spent its tokens, and waits
+-- for no slot any more.
 local function take_limits(base, id, lims, now, expiry, fence)
   for _, l in ipairs(lims) do
     local key = base .. 'lim:' .. l[1]
     if l[2] == 'c' then
       redis.call('ZADD', key, expiry, id)
+      redis.call('ZREM', base .. 'park:' .. l[1], id)
     else
       redis.call('ZADD', key, now, id .. ':' .. fence)
       redis.call('PEXPIRE', key, math.floor(l[4] / 1000) + 1000)
