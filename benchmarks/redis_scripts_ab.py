@@ -12,7 +12,8 @@ rotation, so that whatever else the machine does weighs on all of them alike, an
 server times every call itself (SLOWLOG with a threshold of 0): what is printed is Redis
 CPU per call, free of the client's and the network's noise. The ack is `settle.lua` with
 every verdict an ack in a tree that has it, else `ack.lua`. A tree whose scripts take
-one key fewer (before the queue's `counts` hash existed) is called without it.
+fewer keys (before the queue's `counts` hash, or its `results`, `delayed`,
+`waiters` and `limited` keys, existed) is called without them.
 """
 
 from __future__ import annotations
@@ -77,7 +78,8 @@ def main(trees: dict[str, Path]) -> None:
             for name in names[shift:] + names[:shift]:
                 k = backend.keys.queue(name)
                 lease_sha, lease_keys, ack_sha, ack_keys = scripts[name]
-                keys = [k.waiting, k.leased, k.dead, k.leases, k.counts][:lease_keys]
+                keys = [k.waiting, k.leased, k.dead, k.leases, k.counts]
+                keys = [*keys, k.results, k.delayed, k.waiters, k.limited][:lease_keys]
                 nonce = os.urandom(6).hex()
                 out = conn.command(
                     "EVALSHA", lease_sha, len(keys), *keys, k.base, BATCH, 30_000_000, nonce
@@ -86,6 +88,7 @@ def main(trees: dict[str, Path]) -> None:
                 if settles[name]:
                     args.append("a" * ((len(out) - 1) // 9))
                     keys = [k.waiting, k.leased, k.leases, k.dead, k.keep, k.counts, k.signal]
+                    keys = [*keys, k.results, k.delayed, k.waiters, k.limited][:ack_keys]
                 else:
                     keys = [k.leased, k.leases, k.keep, k.counts][:ack_keys]
                 for i in range(1, len(out), 9):

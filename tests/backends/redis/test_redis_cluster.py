@@ -20,7 +20,17 @@ import redis
 from redis.crc import key_slot
 
 import tasuki
-from tasuki.backends.base import Backend, Envelope, Receipt, Settle, UniqueClaim
+from tasuki.backends.base import (
+    Backend,
+    Effects,
+    Envelope,
+    Keep,
+    Limit,
+    Progress,
+    Receipt,
+    Settle,
+    UniqueClaim,
+)
 from tasuki.backends.urls import backend_from_url
 from tasuki.core.locks import Granted, IdClaim, IdFinish, LeaseEnd, LeaseTake, RecordLifetimes
 from tasuki.core.message import ErrorInfo
@@ -109,6 +119,68 @@ def test_lifecycle_on_every_master(backend: Backend, queues: list[str]) -> None:
     for q in queues:
         assert backend.purge(q) == 1
     assert not set(queues) & set(backend.queues())
+
+
+def test_results_priorities_cancel_and_progress_on_every_master(
+    backend: Backend, queues: list[str]
+) -> None:
+    """Every key these scripts touch (results, notify lists, cancelled ids, the delayed
+    ZSET) is built from the queue's base, so each queue's calls stay in its slot."""
+    for q in queues:
+        backend.enqueue([env(q, "low", keep_result=60.0)])
+        backend.enqueue([env(q, "high", priority=9, keep_result=60.0)])
+        backend.enqueue([env(q, "later", priority=9, delay=30.0)])
+        assert stats(backend, q) == (2, 0, 1, 0)
+        assert backend.inspect(q, "later").priority == 9
+        [high] = backend.lease(q, 1, 30.0)
+        assert high.id == "high"
+        progress = Progress(0.5, "half")
+        assert backend.keep([Keep(high.receipt, 30.0, progress)]) == ["held"]
+        assert backend.inspect(q, "high").progress == progress
+        assert backend.settle([Settle.ack(high.receipt, Effects(result=b"[1,2]"))]) == [True]
+        done = backend.wait_result(q, "high", 5.0)
+        assert done is not None and (done.state, done.value) == ("ok", b"[1,2]")
+
+        [low] = backend.lease(q, 1, 30.0)
+        assert backend.cancel(q, "low") == "signalled"
+        assert backend.keep([Keep(low.receipt, 30.0)]) == ["cancelled"]
+        assert backend.settle([Settle.ack(low.receipt)]) == [False]
+        assert backend.result(q, "low") is None
+        assert backend.inspect(q, "low").state == "cancelled"
+        assert backend.cancel(q, "later") == "removed"
+        assert stats(backend, q) == (0, 0, 0, 0)
+
+
+def test_a_result_waiter_blocks_on_every_master(backend: Backend, queues: list[str]) -> None:
+    for q in queues:
+        backend.enqueue([env(q, "w", keep_result=60.0)])
+        [d] = backend.lease(q, 1, 30.0)
+
+        def settle_soon(receipt: Receipt = d.receipt) -> None:
+            time.sleep(0.3)
+            backend.settle([Settle.ack(receipt, Effects(result=b"7"))])
+
+        thread = threading.Thread(target=settle_soon)
+        started = time.monotonic()
+        thread.start()
+        found = backend.wait_result(q, "w", 10.0)
+        thread.join()
+        assert found is not None and found.value == b"7"
+        assert time.monotonic() - started < 2.0
+
+
+def test_limits_on_every_master(backend: Backend, queues: list[str]) -> None:
+    """A limit's state lives under its queue's hash tag, so lease.lua admits on any master."""
+    for q in queues:
+        two = Limit(f"concurrency:{q}:job", "concurrency", 2)
+        rate = Limit(f"rate:{q}:job", "rate", 3, 60.0)
+        backend.enqueue([env(q, f"c{i}", limits=(two,)) for i in range(3)])
+        backend.enqueue([env(q, f"r{i}", limits=(rate,)) for i in range(4)])
+        leased = backend.lease(q, 10, 30.0)
+        assert sorted(d.id for d in leased) == ["c0", "c1", "r0", "r1", "r2"]
+        assert backend.ack([d.receipt for d in leased if d.id == "c0"]) == [True]
+        assert [d.id for d in backend.lease(q, 10, 30.0, wait=2.0)] == ["c2"]
+        assert stats(backend, q) == (0, 5, 1, 0)  # r3 waits for a token a minute away
 
 
 def test_batches_spanning_masters(backend: Backend, queues: list[str]) -> None:

@@ -27,15 +27,18 @@ from typing import Any
 
 from tasuki.backends.base import (
     DEFAULT_VISIBILITY_TIMEOUT,
+    CancelStatus,
     Delivery,
     Enqueued,
     Envelope,
+    Keep,
+    LeaseStatus,
     Receipt,
     Settle,
     refuse_connection,
 )
 from tasuki.backends.redis import codec
-from tasuki.backends.redis.codec import us
+from tasuki.backends.redis.codec import ms, us
 from tasuki.backends.redis.keys import QueueKeys
 from tasuki.backends.redis.locks import RedisLockStore
 from tasuki.backends.redis.operating import Operating
@@ -43,6 +46,7 @@ from tasuki.backends.redis.options import RedisOptions
 from tasuki.backends.redis.plumbing import CHUNK
 from tasuki.backends.redis.slots import key_slot
 from tasuki.backends.waiting import lease_until
+from tasuki.core.flowrecords import ResultRecord
 from tasuki.errors import InvalidArgument, MessageTooLarge
 
 # An enqueue this large is sent as several script calls, each on its way while the
@@ -54,6 +58,11 @@ ANNOUNCE_EVERY = 60.0
 MIN_BLOCK = 0.01
 # In the last tick before a delayed message is due, re-check this often (see `_pause`).
 FINAL_STRETCH_STEP = 0.02
+# How long a cancelled id stays known (an enqueue of it is a no-op, `inspect` says
+# "cancelled"), when its own keep_id window is shorter.
+CANCELLED_WINDOW = 3600.0
+# keep.lua's answers by code.
+_LEASE_STATUS: tuple[LeaseStatus, ...] = ("lost", "held", "cancelled")
 
 
 class RedisBackend(Operating):
@@ -134,10 +143,12 @@ class RedisBackend(Operating):
     def _enqueue_chunk(self, keys: QueueKeys, batch: list[Envelope]) -> list[Enqueued]:
         """Store `batch` (one queue): one script call per PIPELINED messages, pipelined."""
         if len(batch) <= PIPELINED:
-            script_keys, args = codec.enqueue_call(keys, self.keys.lock, batch)
+            script_keys, args = codec.enqueue_call(keys, self.keys.lock, batch, self.priority_aging)
             return codec.enqueued(batch, self._eval("enqueue", script_keys, args))
         parts = [batch[i : i + PIPELINED] for i in range(0, len(batch), PIPELINED)]
-        calls = (codec.enqueue_call(keys, self.keys.lock, part) for part in parts)
+        calls = (
+            codec.enqueue_call(keys, self.keys.lock, part, self.priority_aging) for part in parts
+        )
         out: list[Enqueued] = []
         for part, reply in zip(parts, self._connection().run_each("enqueue", calls), strict=True):
             out += codec.enqueued(part, reply)
@@ -172,7 +183,17 @@ class RedisBackend(Operating):
         self, queue: str, max_messages: int, visibility_timeout: float
     ) -> tuple[QueueKeys, list[str], list[Any]]:
         keys = self.keys.queue(queue)
-        script_keys = [keys.waiting, keys.leased, keys.dead, keys.leases, keys.counts]
+        script_keys = [
+            keys.waiting,
+            keys.leased,
+            keys.dead,
+            keys.leases,
+            keys.counts,
+            keys.results,
+            keys.delayed,
+            keys.waiters,
+            keys.limited,
+        ]
         # The lease nonce: os.urandom, as secrets.token_hex, whose import (hmac, hashlib)
         # would add milliseconds to every worker's start.
         args = [keys.base, max_messages, us(visibility_timeout), os.urandom(6).hex()]
@@ -234,12 +255,73 @@ class RedisBackend(Operating):
 
         return self._per_queue(items, _receipt_of, call)
 
+    def keep(self, items: Sequence[Keep]) -> list[LeaseStatus]:
+        """One keep.lua call per queue (and per CHUNK items): extend, store progress
+        under the current lease only, and tell "held", "lost" or "cancelled"."""
+        out: list[LeaseStatus] = ["lost"] * len(items)
+        groups: dict[str, list[int]] = {}
+        for n, item in enumerate(items):
+            groups.setdefault(item.receipt.queue, []).append(n)
+        for queue, indices in groups.items():
+            keys = self.keys.queue(queue)
+            for start in range(0, len(indices), CHUNK):
+                part = indices[start : start + CHUNK]
+                args = codec.keep_args(keys.base, [items[n] for n in part])
+                reply = self._eval("keep", [keys.leased, keys.leases, keys.limited], args)
+                for n, code in zip(part, reply, strict=True):
+                    out[n] = _LEASE_STATUS[code]
+        return out
+
+    def cancel(self, queue: str, id: str) -> CancelStatus:
+        keys = self.keys.queue(queue)
+        script_keys = [
+            keys.waiting,
+            keys.leased,
+            keys.leases,
+            keys.delayed,
+            keys.keep,
+            keys.results,
+            keys.waiters,
+            keys.limited,
+        ]
+        reply = self._eval("cancel", script_keys, [keys.base, id, ms(CANCELLED_WINDOW)])
+        status: CancelStatus = reply.decode()
+        return status
+
+    # -- results ---------------------------------------------------------------------
+    def result(self, queue: str, id: str) -> ResultRecord | None:
+        return self._result(queue, id, waiting=False)
+
+    def _result(self, queue: str, id: str, waiting: bool) -> ResultRecord | None:
+        keys = self.keys.queue(queue)
+        reply = self._eval("result", [keys.results, keys.waiters], [keys.base, id, int(waiting)])
+        return codec.result_record(reply)
+
+    def wait_result(self, queue: str, id: str, timeout: float) -> ResultRecord | None:
+        """Block on the message's notify list (`n:<id>`, pushed by the settle that writes
+        the result, since the read that found it pending marked it as awaited) instead
+        of polling: one BLMOVE of the list onto itself, so every waiter wakes and the
+        token stays for the next one, then one read."""
+        deadline = time.monotonic() + timeout
+        notify = self.keys.queue(queue).base + "n:" + id
+        while True:
+            found = self._result(queue, id, waiting=True)
+            remaining = deadline - time.monotonic()
+            if found is None or found.state != "pending" or remaining <= 0:
+                return found
+            block = min(remaining, self._max_block)
+            if block < MIN_BLOCK:
+                time.sleep(block)
+            else:
+                self._command("BLMOVE", notify, notify, "RIGHT", "LEFT", block)
+
     def extend(self, receipts: Sequence[Receipt], visibility_timeout: float) -> list[bool]:
         def call(keys: QueueKeys, part: Sequence[Receipt]) -> list[int]:
-            args: list[Any] = [us(visibility_timeout)]
+            args: list[Any] = [us(visibility_timeout), keys.base]
             for r in part:
                 args += (r.id, r.token)
-            reply: list[int] = self._eval("extend", [keys.leased, keys.leases], args)
+            script_keys = [keys.leased, keys.leases, keys.limited]
+            reply: list[int] = self._eval("extend", script_keys, args)
             return reply
 
         return self._per_queue(receipts, _itself, call)

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import orjson
 
 from tasuki.backends.redis.keys import QueueKeys
+from tasuki.core.flowrecords import ResultRecord, error_json
 from tasuki.core.message import DeadLetter, ErrorInfo
 from tasuki.core.reasons import describe
 from tasuki.core.records import (
@@ -26,8 +27,11 @@ from tasuki.core.records import (
     EnqueueStatus,
     Envelope,
     HistoryEntry,
+    Keep,
+    Limit,
     MessageInfo,
     MessageState,
+    Progress,
     QueueStats,
     Settle,
     death_detail,
@@ -67,19 +71,27 @@ def headers_of(raw: bytes) -> dict[str, str]:
 
 # -- out ---------------------------------------------------------------------------------
 def enqueue_call(
-    keys: QueueKeys, lock_key: Callable[[str], str], batch: Sequence[Envelope]
+    keys: QueueKeys, lock_key: Callable[[str], str], batch: Sequence[Envelope], aging: float
 ) -> tuple[list[str], list[Any]]:
     """enqueue.lua's KEYS and ARGV for `batch` (one queue): per message, the fields its
-    header lists, a uniqueness lock as the index of its key among the KEYS."""
-    script_keys = [keys.waiting, keys.signal, keys.keep]
-    args: list[Any] = [keys.base, len(batch)]
+    header lists, a uniqueness lock as the index of its key among the KEYS; `aging` is
+    the backend's `priority_aging`."""
+    script_keys = [
+        keys.waiting,
+        keys.signal,
+        keys.keep,
+        keys.results,
+        keys.delayed,
+        keys.limited,
+    ]
+    args: list[Any] = [keys.base, len(batch), us(aging)]
     for env in batch:
         claim = env.unique
         if claim is None:
             lock, lock_ttl, replace = 0, 0, 0
         else:
             script_keys.append(lock_key(claim.key))
-            lock, lock_ttl, replace = len(script_keys) - 3, ms(claim.ttl), int(claim.replace)
+            lock, lock_ttl, replace = len(script_keys) - 6, ms(claim.ttl), int(claim.replace)
         args += (
             env.id,
             env.body,
@@ -91,8 +103,21 @@ def enqueue_call(
             lock,
             lock_ttl,
             replace,
+            ms(env.keep_result) if env.keep_result > 0 else 0,
+            env.priority,
+            limits_json(env.limits) if env.limits else b"",
         )
     return script_keys, args
+
+
+def limits_json(limits: Sequence[Limit]) -> bytes:
+    """A message's limits as the scripts read them (`lua/includes/limits.lua`)."""
+    return orjson.dumps(
+        [
+            [lim.key, "c" if lim.kind == "concurrency" else "r", lim.limit, us(lim.per)]
+            for lim in limits
+        ]
+    )
 
 
 def enqueued(batch: Sequence[Envelope], reply: list[Any]) -> list[Enqueued]:
@@ -107,12 +132,24 @@ def enqueued(batch: Sequence[Envelope], reply: list[Any]) -> list[Enqueued]:
 
 
 def settle_keys(keys: QueueKeys) -> list[str]:
-    return [keys.waiting, keys.leased, keys.leases, keys.dead, keys.keep, keys.counts, keys.signal]
+    return [
+        keys.waiting,
+        keys.leased,
+        keys.leases,
+        keys.dead,
+        keys.keep,
+        keys.counts,
+        keys.signal,
+        keys.results,
+        keys.delayed,
+        keys.waiters,
+        keys.limited,
+    ]
 
 
 def settle_args(base: str, items: Sequence[Settle]) -> list[Any]:
     """settle.lua's ARGV: the verdicts as one letter each, then each item's fields."""
-    if all(item.verdict == "ack" for item in items):  # the common batch, made fast
+    if all(item.verdict == "ack" and item.effects is None for item in items):  # the common batch
         args: list[Any] = [base, "a" * len(items)]
         for item in items:
             args += (item.receipt.id, item.receipt.token)
@@ -122,8 +159,13 @@ def settle_args(base: str, items: Sequence[Settle]) -> list[Any]:
     for item in items:
         r = item.receipt
         if item.verdict == "ack":
-            letters.append("a")
-            args += (r.id, r.token)
+            value = item.effects.result if item.effects is not None else None
+            if value is None:
+                letters.append("a")
+                args += (r.id, r.token)
+            else:
+                letters.append("A")
+                args += (r.id, r.token, value)
         elif item.verdict == "release":
             letters.append("r")
             event, detail = release_event(item.delay, item.penalty, error_summary(item.error))
@@ -139,8 +181,21 @@ def settle_args(base: str, items: Sequence[Settle]) -> list[Any]:
                 "" if err is None else err.message,
                 "" if err is None else err.traceback,
                 death_detail(item.reason, err),
+                error_json(err, item.reason),
             )
     args[1] = "".join(letters)
+    return args
+
+
+def keep_args(base: str, items: Sequence[Keep]) -> list[Any]:
+    """keep.lua's ARGV: per item its id, token, visibility timeout and progress."""
+    args: list[Any] = [base]
+    for item in items:
+        r = item.receipt
+        progress = b""
+        if item.progress is not None:
+            progress = progress_json(r.token.rpartition(".")[2], item.progress)
+        args += (r.id, r.token, us(item.visibility_timeout), progress)
     return args
 
 
@@ -281,6 +336,8 @@ def message(queue: str, id: str, where: str, at: float, now: float) -> Callable[
         error_message: bytes,
         error_traceback: bytes,
         hist: bytes,
+        priority: bytes,
+        progress: bytes,
     ) -> MessageInfo:
         tries = int(attempt or 0)
         state: MessageState
@@ -306,6 +363,8 @@ def message(queue: str, id: str, where: str, at: float, now: float) -> Callable[
             error=_error(error_type, error_message, error_traceback) if dead else None,
             died_at=died_at,
             history=history(hist),
+            progress=progress_of(progress, fence),
+            priority=int(priority or 0),
         )
 
     return read
@@ -322,8 +381,21 @@ def message_info(queue: str, id: str, reply: list[Any]) -> MessageInfo:
         return MessageInfo(
             queue, id, "finished", finished_until=now + int(window_ms) / 1e3, history=history(story)
         )
+    if where == "cancelled":
+        return MessageInfo(queue, id, "cancelled", finished_until=now + int(reply[2]) / 1e3)
     [info] = records(reply, message(queue, id, where, float(reply[2]) / 1e6, now), 3)
     return info
+
+
+def result_record(reply: list[Any]) -> ResultRecord | None:
+    """result.lua's reply: {now µs}, {now µs, 'p'} or {now µs, record, TTL ms}."""
+    if len(reply) == 1:
+        return None
+    if len(reply) == 2:
+        return ResultRecord("pending")
+    record: bytes = reply[1]
+    expires_at = int(reply[0]) / 1e6 + max(0, int(reply[2])) / 1e3
+    return ResultRecord("ok" if record[:1] == b"o" else "failed", record[1:], expires_at)
 
 
 def stats(
@@ -331,6 +403,22 @@ def stats(
 ) -> QueueStats:
     """stats.lua's `stats` record."""
     return QueueStats(ready, in_flight, delayed, dead, oldest_ready_age_us / 1e6)
+
+
+def progress_json(fence: str, progress: Progress) -> bytes:
+    """The `progress` field keep.lua stores: the lease's fence, then the JSON."""
+    return fence.encode() + b" " + orjson.dumps([progress.fraction, progress.text])
+
+
+def progress_of(raw: bytes, fence: bytes) -> Progress | None:
+    """The `progress` field, if the message's current lease (`fence`) stored it."""
+    if not raw:
+        return None
+    stored_fence, _, data = raw.partition(b" ")
+    if stored_fence != (fence or b"0"):
+        return None
+    fraction, text = orjson.loads(data)
+    return Progress(float(fraction), str(text))
 
 
 def history(raw: bytes) -> tuple[HistoryEntry, ...]:

@@ -6,7 +6,8 @@ touch all of it atomically. Per queue, with `B = <prefix>{<queue>}:`:
 
 | key | type | meaning |
 |---|---|---|
-| `B waiting` | ZSET | waiting messages (ready or delayed); score = visible time, µs |
+| `B waiting` | ZSET | waiting messages; score = rank, µs: visible time - priority x aging |
+| `B delayed` | ZSET | delayed messages of priority > 0; score = visible time, µs |
 | `B leased` | ZSET | messages in flight; score = lease expiry, µs |
 | `B leases` | HASH | id -> token of its current lease, for exactly the ids in `leased` |
 | `B dead` | ZSET | dead letters; score = when it died, µs |
@@ -14,12 +15,23 @@ touch all of it atomically. Per queue, with `B = <prefix>{<queue>}:`:
 | `B keep` | HASH | id -> `keep_id` (ms), for messages enqueued with a finished-id window |
 | `B done:<id>` | STRING, PX | a finished id, remembered for its `keep_id` window |
 | `B signal` | LIST, PX | wake-up tokens for blocked `lease(wait=...)` calls |
+| `B results` | HASH | id -> `keep_result` (ms), for messages whose result is pending |
+| `B r:<id>` | STRING, PX | a settled result: `o` + JSON value, or `f` + `error_json` |
+| `B waiters` | HASH | ids whose pending result someone waits for (`wait_result`) |
+| `B n:<id>` | LIST, PX | a waiter's wake-up token, pushed with the result (5 s) |
+| `B limited` | HASH | id -> its limits (JSON), for messages enqueued with some |
+| `B lim:<name>` | ZSET | a concurrency limit's holders (id -> lease expiry), a rate's starts |
+| `B park:<name>` | ZSET | messages parked for a slot of a concurrency limit, oldest first |
+| `B x:<id>` | STRING, PX | a cancelled id (window: keep_id, at least 1 h) -> fenced token |
 | `B counts` | HASH | `acked`, `dead`: messages settled (rates); reliability meters |
 
-A message's state is the ZSET that holds its id, nothing else: there is no `state` field
-that could disagree with the index. "Ready" is `waiting` with score <= now, plus
-`leased` with score <= now (an expired lease is deliverable again); "delayed" is
-`waiting` above now; "in flight" is `leased` above now.
+A message's state is the ZSET that holds its id, nothing else: there is no `state`
+field that could disagree with the index. "Ready" is `waiting` with score <= now, plus
+`delayed` and `leased` with score <= now (a delay passed, an expired lease is
+deliverable again); "delayed" is `waiting` or `delayed` above now; "in flight" is
+`leased` above now. A message of priority p > 0 ranks in `waiting` p x `priority_aging`
+ahead of its visible time; delayed, it waits in `delayed` instead (its rank would
+make it due early) until a lease moves it into `waiting`.
 
 Lease tokens and keep windows live in per-queue hashes rather than in each message's
 hash so that settle and extend check and clear a whole batch with one HMGET / HDEL
@@ -40,6 +52,10 @@ Fields of `B m:<id>` (times are whole microseconds of the Redis server's clock):
 | `reason`, `died_us` | settle (dead), lease (exhausted) | why and when it died |
 | `error_type`, `error_message`, `error_traceback` | settle (dead) | the last error |
 | `hist` | settle (release, dead), lease (lost) | how its last leases ended, JSON (`inspect`) |
+| `priority`, `boost_us` | enqueue (priority > 0) | priority; priority x aging (µs) |
+| `limits` | enqueue (limits) | JSON [[name, 'c' or 'r', limit, per µs], ...] |
+| `result_ms` | enqueue (keep_result) | its result's TTL (redrive: pending again) |
+| `progress` | keep | `<fence> <JSON [fraction, text]>`, shown while that fence is current |
 
 Outside the queues:
 
@@ -76,6 +92,10 @@ class QueueKeys:
     keep: str
     signal: str
     counts: str
+    delayed: str
+    results: str
+    waiters: str
+    limited: str
 
 
 class KeySpace:
@@ -107,6 +127,10 @@ class KeySpace:
                 keep=base + "keep",
                 signal=base + "signal",
                 counts=base + "counts",
+                delayed=base + "delayed",
+                results=base + "results",
+                waiters=base + "waiters",
+                limited=base + "limited",
             )
             if len(self._cache) < 10_000:
                 self._cache[name] = keys

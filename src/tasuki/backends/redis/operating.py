@@ -18,7 +18,8 @@ PURGE_CHUNK = 1000
 class Operating(RedisBase):
     def stats(self, queue: str) -> QueueStats:
         keys = self.keys.queue(queue)
-        reply = self._eval("stats", [keys.waiting, keys.leased, keys.dead], [])
+        script_keys = [keys.waiting, keys.leased, keys.dead, keys.delayed]
+        reply = self._eval("stats", script_keys, [keys.base])
         result: QueueStats = codec.stats(*reply)
         return result
 
@@ -29,7 +30,7 @@ class Operating(RedisBase):
         exists = []
         for name in names:
             keys = self.keys.queue(name)
-            exists.append(("EXISTS", keys.waiting, keys.leased, keys.dead))
+            exists.append(("EXISTS", keys.waiting, keys.leased, keys.dead, keys.delayed))
         counts = self._connection().pipeline(exists)
         return [name for name, n in zip(names, counts, strict=True) if n]
 
@@ -68,12 +69,13 @@ class Operating(RedisBase):
 
     def inspect(self, queue: str, id: str) -> MessageInfo:
         keys = self.keys.queue(queue)
-        reply = self._eval("inspect", [keys.waiting, keys.leased, keys.dead], [keys.base, id])
+        script_keys = [keys.waiting, keys.leased, keys.dead, keys.delayed]
+        reply = self._eval("inspect", script_keys, [keys.base, id])
         return codec.message_info(queue, id, reply)
 
     def redrive(self, queue: str, ids: Sequence[str] | None = None) -> int:
         keys = self.keys.queue(queue)
-        script_keys = [keys.waiting, keys.dead, keys.signal]
+        script_keys = [keys.waiting, keys.dead, keys.signal, keys.results, keys.limited]
         total = 0
         if ids is None:
             while True:
@@ -93,7 +95,18 @@ class Operating(RedisBase):
 
     def purge(self, queue: str) -> int:
         keys = self.keys.queue(queue)
-        script_keys = [keys.waiting, keys.leased, keys.dead, keys.leases, keys.keep, keys.signal]
+        script_keys = [
+            keys.waiting,
+            keys.leased,
+            keys.dead,
+            keys.leases,
+            keys.keep,
+            keys.signal,
+            keys.delayed,
+            keys.results,
+            keys.waiters,
+            keys.limited,
+        ]
         return self._drain("purge", script_keys, keys.base)
 
     def _drain(self, script: str, keys: list[str], base: str) -> int:

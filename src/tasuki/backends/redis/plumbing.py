@@ -26,7 +26,15 @@ class RedisBase(Backend):
 
     def __init__(self, options: RedisOptions) -> None:
         self.url = options.url
-        self.capabilities = Capabilities(max_message_size=options.max_message_size)
+        self.capabilities = Capabilities(
+            max_message_size=options.max_message_size,
+            results=True,
+            priorities=True,
+            cancel=True,
+            progress=True,
+            rate_limits=True,
+            concurrency_limits=True,
+        )
         self.keys = KeySpace(options.prefix)
         self._options = options
         self._conn = connection.acquire(options)

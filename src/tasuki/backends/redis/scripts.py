@@ -19,6 +19,9 @@ NAMES = (
     "lease",
     "settle",
     "extend",
+    "keep",
+    "cancel",
+    "result",
     "stats",
     "dead_letters",
     "dead_letter",
@@ -62,6 +65,9 @@ class Scripts:
     lease: Script
     settle: Script
     extend: Script
+    keep: Script
+    cancel: Script
+    result: Script
     stats: Script
     dead_letters: Script
     dead_letter: Script

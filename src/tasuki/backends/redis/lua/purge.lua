@@ -7,13 +7,18 @@
 -- KEYS[4]  leases HASH (id -> token of the current lease)
 -- KEYS[5]  keep HASH (finished-id windows)
 -- KEYS[6]  signal LIST
+-- KEYS[7]  delayed ZSET (delayed messages of priority > 0)
+-- KEYS[8]  results HASH (pending results)
+-- KEYS[9]  waiters HASH (ids someone waits on in `wait_result`)
+-- KEYS[10] limited HASH (messages with rate or concurrency limits)
 --
 -- ARGV[1]  queue key base, `<prefix>{<queue>}:`
 -- ARGV[2]  limit
 --
 -- A waiting message's uniqueness lock goes with it (if it still owns it); a message in
 -- flight keeps its lock, which belongs to the running job now. Finished-id records
--- (`done:<id>`) keep their windows. Leases of purged messages die with them.
+-- (`done:<id>`) keep their windows. Leases of purged messages die with them, and so do
+-- their result records, pending or not.
 --
 -- Returns the number deleted; fewer than `limit` means the queue is empty.
 
@@ -22,7 +27,7 @@
 local base = ARGV[1]
 local limit = tonumber(ARGV[2])
 local removed = 0
-for k = 1, 3 do
+for _, k in ipairs({1, 7, 2, 3}) do
   if removed >= limit then
     break
   end
@@ -30,19 +35,23 @@ for k = 1, 3 do
   local doomed = {}
   for i, id in ipairs(ids) do
     local mkey = base .. 'm:' .. id
-    if k == 1 then
+    if k == 1 or k == 7 then
       local lock = redis.call('HGET', mkey, 'unique')
       if lock and redis.call('GET', lock) == id then
         redis.call('DEL', lock)
       end
     end
-    doomed[i] = mkey
+    doomed[#doomed + 1] = mkey
+    doomed[#doomed + 1] = base .. 'r:' .. id
   end
   del_many(doomed)
   if k == 2 then
     hdel_many(KEYS[4], ids)
   end
   hdel_many(KEYS[5], ids)
+  hdel_many(KEYS[8], ids)
+  hdel_many(KEYS[9], ids)
+  hdel_many(KEYS[10], ids)
   zrem_many(KEYS[k], ids)
   removed = removed + #ids
 end

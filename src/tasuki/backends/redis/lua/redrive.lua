@@ -3,12 +3,16 @@
 -- KEYS[1]  waiting ZSET
 -- KEYS[2]  dead ZSET
 -- KEYS[3]  signal LIST
+-- KEYS[4]  results HASH (a message that keeps its result: pending again)
+-- KEYS[5]  limited HASH (a message with limits is listed again)
 --
 -- ARGV[1]  queue key base, `<prefix>{<queue>}:`
 -- ARGV[2]  limit: with no ids, redrive up to this many (the oldest dead first)
 -- ARGV[3..] ids to redrive; ids that are not dead letters (or repeat) are skipped
 --
--- The reason, error and time of death are cleared; the fence is kept (it only grows).
+-- The reason, error and time of death are cleared; the fence is kept (it only grows);
+-- a message of priority p ranks p x aging ahead, as at enqueue; one that keeps its
+-- result has it pending again (its failed record is dropped).
 -- "Redrive all" is a loop of calls from the backend, so a huge dead-letter queue never
 -- blocks Redis in one script.
 --
@@ -40,7 +44,15 @@ for i, id in ipairs(ids) do
   local mkey = base .. 'm:' .. id
   redis.call('HDEL', mkey, 'reason', 'died_us', 'error_type', 'error_message', 'error_traceback')
   redis.call('HSET', mkey, 'attempt', 0)
-  scores[#scores + 1] = now + i - 1
+  local f = redis.call('HMGET', mkey, 'boost_us', 'result_ms', 'limits')
+  if f[2] then
+    redis.call('HSET', KEYS[4], id, f[2])
+    redis.call('DEL', base .. 'r:' .. id)
+  end
+  if f[3] then
+    redis.call('HSET', KEYS[5], id, f[3])
+  end
+  scores[#scores + 1] = now + i - 1 - (tonumber(f[1]) or 0)
   scores[#scores + 1] = id
 end
 zrem_many(dead, ids)
