@@ -303,6 +303,8 @@ def in_flight(queue: str) -> Callable[..., MessageInfo]:
         max_attempts: bytes,
         fence: bytes,
         enqueued_us: bytes,
+        priority: bytes,
+        progress: bytes,
     ) -> MessageInfo:
         return MessageInfo(
             queue,
@@ -313,6 +315,8 @@ def in_flight(queue: str) -> Callable[..., MessageInfo]:
             fencing_token=int(fence),
             enqueued_at=int(enqueued_us) / 1e6,
             lease_expires_at=float(expires_us) / 1e6,
+            progress=progress_of(progress, fence),
+            priority=int(priority or 0),
         )
 
     return read
@@ -363,7 +367,8 @@ def message(queue: str, id: str, where: str, at: float, now: float) -> Callable[
             error=_error(error_type, error_message, error_traceback) if dead else None,
             died_at=died_at,
             history=history(hist),
-            progress=progress_of(progress, fence),
+            # Only a current lease has progress: a lapsed one's job no longer runs.
+            progress=progress_of(progress, fence) if state == "in_flight" else None,
             priority=int(priority or 0),
         )
 

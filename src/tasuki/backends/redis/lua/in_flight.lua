@@ -6,8 +6,9 @@
 -- ARGV[2]  limit
 --
 -- Returns an `in_flight` record per message: its id, lease expiry (µs), attempt,
--- max_attempts, fence and enqueued_us ('0' for a field the hash lacks). Read-only.
---- @reply in_flight: id expires_us attempt max_attempts fence enqueued_us
+-- max_attempts, fence, enqueued_us, priority ('0' for a field the hash lacks) and
+-- progress ('' if none). Read-only.
+--- @reply in_flight: id expires_us attempt max_attempts fence enqueued_us priority progress
 
 --- @include "clock"
 
@@ -17,11 +18,12 @@ local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. int_text(now), '+inf', '
 local out = {}
 for i = 1, #ids, 2 do
   local f = redis.call('HMGET', ARGV[1] .. 'm:' .. ids[i], 'attempt', 'max_attempts', 'fence',
-    'enqueued_us')
+    'enqueued_us', 'priority', 'progress')
   out[#out + 1] = ids[i]
   out[#out + 1] = ids[i + 1]
-  for k = 1, 4 do
+  for k = 1, 5 do
     out[#out + 1] = f[k] or '0'
   end
+  out[#out + 1] = f[6] or ''
 end
 return out
