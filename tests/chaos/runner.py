@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import random
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -26,7 +27,15 @@ from tests.chaos.backends import BACKENDS, BY_NAME, KINDS, ChaosBackend
 from tests.chaos.checker import Report, check
 from tests.chaos.faults import Fault, Injector, Pool
 from tests.chaos.proxy import Proxy
-from tests.chaos.recorder import executions, keeper_notes, stalls
+from tests.chaos.recorder import (
+    executions,
+    keeper_notes,
+    lease_expiries,
+    probes,
+    read,
+    stalls,
+)
+from tests.support.servers import env_with_src
 
 
 @dataclass
@@ -94,13 +103,22 @@ def run_backend(backend: ChaosBackend, opts: Options, workdir: Path) -> Report:
     proxy = None
     pool = None
     producer_app = None
+    sampler = None
     faults: list[Fault] = []
     try:
         if "net" in opts.faults and "net" in backend.faults and service.port is not None:
             proxy = Proxy(service.port).start()
         url = service.worker_url(proxy.port if proxy else None)
+        sampler = _sampler(workdir / "pids.txt", log)
         pool = Pool(
-            opts.workers, url, log, opts.vt, workdir / "workers.log", "-c", str(opts.concurrency)
+            opts.workers,
+            url,
+            log,
+            opts.vt,
+            workdir / "workers.log",
+            "-c",
+            str(opts.concurrency),
+            pids=workdir / "pids.txt",
         )
         producer_app = jobs.producer(service.url, opts.vt)
         producer = Producer(producer_app, opts.jobs, opts.duration * 0.8, rng)
@@ -130,27 +148,33 @@ def run_backend(backend: ChaosBackend, opts: Options, workdir: Path) -> Report:
         _drain(producer_app, log, producer.enqueued, opts.settle)
         dead = len(producer_app.dead_letters("default"))
         depth.stop()
+        _stop_sampler(sampler)
+        records = read(log)
         report = check(
             backend.name,
             producer.enqueued,
-            executions(log),
+            executions(records),
             faults,
             opts.vt,
             dead,
-            stalls(log),
-            keeper_notes(log),
+            stalls(records),
+            keeper_notes(records, jobs.LATE),
+            lease_expiries(records),
+            records.unparsable,
+            probes(records),
         )
         report.notes += [
             f"  slow redelivery: message {n} after {took:.2f}s; ready when it started: "
             f"{depth.at(started)}"
             for took, n, started in report.slowest()
-            if took > opts.vt + 2.0
+            if took > REDELIVERY
         ]
         report.notes += _what_happened(producer_app, report.lost[:5])
         if not report.ok:
             report.notes.append(f"  kept for a look: {_keep(workdir, backend.name)}")
         return report
     finally:
+        _stop_sampler(sampler)
         if pool is not None:
             pool.stop()
         if producer_app is not None:
@@ -158,6 +182,36 @@ def run_backend(backend: ChaosBackend, opts: Options, workdir: Path) -> Report:
         if proxy is not None:
             proxy.stop()
         service.stop()
+
+
+# The documented target: a message whose lease lapsed runs again within 2 s of the lapse
+# (one lease + 2 s after its worker died), or of the end of the outage that caused it.
+REDELIVERY = 2.0
+
+
+def _sampler(pids: Path, log: Path) -> subprocess.Popen[bytes]:
+    """The stall sampler (`tests.chaos.sampler`), a process of its own: it runs until its
+    standard input closes."""
+    pids.touch()
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.chaos.sampler", str(pids), str(log)],
+        stdin=subprocess.PIPE,
+        env=env_with_src(),
+        cwd=Path(__file__).resolve().parents[2],
+    )
+
+
+def _stop_sampler(sampler: subprocess.Popen[bytes] | None) -> None:
+    """Close its input; it writes down any stall under way and exits."""
+    if sampler is None or sampler.poll() is not None:
+        return
+    assert sampler.stdin is not None
+    sampler.stdin.close()
+    try:
+        sampler.wait(10)
+    except subprocess.TimeoutExpired:
+        sampler.kill()
+        sampler.wait(10)
 
 
 class Depth(threading.Thread):

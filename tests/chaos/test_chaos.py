@@ -12,13 +12,18 @@ from pathlib import Path
 import pytest
 
 from tests.chaos.backends import BACKENDS, ChaosBackend
-from tests.chaos.runner import Options, run_backend
+from tests.chaos.runner import REDELIVERY, Options, run_backend
 
 DEFAULT = [b for b in BACKENDS if b.default]
 
 pytestmark = pytest.mark.slow
 
 VT = 2.0
+# The longest a worker may be found unable to run (waiting for a CPU, or in uninterruptible
+# sleep) by the sampler, outside the stops the runner does: a third of a lease. A lease
+# keeper that waits that long still extends in time; measured under a loaded 2-core
+# machine (docs/reliability.md), the longest was well under it.
+STALL_BOUND = VT / 3.0
 
 
 @pytest.mark.parametrize("backend", DEFAULT, ids=[b.name for b in DEFAULT])
@@ -34,14 +39,18 @@ def test_short_chaos_run_loses_nothing(backend: ChaosBackend, tmp_path: Path) ->
         expected.add("writer-kill" if backend.crash == "writer" else "restart")
     assert expected <= done, f"fault kinds not done: {expected - done}"
     assert report.jobs == 80
+    assert report.unparsable == 0, report.details()
     assert report.lost == [], report.details()
     assert report.unexplained == [], report.details()
     assert report.fence_violations == [], report.details()
     assert report.dead == 0
     assert report.duplicates > 0, "the faults interrupted nothing: the run proved nothing"
-    # The target is one lease + 2 s; a loaded 2-core CI machine gets some slack. On the
-    # three-node test cluster, one redelivery in a few runs has taken up to ~9 s, cause
-    # not yet found (an open item of the reliability report): it gets a wider bound until
-    # then, while loss, duplicates and fencing are held to the same rule.
-    slack = 8.0 if backend.name == "redis-cluster" else 4.0
-    assert report.p99() <= VT + slack, report.details()
+    assert report.longest_stall < STALL_BOUND, report.details()
+    # Redelivery is measured from the moment the lease lapsed (or the outage that caused
+    # it ended): the documented target of one lease + 2 s after a worker's death is 2 s
+    # from there. On the three-node test cluster, one redelivery in a few runs has taken
+    # up to ~9 s from the fault, cause not yet found (an open item of the reliability
+    # report): it gets a wider bound until then, while loss, duplicates and fencing are
+    # held to the same rule.
+    bound = REDELIVERY + (6.0 if backend.name == "redis-cluster" else 0.0)
+    assert report.p99() <= bound, report.details()
