@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 import threading
 import time
 
@@ -28,9 +29,11 @@ class Proxy:
         self._blackhole_until = 0.0
         self._conns: set[asyncio.StreamWriter] = set()
         self._made: list[asyncio.BaseTransport] = []  # every one, closed for sure at stop
+        self._handlers: set[asyncio.Task[None]] = set()  # one task per connection
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
-        self._server: asyncio.Server | None = None
+        self._listener: socket.socket | None = None
+        self._acceptor: asyncio.Task[None] | None = None
         self._thread = threading.Thread(target=self._run, name="chaos-proxy", daemon=True)
 
     # -- control, from any thread ---------------------------------------------------
@@ -76,23 +79,47 @@ class Proxy:
         self._loop.close()
 
     async def _listen(self) -> None:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port)
+        """Accept connections ourselves (not `asyncio.start_server`): a socket is ours from
+        the moment it is accepted, so every one is closed at stop. asyncio's server hands
+        an accepted socket to a task of its own first, and one accepted as the server
+        closes is then never closed (it warns when collected: an error in the tests)."""
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(128)
+        listener.setblocking(False)
+        self._listener = listener
+        self._acceptor = self._loop.create_task(self._accept(listener))
+
+    async def _accept(self, listener: socket.socket) -> None:
+        while True:
+            conn, _ = await self._loop.sock_accept(listener)
+            try:
+                reader, writer = await asyncio.open_connection(sock=conn)
+            except BaseException:
+                conn.close()
+                raise
+            self._made.append(writer.transport)
+            self._handlers.add(self._loop.create_task(self._serve(reader, writer)))
 
     async def _close(self) -> None:
-        server, self._server = self._server, None
+        acceptor, self._acceptor = self._acceptor, None
+        listener, self._listener = self._listener, None
+        if acceptor is not None:
+            acceptor.cancel()
+            await asyncio.gather(acceptor, return_exceptions=True)
+        if listener is not None:
+            listener.close()
         self._abort_all()
-        if server is not None:
-            server.close()
-            await server.wait_closed()
 
     async def _shutdown(self) -> None:
-        """Every connection task is cancelled and awaited, so each closes its sockets
-        before the loop stops: a transport left for the garbage collector would warn."""
+        """Every connection closes its sockets before the loop stops: a socket left for the
+        garbage collector warns (an error in the test suite)."""
         await self._close()
-        tasks = [t for t in asyncio.all_tasks(self._loop) if t is not asyncio.current_task()]
-        for task in tasks:
+        handlers = list(self._handlers)
+        for task in handlers:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*handlers, return_exceptions=True)
         for transport in self._made:
             if not transport.is_closing():
                 transport.abort()  # type: ignore[attr-defined]
@@ -108,13 +135,15 @@ class Proxy:
             await asyncio.sleep(0.02)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._made.append(writer.transport)
         try:
             with contextlib.suppress(asyncio.CancelledError):  # cancelled by stop()
                 await self._connect(reader, writer)
         finally:
             self._conns.discard(writer)
             writer.transport.abort()
+            task = asyncio.current_task()
+            if task is not None:
+                self._handlers.discard(task)
 
     async def _connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         blackholed = time.monotonic() < self._blackhole_until
