@@ -65,6 +65,7 @@ class Report:
     late_extensions: int = 0
     leases_lost: int = 0
     coverage: float = 0.0  # share of the run's wall time inside an explanation window
+    worker_coverage: float = 0.0  # the same per worker, its own faults and the global ones
     unparsable: int = 0
     notes: list[str] = field(default_factory=list)  # the runner's own observations
 
@@ -97,6 +98,8 @@ class Report:
             "  faults by kind: " + (", ".join(f"{k}={v}" for k, v in sorted(kinds.items())) or "-"),
             f"  redelivery: samples={len(self.redelivery)} "
             f"max_s={max(self.redelivery, default=0.0):.2f} p99_s={self.p99():.2f}",
+            f"  explanation windows cover {self.coverage:.2f} of the run (any worker), "
+            f"{self.worker_coverage:.2f} of a worker's life (its faults and the global ones)",
             f"  fencing tokens only grew: {'yes' if not self.fence_violations else 'NO'}; "
             f"dead letters: {self.dead}; stale runs started after a newer one: "
             f"{self.stale_starts}",
@@ -143,6 +146,7 @@ def check(
     report.late_extensions = sum(1 for k in notes if k.event == "late")
     report.leases_lost = sum(1 for k in notes if k.event == "lost")
     report.coverage = coverage(runs, faults, vt)
+    report.worker_coverage = worker_coverage(runs, faults, vt)
     for n in enqueued:
         executions = sorted(runs.get(n, []), key=lambda e: e.fence)  # the order of the leases
         if not any(e.ended is not None for e in executions):
@@ -253,7 +257,29 @@ def coverage(runs: dict[int, list[Execution]], faults: Sequence[Fault], vt: floa
     times += [t for f in faults for t in (f.start, f.end)]
     if not times:
         return 0.0
-    first, last = min(times), max(times)
+    return _covered(min(times), max(times), faults, vt)
+
+
+def worker_coverage(runs: dict[int, list[Execution]], faults: Sequence[Fault], vt: float) -> float:
+    """The same share for each worker, from its first record to its last and counting only
+    the faults that reached it, averaged over the workers weighted by those spans: how
+    much of a worker's life a lapse of its leases had an excuse."""
+    spans: dict[str, tuple[float, float]] = {}
+    for rs in runs.values():
+        for e in rs:
+            first, last = spans.get(e.worker, (e.started, e.started))
+            spans[e.worker] = (min(first, e.started), max(last, e.ended or e.started))
+    total = sum(last - first for first, last in spans.values())
+    if total <= 0:
+        return 0.0
+    covered = 0.0
+    for worker, (first, last) in spans.items():
+        mine = [f for f in faults if f.reaches(worker)]
+        covered += _covered(first, last, mine, vt) * (last - first)
+    return covered / total
+
+
+def _covered(first: float, last: float, faults: Sequence[Fault], vt: float) -> float:
     if last <= first:
         return 0.0
     margin = lapse_margin(vt)

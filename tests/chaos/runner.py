@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import random
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -35,7 +34,7 @@ from tests.chaos.recorder import (
     read,
     stalls,
 )
-from tests.support.servers import env_with_src
+from tests.chaos.sampler import start_sampler, stop_sampler
 
 
 @dataclass
@@ -109,7 +108,7 @@ def run_backend(backend: ChaosBackend, opts: Options, workdir: Path) -> Report:
         if "net" in opts.faults and "net" in backend.faults and service.port is not None:
             proxy = Proxy(service.port).start()
         url = service.worker_url(proxy.port if proxy else None)
-        sampler = _sampler(workdir / "pids.txt", log)
+        sampler = start_sampler(workdir / "pids.txt", log)
         pool = Pool(
             opts.workers,
             url,
@@ -148,7 +147,7 @@ def run_backend(backend: ChaosBackend, opts: Options, workdir: Path) -> Report:
         _drain(producer_app, log, producer.enqueued, opts.settle)
         dead = len(producer_app.dead_letters("default"))
         depth.stop()
-        _stop_sampler(sampler)
+        stop_sampler(sampler)
         records = read(log)
         report = check(
             backend.name,
@@ -174,7 +173,7 @@ def run_backend(backend: ChaosBackend, opts: Options, workdir: Path) -> Report:
             report.notes.append(f"  kept for a look: {_keep(workdir, backend.name)}")
         return report
     finally:
-        _stop_sampler(sampler)
+        stop_sampler(sampler)
         if pool is not None:
             pool.stop()
         if producer_app is not None:
@@ -187,31 +186,6 @@ def run_backend(backend: ChaosBackend, opts: Options, workdir: Path) -> Report:
 # The documented target: a message whose lease lapsed runs again within 2 s of the lapse
 # (one lease + 2 s after its worker died), or of the end of the outage that caused it.
 REDELIVERY = 2.0
-
-
-def _sampler(pids: Path, log: Path) -> subprocess.Popen[bytes]:
-    """The stall sampler (`tests.chaos.sampler`), a process of its own: it runs until its
-    standard input closes."""
-    pids.touch()
-    return subprocess.Popen(
-        [sys.executable, "-m", "tests.chaos.sampler", str(pids), str(log)],
-        stdin=subprocess.PIPE,
-        env=env_with_src(),
-        cwd=Path(__file__).resolve().parents[2],
-    )
-
-
-def _stop_sampler(sampler: subprocess.Popen[bytes] | None) -> None:
-    """Close its input; it writes down any stall under way and exits."""
-    if sampler is None or sampler.poll() is not None:
-        return
-    assert sampler.stdin is not None
-    sampler.stdin.close()
-    try:
-        sampler.wait(10)
-    except subprocess.TimeoutExpired:
-        sampler.kill()
-        sampler.wait(10)
 
 
 class Depth(threading.Thread):

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import os
 import select
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from tests.chaos.recorder import note
+from tests.support.servers import env_with_src
 
 TICK = 0.05
 MIN_STALL = 0.1  # shorter stalls are not written down (a lease is seconds long)
@@ -99,11 +101,37 @@ def sample(watched: dict[int, Watched], now: float) -> None:
             _close(w, now)
 
 
+def start_sampler(pids: Path, log: Path) -> subprocess.Popen[bytes]:
+    """The stall sampler (`tests.chaos.sampler`), a process of its own: it runs until its
+    standard input closes."""
+    pids.touch()
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.chaos.sampler", str(pids), str(log)],
+        stdin=subprocess.PIPE,
+        env=env_with_src(),
+        cwd=Path(__file__).resolve().parents[2],
+    )
+
+
+def stop_sampler(sampler: subprocess.Popen[bytes] | None) -> None:
+    """Close its input; it writes down any stall under way and exits."""
+    if sampler is None or sampler.poll() is not None:
+        return
+    assert sampler.stdin is not None
+    sampler.stdin.close()
+    try:
+        sampler.wait(10)
+    except subprocess.TimeoutExpired:
+        sampler.kill()
+        sampler.wait(10)
+
+
 def main(argv: list[str]) -> int:
     pids, log = Path(argv[0]), argv[1]
     os.environ["TASUKI_CHAOS_LOG"] = log
     watched: dict[int, Watched] = {}
     seen = 0
+    note("sampler")  # up and sampling
     while True:
         if select.select([sys.stdin], [], [], TICK)[0] and not sys.stdin.buffer.read1(1):
             break  # the runner closed our input: the run is over

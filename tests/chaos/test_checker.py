@@ -133,6 +133,12 @@ def test_explained_coverage_is_the_union_of_the_windows_over_the_run() -> None:
     report = check("x", [0, 1], runs, [stop, net], VT)
     assert abs(report.coverage - (14.0 + lapse_margin(VT) - 10.0) / 100.0) < 1e-9
     assert f"explained_coverage={report.coverage:.2f}" in report.line()
+    # w2 lived 0..100 and was never touched but by the blackhole: [12, 14 + margin]
+    runs[2] = [run(2, 1, "w2", 0.0, 100.0)]
+    report = check("x", [0, 1, 2], runs, [stop, net], VT)
+    w1 = (14.0 + lapse_margin(VT) - 10.0) / 100.0
+    w2 = (2.0 + lapse_margin(VT)) / 100.0
+    assert abs(report.worker_coverage - (w1 + w2) / 2) < 1e-9
 
 
 def test_a_duplicate_after_a_measured_stall_of_its_worker_is_starved_not_unexplained() -> None:
