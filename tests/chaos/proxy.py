@@ -33,7 +33,7 @@ class Proxy:
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._listener: socket.socket | None = None
-        self._acceptor: asyncio.Task[None] | None = None
+        self._accepted: list[socket.socket] = []  # every one, closed for sure at stop
         self._thread = threading.Thread(target=self._run, name="chaos-proxy", daemon=True)
 
     # -- control, from any thread ---------------------------------------------------
@@ -82,33 +82,39 @@ class Proxy:
         """Accept connections ourselves (not `asyncio.start_server`): a socket is ours from
         the moment it is accepted, so every one is closed at stop. asyncio's server hands
         an accepted socket to a task of its own first, and one accepted as the server
-        closes is then never closed (it warns when collected: an error in the tests)."""
+        closes is then never served nor closed (its client hangs; the socket warns when
+        collected, an error in the tests). `sock_accept` has the same gap: a task
+        cancelled just after its accept drops the socket."""
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind(("127.0.0.1", self.port))
         listener.listen(128)
         listener.setblocking(False)
         self._listener = listener
-        self._acceptor = self._loop.create_task(self._accept(listener))
+        self._loop.add_reader(listener.fileno(), self._accept, listener)
 
-    async def _accept(self, listener: socket.socket) -> None:
+    def _accept(self, listener: socket.socket) -> None:
         while True:
-            conn, _ = await self._loop.sock_accept(listener)
             try:
-                reader, writer = await asyncio.open_connection(sock=conn)
-            except BaseException:
-                conn.close()
-                raise
+                conn, _ = listener.accept()
+            except OSError:  # nothing more to accept (or closed)
+                return
+            conn.setblocking(False)
+            self._accepted.append(conn)
+            self._handlers.add(self._loop.create_task(self._adopt(conn)))
+
+    async def _adopt(self, conn: socket.socket) -> None:
+        try:
+            reader, writer = await asyncio.open_connection(sock=conn)
             self._made.append(writer.transport)
-            self._handlers.add(self._loop.create_task(self._serve(reader, writer)))
+            await self._serve(reader, writer)
+        finally:
+            self._handlers.discard(asyncio.current_task())  # type: ignore[arg-type]
 
     async def _close(self) -> None:
-        acceptor, self._acceptor = self._acceptor, None
         listener, self._listener = self._listener, None
-        if acceptor is not None:
-            acceptor.cancel()
-            await asyncio.gather(acceptor, return_exceptions=True)
         if listener is not None:
+            self._loop.remove_reader(listener.fileno())
             listener.close()
         self._abort_all()
 
@@ -124,6 +130,8 @@ class Proxy:
             if not transport.is_closing():
                 transport.abort()  # type: ignore[attr-defined]
         await asyncio.sleep(0)  # the aborts close their sockets on the next turn
+        for conn in self._accepted:
+            conn.close()  # one whose task was cancelled before it made a transport
 
     def _abort_all(self) -> None:
         for writer in list(self._conns):
@@ -141,9 +149,6 @@ class Proxy:
         finally:
             self._conns.discard(writer)
             writer.transport.abort()
-            task = asyncio.current_task()
-            if task is not None:
-                self._handlers.discard(task)
 
     async def _connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         blackholed = time.monotonic() < self._blackhole_until
