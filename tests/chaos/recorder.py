@@ -4,6 +4,8 @@ A job appends to $TASUKI_CHAOS_LOG with O_APPEND, one write per line, so lines f
 processes never interleave, and a process killed mid-job leaves whole lines only. Each
 line names the message, its attempt and fencing token, the process and the worker it
 belongs to ($TASUKI_CHAOS_WORKER, inherited by a worker's child processes), and the time.
+Besides a job's start and end, the file holds each lease extension with its new expiry,
+lost leases, the stalls the sampler measured and the workers' own probe readings.
 """
 
 from __future__ import annotations

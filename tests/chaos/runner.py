@@ -3,8 +3,9 @@
 For each backend: start its store, M worker processes (through a misbehaving proxy
 where network faults apply), and a producer enqueueing N jobs during the first 80% of
 the run; do random faults, drawn from a seeded generator, for S seconds; then let the
-workers drain the queue and check the records. One summary line per backend; exit
-status 1 on any loss, unexplained duplicate or fencing token that went back.
+workers drain the queue and check the records (a sampler process measures, from outside,
+when a worker could not run). One summary line per backend; exit status 1 on any loss,
+unexplained duplicate, fencing token that went back or unparsable record line.
 """
 
 from __future__ import annotations
