@@ -7,9 +7,11 @@
   last `margin` seconds (`lapse_window`) that touched that run's worker (killed, frozen,
   or a worker caught holding SQLite's write lock), its connection (a network fault of the
   proxy every worker speaks through) or the server it used (a restart). The lapse is the
-  last expiry the worker's keeper recorded (an extension's answer plus one lease), or the
-  run's start plus one lease when it recorded none, and never later than the duplicate's
-  start (nobody else could lease it before). A kill stays in effect from the signal on:
+  last expiry the worker's keeper recorded (an extension's answer plus one lease; a
+  message taken ahead of its run is kept too, so this may precede the run's start), or
+  the run's start plus one lease when it recorded none; never later than when the keeper
+  was told the lease was lost, nor than the duplicate's start (nobody else could lease it
+  before). A kill stays in effect from the signal on:
   a dead worker extends nothing, so it explains a lapse that comes after it. Any other
   duplicate is a broken promise;
 - redelivery: for each explained duplicate, the time from when another worker could take
@@ -145,6 +147,10 @@ def check(
     report.longest_probe = max((p.end - p.start for p in probes), default=0.0)
     report.late_extensions = sum(1 for k in notes if k.event == "late")
     report.leases_lost = sum(1 for k in notes if k.event == "lost")
+    lost: dict[tuple[str, int], float] = {}
+    for k in notes:
+        if k.event == "lost":
+            lost[(k.id, k.fence)] = min(lost.get((k.id, k.fence), k.t), k.t)
     report.coverage = coverage(runs, faults, vt)
     report.worker_coverage = worker_coverage(runs, faults, vt)
     for n in enqueued:
@@ -155,7 +161,7 @@ def check(
             report.duplicates += 1
             if after.started < before.started:
                 report.stale_starts += 1
-            lapse = lapse_of(before, after, vt, expiries)
+            lapse = lapse_of(before, after, vt, expiries, lost)
             since, until = lapse_window(before, lapse, margin)
             causes = [
                 f
@@ -223,12 +229,20 @@ def lapse_margin(vt: float) -> float:
 
 
 def lapse_of(
-    before: Execution, after: Execution, vt: float, expiries: Mapping[tuple[str, int], float]
+    before: Execution,
+    after: Execution,
+    vt: float,
+    expiries: Mapping[tuple[str, int], float],
+    lost: Mapping[tuple[str, int], float] | None = None,
 ) -> float:
-    """When `before`'s lease lapsed: its last known expiry, and no later than the start of
-    the run that took the message over."""
-    known = max(before.started + vt, expiries.get((before.id, before.fence), 0.0))
-    return min(known, after.started)
+    """When `before`'s lease lapsed: the last expiry its keeper recorded (a worker keeps
+    the leases of messages it has taken but not started yet, so that may come before the
+    run's start), or its start plus one lease when the keeper recorded none. Never later
+    than the moment its keeper was told the lease was lost, nor than the start of the run
+    that took the message over."""
+    key = (before.id, before.fence)
+    known = expiries.get(key, before.started + vt)
+    return min(known, (lost or {}).get(key, known), after.started)
 
 
 def lapse_window(before: Execution, lapse: float, margin: float) -> tuple[float, float]:

@@ -11,6 +11,7 @@ unexplained duplicate, fencing token that went back or unparsable record line.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import random
 import shutil
 import sys
@@ -19,6 +20,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import orjson
 
 import tasuki
 from tasuki.errors import BackendUnavailable
@@ -149,6 +152,7 @@ def run_backend(backend: ChaosBackend, opts: Options, workdir: Path) -> Report:
         dead = len(producer_app.dead_letters("default"))
         depth.stop()
         stop_sampler(sampler)
+        _write_faults(workdir / "faults.jsonl", faults)
         records = read(log)
         report = check(
             backend.name,
@@ -232,6 +236,15 @@ def _what_happened(app: tasuki.App, lost: list[int]) -> list[str]:
             f"history: {history or '-'}"
         )
     return out
+
+
+def _write_faults(path: Path, faults: list[Fault]) -> None:
+    """The faults, one JSON line each, kept with a failed run's records for a look."""
+    with open(path, "wb") as out:
+        for f in faults:
+            workers = sorted(f.workers) if f.workers is not None else None
+            line = {**dataclasses.asdict(f), "workers": workers}
+            out.write(orjson.dumps(line) + b"\n")
 
 
 def _keep(workdir: Path, name: str) -> Path:

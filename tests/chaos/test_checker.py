@@ -89,6 +89,25 @@ def test_a_kill_just_before_the_lapse_explains_it_and_one_after_does_not() -> No
     assert len(report.unexplained) == 1
 
 
+def test_a_message_taken_ahead_of_its_run_lapses_at_its_last_recorded_expiry() -> None:
+    # w7 took message 0 ahead of its run and kept its lease until 14.8; frozen from 13.1
+    # to 16.3, it started the run at 16.35 and its keeper was told at once the lease was
+    # lost. The lapse is 14.8, inside the stop, not the start plus a lease (18.35).
+    runs = {0: [run(0, 1, "w7", 16.35, 16.42), run(0, 2, "w1", 20.6, 20.7)]}
+    stop = Fault("stop", "stop", 13.1, 16.3, frozenset({"w7"}))
+    lost = KeeperNote("lost", "w7", "m-0", 1, 16.35)
+    report = check("x", [0], runs, [stop], VT, notes=[lost], expiries={("m-0", 1): 14.8})
+    assert report.ok and report.redelivery == [20.6 - 14.8]
+    # With no extension recorded (taken less than a third of a lease before the stop),
+    # the lost note bounds the lapse: it came when the keeper ran again, at 16.35.
+    report = check("x", [0], runs, [stop], VT, notes=[lost])
+    assert report.ok and report.redelivery == [20.6 - 16.35]
+    # Without either, the start plus a lease (18.35) is all there is, and the stop that
+    # ended before 16.77 (18.35 - the window) is too early to explain it.
+    report = check("x", [0], runs, [stop], VT)
+    assert len(report.unexplained) == 1
+
+
 def test_a_stall_explains_only_when_it_overlaps_the_lapse_on_that_worker() -> None:
     runs = {0: [run(0, 1, "w1", 10.0, None), run(0, 2, "w2", 20.3, 20.4)]}
     expiries = {("m-0", 1): 20.0}
