@@ -2,23 +2,35 @@
 
 - lost: a message whose enqueue succeeded and that never reached its end record;
 - duplicate: an execution after the first of the same message (in the order of their
-  fencing tokens, which is the order of the leases). It is *explained* when a fault
-  reached the worker of the one before it (killed, frozen, cut off, or the server it
-  spoke to went down) between that lease (at most one visibility timeout before either
-  run started) and the duplicate's start; any other duplicate is a broken promise;
-- redelivery: for each explained duplicate, the time from the latest fault that explains
-  it to the duplicate's start. A fault on one worker (kill, stop) counts from when it
-  began: the others should take over within a lease. A fault on the server or on every
-  connection (restart, net) counts from when it ended: nobody can take over before.
-- starved: a duplicate no injected fault explains, whose first run's worker measured
-  itself frozen by the machine (its probe thread woke a third of a lease or more late:
-  the process got no CPU or its threads no GIL, so its lease keeper could not run)
-  between that lease and the duplicate's start. A lease that lapses while its worker
-  cannot run is the contract's at-least-once case, the same as a SIGSTOP: counted apart
-  and printed with the stall, never folded into the injected faults;
+  fencing tokens, which is the order of the leases). It is *explained* only by a fault
+  that caused the lease of the run before it to lapse: one in effect during that lease's
+  last `margin` seconds (`lapse_window`) that touched that run's worker (killed, frozen,
+  or a worker caught holding SQLite's write lock), its connection (a network fault of the
+  proxy every worker speaks through) or the server it used (a restart). The lapse is the
+  last expiry the worker's keeper recorded (an extension's answer plus one lease; a
+  message taken ahead of its run is kept too, so this may precede the run's start), or
+  the run's start plus one lease when it recorded none; never later than when the keeper
+  was told the lease was lost, nor than the duplicate's start (nobody else could lease it
+  before). A kill stays in effect from the signal on:
+  a dead worker extends nothing, so it explains a lapse that comes after it. Any other
+  duplicate is a broken promise;
+- redelivery: for each explained duplicate, the time from when another worker could take
+  the message over (the lapse, or the end of the server or network fault that explains it
+  when that came later) to the duplicate's start;
+- starved: a duplicate no injected fault explains, whose first run's worker could not run
+  (stopped, in uninterruptible sleep, or waiting for a CPU) for a third of a lease or
+  more during the same window, as measured from outside it by the sampler. That is the
+  contract's at-least-once case, counted apart and printed with the stall, never folded
+  into the injected faults. The probe inside each worker excuses nothing;
+- explained coverage: the share of the run's wall time in which a lapse would have been
+  explained by some fault (the union of every fault's explanation window). The lower it
+  is, the more an `unexplained=0` means; it counts every worker's windows at once, so it
+  over-states what any one worker was given;
 - fencing: no two leases of a message share a token, and in token order the attempts
   only grow. A frozen worker may still *start* its stale run after a newer one began
-  (counted as stale starts): its token is the older one, which is what fencing is for.
+  (counted as stale starts): its token is the older one, which is what fencing is for;
+- unparsable: a whole line of the record that did not parse. It could hide a run's
+  start, so any fails the run.
 """
 
 from __future__ import annotations
@@ -26,11 +38,11 @@ from __future__ import annotations
 import itertools
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tests.chaos.faults import Fault
-from tests.chaos.recorder import Execution, KeeperNote, Stall
+from tests.chaos.recorder import Execution, KeeperNote, Probe, Stall
 
 
 @dataclass
@@ -48,15 +60,22 @@ class Report:
     dead: int = 0
     stale_starts: int = 0  # a run that began after a newer lease's run had begun
     starved: list[str] = field(default_factory=list)  # duplicates explained by a stall
-    stalls: int = 0  # stalls of a third of a lease or more, on any worker
-    longest_stall: float = 0.0
+    stalls: int = 0  # sampler stalls of a third of a lease or more, outside injected stops
+    longest_stall: float = 0.0  # of the sampler's stalls outside injected stops
+    probes: int = 0  # late wake-ups the workers' own probes measured (diagnosis only)
+    longest_probe: float = 0.0
     late_extensions: int = 0
     leases_lost: int = 0
+    coverage: float = 0.0  # share of the run's wall time inside an explanation window
+    worker_coverage: float = 0.0  # the same per worker, its own faults and the global ones
+    unparsable: int = 0
     notes: list[str] = field(default_factory=list)  # the runner's own observations
 
     @property
     def ok(self) -> bool:
-        return not (self.lost or self.unexplained or self.fence_violations or self.dead)
+        return not (
+            self.lost or self.unexplained or self.fence_violations or self.dead or self.unparsable
+        )
 
     def p99(self) -> float:
         if not self.redelivery:
@@ -68,7 +87,8 @@ class Report:
         return (
             f"chaos {self.backend}: jobs={self.jobs} faults={len(self.faults)} "
             f"lost={len(self.lost)} duplicates={self.duplicates} "
-            f"unexplained={len(self.unexplained)} p99_redelivery_s={self.p99():.2f}"
+            f"unexplained={len(self.unexplained)} explained_coverage={self.coverage:.2f} "
+            f"p99_redelivery_s={self.p99():.2f}"
         )
 
     def slowest(self, count: int = 3) -> list[tuple[float, int, float]]:
@@ -80,12 +100,19 @@ class Report:
             "  faults by kind: " + (", ".join(f"{k}={v}" for k, v in sorted(kinds.items())) or "-"),
             f"  redelivery: samples={len(self.redelivery)} "
             f"max_s={max(self.redelivery, default=0.0):.2f} p99_s={self.p99():.2f}",
+            f"  explanation windows cover {self.coverage:.2f} of the run (any worker), "
+            f"{self.worker_coverage:.2f} of a worker's life (its faults and the global ones)",
             f"  fencing tokens only grew: {'yes' if not self.fence_violations else 'NO'}; "
             f"dead letters: {self.dead}; stale runs started after a newer one: "
             f"{self.stale_starts}",
-            f"  measured on the workers: stalls>={STALL_SHARE:.2f}*lease={self.stalls} "
-            f"(longest {self.longest_stall:.2f}s), late extensions={self.late_extensions}, "
-            f"leases lost={self.leases_lost}, duplicates after a stall={len(self.starved)}",
+            f"  measured from outside the workers (sampler), outside injected stops: "
+            f"stalls>={STALL_SHARE:.2f}*lease={self.stalls} "
+            f"(longest {self.longest_stall:.2f}s); duplicates after a stall="
+            f"{len(self.starved)}",
+            f"  measured inside the workers: late wake-ups={self.probes} "
+            f"(longest {self.longest_probe:.2f}s, explains nothing), late extensions="
+            f"{self.late_extensions}, leases lost={self.leases_lost}",
+            f"  record lines that did not parse: {self.unparsable}",
         ]
         out += [f"  STARVED {s}" for s in self.starved[:20]]
         out += self.notes
@@ -104,13 +131,28 @@ def check(
     dead: int = 0,
     stalls: Sequence[Stall] = (),
     notes: Sequence[KeeperNote] = (),
+    expiries: Mapping[tuple[str, int], float] | None = None,
+    unparsable: int = 0,
+    probes: Sequence[Probe] = (),
 ) -> Report:
-    report = Report(backend, len(enqueued), faults, dead=dead)
-    long_stalls = [s for s in stalls if s.end - s.start >= STALL_SHARE * vt]
-    report.stalls = len(long_stalls)
-    report.longest_stall = max((s.end - s.start for s in stalls), default=0.0)
+    report = Report(backend, len(enqueued), faults, dead=dead, unparsable=unparsable)
+    expiries = expiries or {}
+    margin = lapse_margin(vt)
+    stops = [f for f in faults if f.kind == "stop"]
+    own = [s for s in stalls if not any(_injected(s, f) for f in stops)]
+    report.stalls = sum(1 for s in own if s.length >= STALL_SHARE * vt)
+    report.longest_stall = max((s.length for s in own), default=0.0)
+    long_stalls = [s for s in stalls if s.length >= STALL_SHARE * vt]
+    report.probes = len(probes)
+    report.longest_probe = max((p.end - p.start for p in probes), default=0.0)
     report.late_extensions = sum(1 for k in notes if k.event == "late")
     report.leases_lost = sum(1 for k in notes if k.event == "lost")
+    lost: dict[tuple[str, int], float] = {}
+    for k in notes:
+        if k.event == "lost":
+            lost[(k.id, k.fence)] = min(lost.get((k.id, k.fence), k.t), k.t)
+    report.coverage = coverage(runs, faults, vt)
+    report.worker_coverage = worker_coverage(runs, faults, vt)
     for n in enqueued:
         executions = sorted(runs.get(n, []), key=lambda e: e.fence)  # the order of the leases
         if not any(e.ended is not None for e in executions):
@@ -119,32 +161,36 @@ def check(
             report.duplicates += 1
             if after.started < before.started:
                 report.stale_starts += 1
-            # `before` was leased at most a lease before either run started.
-            since = min(before.started, after.started) - vt
+            lapse = lapse_of(before, after, vt, expiries, lost)
+            since, until = lapse_window(before, lapse, margin)
             causes = [
                 f
                 for f in faults
-                if f.reaches(before.worker) and f.start <= after.started and f.end >= since
+                if f.reaches(before.worker) and f.start <= until and in_effect_until(f, vt) >= since
             ]
             starved = [
                 s
                 for s in long_stalls
-                if s.worker == before.worker and s.start <= after.started and s.end >= since
+                if s.worker == before.worker and s.start <= until and s.end >= since
             ]
             what = (
                 f"message {n}: ran on {before.worker} (fence {before.fence}, "
-                f"{before.started:.3f}-{before.ended}, stop: {before.stop_reason or '-'}) "
-                f"then on {after.worker} (fence {after.fence}, {after.started:.3f})"
+                f"{before.started:.3f}-{before.ended}, stop: {before.stop_reason or '-'}, "
+                f"lease lapsed {lapse:.3f}) then on {after.worker} (fence {after.fence}, "
+                f"{after.started:.3f})"
             )
             if causes:
-                took = after.started - max(_recovery_from(f) for f in causes)
+                # Nobody could take over before the lapse, nor before a server or network
+                # fault that explains it was over.
+                free = max([lapse] + [f.end for f in causes if f.workers is None])
+                took = max(0.0, after.started - free)
                 report.redelivery.append(took)
                 report.redelivered.append((took, n, after.started))
             elif starved:
-                worst = max(starved, key=lambda s: s.end - s.start)
+                worst = max(starved, key=lambda s: s.length)
                 report.starved.append(
-                    f"{what}; {before.worker} stalled {worst.end - worst.start:.2f}s "
-                    f"from {worst.start:.3f}"
+                    f"{what}; {before.worker} could not run ({worst.kind}) for "
+                    f"{worst.length:.2f}s from {worst.start:.3f}"
                 )
             else:
                 lag = [
@@ -153,7 +199,8 @@ def check(
                     if k.id == before.id and k.fence == before.fence
                 ]
                 report.unexplained.append(
-                    f"{what} with no fault on {before.worker} in between; its keeper: "
+                    f"{what} with no fault on {before.worker}, its connection or its server "
+                    f"from {since:.3f} to {until:.3f}; its keeper: "
                     f"{', '.join(lag) or 'nothing late or lost'}"
                 )
             if after.fence == before.fence or after.attempt <= before.attempt:
@@ -166,7 +213,106 @@ def check(
 
 # A stall this long (a share of the lease) can make a lease lapse, with round trips.
 STALL_SHARE = 1.0 / 3.0
+# The keeper extends a lease a third of a lease after the last extension, then retries
+# until the lease lapses: a fault can only have made it lapse by being in effect during
+# the last two thirds of the lease. SLACK covers how much later than the store's own
+# the lapse the records give can be: an extension is written down once its answer came
+# back, a start once the job began, after its lease was taken (a round trip, a thread
+# handing it over; a quarter second is far more than either on loopback).
+KEEPER_SHARE = 2.0 / 3.0
+SLACK = 0.25
 
 
-def _recovery_from(f: Fault) -> float:
-    return f.start if f.workers is not None else f.end
+def lapse_margin(vt: float) -> float:
+    """How long before a lapse a fault can have caused it."""
+    return KEEPER_SHARE * vt + SLACK
+
+
+def lapse_of(
+    before: Execution,
+    after: Execution,
+    vt: float,
+    expiries: Mapping[tuple[str, int], float],
+    lost: Mapping[tuple[str, int], float] | None = None,
+) -> float:
+    """When `before`'s lease lapsed: the last expiry its keeper recorded (a worker keeps
+    the leases of messages it has taken but not started yet, so that may come before the
+    run's start), or its start plus one lease when the keeper recorded none. Never later
+    than the moment its keeper was told the lease was lost, nor than the start of the run
+    that took the message over."""
+    key = (before.id, before.fence)
+    known = expiries.get(key, before.started + vt)
+    return min(known, (lost or {}).get(key, known), after.started)
+
+
+def lapse_window(before: Execution, lapse: float, margin: float) -> tuple[float, float]:
+    """The moments a fault must touch to have caused the lapse: the lease's last `margin`
+    seconds, and for a run that ended, everything from its end on (its ack was lost)."""
+    since = lapse - margin
+    if before.ended is not None:
+        since = min(since, before.ended)
+    return since, lapse
+
+
+def in_effect_until(f: Fault, vt: float) -> float:
+    """A dead worker's leases lapse at most one lease after its death (its last extension
+    came before): a kill counts until then. Any other fault ends when it is undone."""
+    return f.start + vt + SLACK if f.kind in KILLS else f.end
+
+
+KILLS = ("kill", "killpg", "writer-kill")
+
+
+def coverage(runs: dict[int, list[Execution]], faults: Sequence[Fault], vt: float) -> float:
+    """The share of the run's wall time in which a lapse would have been explained: the
+    union over faults of [start, in effect until + margin], over the span from the first
+    record to the last."""
+    times = [t for rs in runs.values() for e in rs for t in (e.started, e.ended) if t is not None]
+    times += [t for f in faults for t in (f.start, f.end)]
+    if not times:
+        return 0.0
+    return _covered(min(times), max(times), faults, vt)
+
+
+def worker_coverage(runs: dict[int, list[Execution]], faults: Sequence[Fault], vt: float) -> float:
+    """The same share for each worker, from its first record to its last and counting only
+    the faults that reached it, averaged over the workers weighted by those spans: how
+    much of a worker's life a lapse of its leases had an excuse."""
+    spans: dict[str, tuple[float, float]] = {}
+    for rs in runs.values():
+        for e in rs:
+            first, last = spans.get(e.worker, (e.started, e.started))
+            spans[e.worker] = (min(first, e.started), max(last, e.ended or e.started))
+    total = sum(last - first for first, last in spans.values())
+    if total <= 0:
+        return 0.0
+    covered = 0.0
+    for worker, (first, last) in spans.items():
+        mine = [f for f in faults if f.reaches(worker)]
+        covered += _covered(first, last, mine, vt) * (last - first)
+    return covered / total
+
+
+def _covered(first: float, last: float, faults: Sequence[Fault], vt: float) -> float:
+    if last <= first:
+        return 0.0
+    margin = lapse_margin(vt)
+    windows = sorted(
+        (max(first, f.start), min(last, in_effect_until(f, vt) + margin)) for f in faults
+    )
+    covered, reach = 0.0, first
+    for start, end in windows:
+        if end > max(start, reach):
+            covered += end - max(start, reach)
+            reach = end
+    return covered / (last - first)
+
+
+def _injected(s: Stall, stop: Fault) -> bool:
+    """A worker found stopped (`T`) during a stop the runner did."""
+    return (
+        s.kind == "T"
+        and stop.reaches(s.worker)
+        and s.start <= stop.end + SLACK
+        and s.end >= stop.start
+    )

@@ -101,8 +101,18 @@ class Worker:
 class Pool:
     """M workers, kept at M: a killed worker is replaced at once, like a supervisor would."""
 
-    def __init__(self, size: int, url: str, log: Path, vt: float, stderr: Path, *args: str):
+    def __init__(
+        self,
+        size: int,
+        url: str,
+        log: Path,
+        vt: float,
+        stderr: Path,
+        *args: str,
+        pids: Path | None = None,
+    ):
         self.url, self.log, self.vt, self.stderr, self.args = url, log, vt, stderr, args
+        self.pids = pids  # where each worker's pid is written down, for the sampler
         self.count = 0
         self.workers: list[Worker] = []
         for _ in range(size):
@@ -112,6 +122,9 @@ class Pool:
         self.count += 1
         w = Worker(f"w{self.count}", self.url, self.log, self.vt, self.stderr, *self.args)
         self.workers.append(w)
+        if self.pids is not None:
+            with open(self.pids, "a") as out:
+                out.write(f"{w.wid} {w.pid}\n")
         return w
 
     def replace(self, dead: Worker) -> None:

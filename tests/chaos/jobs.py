@@ -4,11 +4,13 @@ Every job records its start and its end (see `recorder`). `chaos` runs in the wo
 threads, `chaos_process` in its process pool (so a killed process group has children),
 `frozen` waits for as long as asked on its first attempt only, for the frozen-worker test.
 
-Each worker process also measures what the runner does not do to it: a probe thread that
-asks to sleep 50 ms at a time records every wake-up that came late by a quarter second or
-more (the process got no CPU, or its threads no GIL, for that long: the lease keeper
-would have waited as long), and a middleware records the keeper's late extensions and
-lost leases. The checker reads them to tell a starved worker from a broken promise.
+Each worker process also records what its lease keeper did: a middleware writes down
+every extension (with the lease's new expiry, so the checker knows when a lease it
+stopped extending lapsed, and how late the extension came) and every lost lease. A
+probe thread that asks to sleep 50 ms at a time writes down every wake-up that came a
+quarter second or more late: printed for diagnosis only, never an excuse for a
+duplicate (a worker whose own code held the GIL would measure the stall it caused). What
+excuses one is measured from outside the worker, by `tests.chaos.sampler`.
 """
 
 from __future__ import annotations
@@ -30,13 +32,21 @@ app = tasuki.App(os.environ.get("TASUKI_URL", "memory://chaos"))
 
 PROBE_TICK = 0.05
 STALL = 0.25  # a wake-up this much later than asked is written down
-LATE = 0.25  # so is an extension this much later than due
+LATE = 0.25  # an extension this much later than due is reported as late
 
 
 class KeeperProbe(tasuki.Middleware):
     def lease_extended(self, ctx: tasuki.Context, lag: float) -> None:
-        if lag >= LATE:
-            note("late", id=ctx.message.id, fence=ctx.fencing_token, lag=lag)
+        # Told once the backend answered: the lease now ends at most one lease from now
+        # (the server set it a round trip earlier), the upper bound the checker uses.
+        length = ctx.message.lease.visibility_timeout if ctx.message.lease else VT
+        note(
+            "extended",
+            id=ctx.message.id,
+            fence=ctx.fencing_token,
+            lag=lag,
+            expires=time.time() + length,
+        )
 
     def lease_lost(self, ctx: tasuki.Context) -> None:
         note("lost", id=ctx.message.id, fence=ctx.fencing_token)
@@ -48,7 +58,7 @@ def _probe() -> None:
         time.sleep(PROBE_TICK)
         now = time.time()
         if now - before - PROBE_TICK >= STALL:
-            note("stall", **{"from": before + PROBE_TICK})
+            note("probe", **{"from": before + PROBE_TICK})
         before = now
 
 

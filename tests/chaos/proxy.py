@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 import threading
 import time
 
@@ -28,9 +29,11 @@ class Proxy:
         self._blackhole_until = 0.0
         self._conns: set[asyncio.StreamWriter] = set()
         self._made: list[asyncio.BaseTransport] = []  # every one, closed for sure at stop
+        self._handlers: set[asyncio.Task[None]] = set()  # one task per connection
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
-        self._server: asyncio.Server | None = None
+        self._listener: socket.socket | None = None
+        self._accepted: list[socket.socket] = []  # every one, closed for sure at stop
         self._thread = threading.Thread(target=self._run, name="chaos-proxy", daemon=True)
 
     # -- control, from any thread ---------------------------------------------------
@@ -76,27 +79,59 @@ class Proxy:
         self._loop.close()
 
     async def _listen(self) -> None:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port)
+        """Accept connections ourselves (not `asyncio.start_server`): a socket is ours from
+        the moment it is accepted, so every one is closed at stop. asyncio's server hands
+        an accepted socket to a task of its own first, and one accepted as the server
+        closes is then never served nor closed (its client hangs; the socket warns when
+        collected, an error in the tests). `sock_accept` has the same gap: a task
+        cancelled just after its accept drops the socket."""
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(128)
+        listener.setblocking(False)
+        self._listener = listener
+        self._loop.add_reader(listener.fileno(), self._accept, listener)
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:  # nothing more to accept (or closed)
+                return
+            conn.setblocking(False)
+            self._accepted.append(conn)
+            self._handlers.add(self._loop.create_task(self._adopt(conn)))
+
+    async def _adopt(self, conn: socket.socket) -> None:
+        try:
+            reader, writer = await asyncio.open_connection(sock=conn)
+            self._made.append(writer.transport)
+            await self._serve(reader, writer)
+        finally:
+            self._handlers.discard(asyncio.current_task())  # type: ignore[arg-type]
 
     async def _close(self) -> None:
-        server, self._server = self._server, None
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            self._loop.remove_reader(listener.fileno())
+            listener.close()
         self._abort_all()
-        if server is not None:
-            server.close()
-            await server.wait_closed()
 
     async def _shutdown(self) -> None:
-        """Every connection task is cancelled and awaited, so each closes its sockets
-        before the loop stops: a transport left for the garbage collector would warn."""
+        """Every connection closes its sockets before the loop stops: a socket left for the
+        garbage collector warns (an error in the test suite)."""
         await self._close()
-        tasks = [t for t in asyncio.all_tasks(self._loop) if t is not asyncio.current_task()]
-        for task in tasks:
+        handlers = list(self._handlers)
+        for task in handlers:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*handlers, return_exceptions=True)
         for transport in self._made:
             if not transport.is_closing():
                 transport.abort()  # type: ignore[attr-defined]
         await asyncio.sleep(0)  # the aborts close their sockets on the next turn
+        for conn in self._accepted:
+            conn.close()  # one whose task was cancelled before it made a transport
 
     def _abort_all(self) -> None:
         for writer in list(self._conns):
@@ -108,7 +143,6 @@ class Proxy:
             await asyncio.sleep(0.02)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._made.append(writer.transport)
         try:
             with contextlib.suppress(asyncio.CancelledError):  # cancelled by stop()
                 await self._connect(reader, writer)

@@ -4,6 +4,8 @@ A job appends to $TASUKI_CHAOS_LOG with O_APPEND, one write per line, so lines f
 processes never interleave, and a process killed mid-job leaves whole lines only. Each
 line names the message, its attempt and fencing token, the process and the worker it
 belongs to ($TASUKI_CHAOS_WORKER, inherited by a worker's child processes), and the time.
+Besides a job's start and end, the file holds each lease extension with its new expiry,
+lost leases, the stalls the sampler measured and the workers' own probe readings.
 """
 
 from __future__ import annotations
@@ -65,23 +67,37 @@ class Execution:
     stop_reason: str = ""
 
 
-def read(log: Path) -> list[dict[str, Any]]:
+class Records(list[dict[str, Any]]):
+    """The parsed lines of a record, and how many whole lines did not parse.
+
+    One write per line should make an unparsable line impossible; if one shows up, it may
+    be a run's start, so the checker reports the count and the run fails on any.
+    """
+
+    unparsable: int = 0
+
+
+def read(log: Path) -> Records:
+    out = Records()
     if not log.exists():
-        return []
-    out = []
-    for line in log.read_bytes().splitlines():
+        return out
+    data = log.read_bytes()
+    # A line without its newline yet is a write still under way (the runner reads while
+    # workers append): it is neither a record nor a broken one.
+    whole = data[: data.rfind(b"\n") + 1]
+    for line in whole.splitlines():
         try:
             out.append(orjson.loads(line))
         except orjson.JSONDecodeError:
-            continue  # cannot happen with one write per line; never let it hide the rest
+            out.unparsable += 1
     return out
 
 
-def executions(log: Path) -> dict[int, list[Execution]]:
+def executions(log: Path | Records) -> dict[int, list[Execution]]:
     """Executions per message number, in start order; an end joins its start by fence."""
     runs: dict[int, list[Execution]] = {}
     open_: dict[tuple[str, int, int], Execution] = {}
-    for r in read(log):
+    for r in read(log) if isinstance(log, Path) else log:
         if r["event"] not in ("start", "end"):
             continue
         key = (r["id"], r["fence"], r["pid"])
@@ -101,10 +117,30 @@ def executions(log: Path) -> dict[int, list[Execution]]:
 
 @dataclass
 class Stall:
-    """A worker process that got no CPU (or no GIL) for a while: measured, not injected."""
+    """A worker process that could not run for a while, measured from outside it by the
+    sampler (`tests.chaos.sampler`): stopped (`T`), in uninterruptible sleep (`D`), or
+    runnable and waiting for a CPU (`runq`, `waited` seconds of it, kernel-accounted)."""
 
     worker: str
     pid: int
+    start: float
+    end: float
+    kind: str = "runq"
+    waited: float = 0.0
+
+    @property
+    def length(self) -> float:
+        """How long it could not run: the kernel's run-queue wait, or the span stopped."""
+        return self.waited if self.kind == "runq" else self.end - self.start
+
+
+@dataclass
+class Probe:
+    """A late wake-up measured *inside* a worker (its probe thread): the process got no
+    CPU or the thread no GIL. Printed for diagnosis; it explains nothing, since a worker
+    whose own code holds the GIL would measure the stall it caused."""
+
+    worker: str
     start: float
     end: float
 
@@ -121,15 +157,39 @@ class KeeperNote:
     lag: float = 0.0
 
 
-def stalls(log: Path) -> list[Stall]:
+def stalls(records: Records) -> list[Stall]:
     return [
-        Stall(r["worker"], r["pid"], r["from"], r["t"]) for r in read(log) if r["event"] == "stall"
+        Stall(r["worker"], r["pid"], r["from"], r["t"], r["kind"], r.get("waited", 0.0))
+        for r in records
+        if r["event"] == "stall"
     ]
 
 
-def keeper_notes(log: Path) -> list[KeeperNote]:
+def probes(records: Records) -> list[Probe]:
+    return [Probe(r["worker"], r["from"], r["t"]) for r in records if r["event"] == "probe"]
+
+
+def lease_expiries(records: Records) -> dict[tuple[str, int], float]:
+    """The last known expiry of each lease (message id, fencing token) a keeper extended."""
+    out: dict[tuple[str, int], float] = {}
+    for r in records:
+        if r["event"] == "extended":
+            key = (r["id"], r["fence"])
+            out[key] = max(out.get(key, 0.0), r["expires"])
+    return out
+
+
+def keeper_notes(records: Records, late: float) -> list[KeeperNote]:
+    """Extensions made `late` seconds or more after they were due, and leases lost."""
     return [
-        KeeperNote(r["event"], r["worker"], r["id"], r["fence"], r["t"], r.get("lag", 0.0))
-        for r in read(log)
-        if r["event"] in ("late", "lost")
+        KeeperNote(
+            "late" if r["event"] == "extended" else "lost",
+            r["worker"],
+            r["id"],
+            r["fence"],
+            r["t"],
+            r.get("lag", 0.0),
+        )
+        for r in records
+        if r["event"] == "lost" or (r["event"] == "extended" and r["lag"] >= late)
     ]

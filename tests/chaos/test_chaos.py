@@ -12,13 +12,26 @@ from pathlib import Path
 import pytest
 
 from tests.chaos.backends import BACKENDS, ChaosBackend
-from tests.chaos.runner import Options, run_backend
+from tests.chaos.checker import KEEPER_SHARE
+from tests.chaos.runner import REDELIVERY, Options, run_backend
 
 DEFAULT = [b for b in BACKENDS if b.default]
 
 pytestmark = pytest.mark.slow
 
 VT = 2.0
+# The longest a worker may be found unable to run (waiting for a CPU, or in uninterruptible
+# sleep) by the sampler, outside the stops the runner does: two thirds of a lease, the
+# longest a lease keeper (extending every third of a lease) can wait and still extend in
+# time, so the machine alone cannot make a lease lapse. On the 2-core machine at a load
+# average of 1.5 to 9.4, thirty runs measured at most 0.68 s (docs/reliability.md).
+STALL_BOUND = KEEPER_SHARE * VT
+# p99 redelivery, counted from the lapse (or the end of the outage that caused it): the
+# documented target is 2 s from there (one lease + 2 s after a worker's death). Thirty
+# runs (SQLite, Redis) at a load average of 1.5 to 9.4 stayed within it but one: at 9.4 a
+# redelivered message waited behind a backlog (20 ready) for 2.16 s, a queue, not a lost
+# lease. The test allows one second more than the target.
+REDELIVERY_BOUND = REDELIVERY + 1.0
 
 
 @pytest.mark.parametrize("backend", DEFAULT, ids=[b.name for b in DEFAULT])
@@ -34,14 +47,17 @@ def test_short_chaos_run_loses_nothing(backend: ChaosBackend, tmp_path: Path) ->
         expected.add("writer-kill" if backend.crash == "writer" else "restart")
     assert expected <= done, f"fault kinds not done: {expected - done}"
     assert report.jobs == 80
+    assert report.unparsable == 0, report.details()
     assert report.lost == [], report.details()
     assert report.unexplained == [], report.details()
     assert report.fence_violations == [], report.details()
     assert report.dead == 0
     assert report.duplicates > 0, "the faults interrupted nothing: the run proved nothing"
-    # The target is one lease + 2 s; a loaded 2-core CI machine gets some slack. On the
-    # three-node test cluster, one redelivery in a few runs has taken up to ~9 s, cause
-    # not yet found (an open item of the reliability report): it gets a wider bound until
-    # then, while loss, duplicates and fencing are held to the same rule.
-    slack = 8.0 if backend.name == "redis-cluster" else 4.0
-    assert report.p99() <= VT + slack, report.details()
+    assert report.longest_stall < STALL_BOUND, report.details()
+    # On the three-node test cluster, one redelivery in a few runs has taken up to ~9 s
+    # from the fault, cause not yet found (an open item of the reliability report): it
+    # keeps its wider bound of 10 s until then (counted from the lapse now, which comes
+    # after the fault's start), while loss, duplicates and fencing are held to the same
+    # rule.
+    bound = 10.0 if backend.name == "redis-cluster" else REDELIVERY_BOUND
+    assert report.p99() <= bound, report.details()

@@ -596,3 +596,32 @@ def test_a_refused_duplicate_does_not_dead_letter_a_message_on_its_last_attempt(
     assert (only.id, only.attempt, only.max_attempts) == ("last", 1, 1)
     assert locked.ack([only.receipt]) == [True]
     assert stats(locked, queue) == (0, 0, 0, 0)
+
+
+def test_a_queue_first_used_while_the_server_is_down_raises_backend_unavailable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker started during an outage opens its queue first (get_queue_url): that call
+    must fail as every other does, with `BackendUnavailable`. It raised botocore's own
+    EndpointConnectionError, which the worker's fetch loop took for a bug: the thread
+    died and the worker, still alive, never leased a message again."""
+    from tests.support.servers import DUMMY_AWS_ENV, free_port
+
+    for name, value in DUMMY_AWS_ENV.items():
+        monkeypatch.setenv(name, value)
+    down = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    url = f"sqs://us-east-1?endpoint_url={down}&prefix=d{uuid.uuid4().hex[:8]}-"
+    backend = backend_from_url(url + f"&locks=sqlite:///{tmp_path / 'locks.db'}")
+    app = tasuki.App(url)
+
+    @app.job()
+    def noop() -> None: ...
+
+    try:
+        with pytest.raises(tasuki.errors.BackendUnavailable, match="unreachable"):
+            backend.lease("default", 1, 2.0)
+        with pytest.raises(tasuki.errors.BackendUnavailable, match="unreachable"):
+            noop.enqueue()
+    finally:
+        backend.close()
+        app.close()

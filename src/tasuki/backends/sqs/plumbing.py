@@ -24,10 +24,9 @@ from tasuki.backends.sqs.options import (
     SQS_MAX_WAIT,
     SqsOptions,
 )
-from tasuki.backends.sqs.queues import DEFAULT_MAX_SIZE, QueueInfo, Queues
+from tasuki.backends.sqs.queues import DEFAULT_MAX_SIZE, QueueInfo, Queues, unreachable
 from tasuki.core.locks import LeaseRecords
 from tasuki.core.message import GROUP_HEADER, JOB_HEADER, ErrorInfo
-from tasuki.errors import BackendUnavailable
 
 log = logging.getLogger("tasuki.sqs")
 
@@ -142,8 +141,9 @@ class SqsBase(Backend):
         try:
             return getattr(self._client, name)(**kwargs)
         except Exception as exc:
-            if type(exc).__name__ in {"EndpointConnectionError", "ConnectionClosedError"}:
-                raise BackendUnavailable(f"SQS at {self.url} is unreachable: {exc}") from exc
+            down = unreachable(exc, self.url)
+            if down is not None:
+                raise down from exc
             raise
 
     def _hold(self, token: str, held: _Held) -> None:

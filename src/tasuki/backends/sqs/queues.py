@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 
 from tasuki.backends.sqs.options import SQS_MAX_RETENTION, SqsOptions
-from tasuki.errors import BackendError, ConfigurationError
+from tasuki.errors import BackendError, BackendUnavailable, ConfigurationError
 
 log = logging.getLogger("tasuki.sqs")
 
@@ -79,7 +79,16 @@ class Queues:
         with self._mutex:
             info = self._known.get(queue)
             if info is None:
-                info = self._open(queue, create)
+                try:
+                    info = self._open(queue, create)
+                except Exception as exc:
+                    # A queue first used while the server is down: the same
+                    # BackendUnavailable as every other call, or the caller (a worker's
+                    # fetch loop) takes it for a bug and stops.
+                    down = unreachable(exc, self._options.url)
+                    if down is not None:
+                        raise down from exc
+                    raise
                 if info is not None:
                     self._known[queue] = info
             return info
@@ -174,3 +183,14 @@ class Queues:
         if not url or not dead_url:
             raise BackendError(f"SQS queue {name} has no URL")
         return QueueInfo(queue, url, dead_url, fifo, size, receives)
+
+
+CONNECTION_ERRORS = frozenset({"EndpointConnectionError", "ConnectionClosedError"})
+
+
+def unreachable(exc: BaseException, url: str) -> BackendUnavailable | None:
+    """The `BackendUnavailable` a botocore connection error stands for (None: another
+    error)."""
+    if type(exc).__name__ in CONNECTION_ERRORS:
+        return BackendUnavailable(f"SQS at {url} is unreachable: {exc}")
+    return None
