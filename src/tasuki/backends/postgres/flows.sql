@@ -17,8 +17,12 @@ WHERE id = %(id)s AND expires_at > %(now)s;
 UPDATE tasuki_flows SET cancelled = true WHERE id = %(id)s AND expires_at > %(now)s;
 
 -- name: flow_cancelled
--- Shared-locked: a `flow_cancel` waits for the settles that read it before it.
-SELECT cancelled FROM tasuki_flows WHERE id = %(id)s AND expires_at > %(now)s FOR SHARE;
+-- Locked by each settle that carries the flow on, before any barrier of it: its settles
+-- take turns (a shared lock here, upgraded by `flow_finish` or `flow_fail`, would
+-- deadlock against a settle waiting for the barrier), and a `flow_cancel` waits for
+-- those that read the flag before it, so their successors exist when it returns.
+SELECT cancelled FROM tasuki_flows WHERE id = %(id)s AND expires_at > %(now)s
+FOR NO KEY UPDATE;
 
 -- name: flow_fail
 -- The first failure only.

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 
 import orjson
 
-from tasuki.backends.base import Keep, LeaseStatus, Progress, Receipt, Settle
+from tasuki.backends.base import Effects, Keep, LeaseStatus, Progress, Receipt, Settle
 from tasuki.backends.sql import flows
 from tasuki.backends.sql import results as kept_results
 from tasuki.backends.sql.dialect import Connection, Dialect, named_rows
@@ -71,7 +71,9 @@ class _Batch:
         self.conn = conn
         self.now = now
         self.aging = aging
-        self.applied = flows.Applied()  # what the items' effects changed
+        # The effects of the items acked or dead-lettered under their token.
+        self.effects: list[Effects] = []
+        self.applied = flows.Applied()  # what their effects changed
         self.history = History(now)
         self.depth = Depth()
         self.acked: Counter[str] = Counter()
@@ -117,15 +119,8 @@ class _Batch:
         ]
         kept_results.ok(self.conn, dialect, acked_values, now)
         self.results |= bool(acked_values)
-        for item in items:
-            if item.effects is not None and item.receipt in deleted:
-                self.effects(item)
+        self.effects += [i.effects for i in items if i.effects is not None and i.receipt in deleted]
         return [r in deleted for r in receipts]
-
-    def effects(self, item: Settle) -> None:
-        """The follow-ups of a step whose verdict passed its token check (`sql/flows.py`)."""
-        if item.effects is not None and item.verdict != "release":
-            flows.apply(self.conn, self.dialect, item.effects, self.now, self.aging, self.applied)
 
     def release(self, items: list[Settle]) -> list[bool]:
         params = [
@@ -182,11 +177,16 @@ class _Batch:
                 self.results |= kept_results.failed(
                     self.conn, self.dialect, r.queue, [r.id], self.now
                 )
-                self.effects(item)
+                if item.effects is not None:
+                    self.effects.append(item.effects)
         return results
 
     def finish(self) -> None:
         conn, dialect = self.conn, self.dialect
+        # The follow-ups of the steps settled (`sql/flows.py`), by flow: each locks its
+        # flow's row, so two batches take the rows they share in the same order.
+        for effects in sorted(self.effects, key=lambda e: e.flow or ""):
+            flows.apply(conn, dialect, effects, self.now, self.aging, self.applied)
         self.history.write(conn, dialect)
         self.depth.write(conn, dialect)
         for queue in sorted(self.acked.keys() | self.died.keys()):
