@@ -1,6 +1,8 @@
 """`python -m benchmarks.flow_steps`: what a workflow step costs against a plain job.
 
-On `memory://` (the one backend with the `workflows` capability today), in one process:
+On `memory://` unless `--url` names another store (a template: `{run}` becomes a fresh
+number for each run, so that each starts from an empty store, e.g.
+`--url 'sqlite:////tmp/flows/{run}.db'`), in one process:
 `--flows` chains of three no-op steps (`chain(a.step(0), a.step(), a.step())`), against
 three times as many plain messages of the same no-op job. Each side is timed in two
 parts: enqueue (one `flow.enqueue()` per chain; one `job.enqueue()` per plain message,
@@ -15,15 +17,24 @@ medians are printed, per message.
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import time
 from typing import Any
 
 import tasuki
 
+URL = "memory://"
+_runs = itertools.count()
+
+
+def _url() -> str:
+    """The store of the next run: `URL` with its `{run}` a number no run used before."""
+    return URL.replace("{run}", str(next(_runs)))
+
 
 def _app() -> tuple[tasuki.App, Any]:
-    app = tasuki.App("memory://")
+    app = tasuki.App(_url())
 
     @app.job()
     def step(x: int) -> int:
@@ -47,7 +58,7 @@ def run_plain(messages: int, concurrency: int) -> tuple[float, float]:
 
 def run_by_hand(flows: int, concurrency: int) -> tuple[float, float]:
     """What a user wrote before workflows: each job enqueues the next from inside it."""
-    app = tasuki.App("memory://")
+    app = tasuki.App(_url())
 
     @app.job()
     def hop(x: int, left: int) -> int:
@@ -80,11 +91,14 @@ def run_flows(flows: int, concurrency: int) -> tuple[float, float]:
 
 
 def main(argv: list[str] | None = None) -> None:
+    global URL
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--flows", type=int, default=2000, help="3-step chains per round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("-c", "--concurrency", type=int, default=8)
+    parser.add_argument("--url", default=URL, help="the store; {run}: a fresh one per run")
     args = parser.parse_args(argv)
+    URL = args.url
     plain: list[tuple[float, float]] = []
     steps: list[tuple[float, float]] = []
     by_hand: list[tuple[float, float]] = []
@@ -97,7 +111,7 @@ def main(argv: list[str] | None = None) -> None:
         return statistics.median(values) * 1e6
 
     print(
-        f"memory://, {args.flows} chains of 3 vs {3 * args.flows} plain jobs, "
+        f"{args.url}, {args.flows} chains of 3 vs {3 * args.flows} plain jobs, "
         f"-c {args.concurrency}, median of {args.rounds} rounds, per message:"
     )
     print(f"{'':14}{'enqueue':>12}{'drain':>12}{'total':>12}")

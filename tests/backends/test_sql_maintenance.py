@@ -15,7 +15,16 @@ from typing import Any
 import psycopg
 import pytest
 
-from tasuki.backends.base import Backend, Effects, Envelope, Settle, UniqueClaim
+from tasuki.backends.base import (
+    Backend,
+    Effects,
+    Envelope,
+    Fill,
+    FlowRecord,
+    FlowStep,
+    Settle,
+    UniqueClaim,
+)
 from tasuki.backends.sql.backend import SQLBackend
 from tasuki.backends.sql.maintenance.service import SQLService
 from tasuki.backends.urls import backend_from_url
@@ -181,7 +190,12 @@ def rows_of(backend: SQLBackend, msg_id: str) -> int:
 
 
 def test_each_backend_names_its_services(backend: SQLBackend) -> None:
-    assert sorted(s.name for s in backend.maintenance()) == ["expired", "history", "results"]
+    assert sorted(s.name for s in backend.maintenance()) == [
+        "expired",
+        "flows",
+        "history",
+        "results",
+    ]
     assert all(s.interval > 0 for s in backend.maintenance())
 
 
@@ -198,3 +212,31 @@ def test_results_past_their_time_are_forgotten(backend: SQLBackend) -> None:
     assert backend.result("q", "r") is None  # reads ignore it at once
     service(backend, "results").run()
     assert rows(backend, "tasuki_results") == 0
+
+
+def test_flows_their_barriers_and_slots_past_their_time_are_forgotten(
+    backend: SQLBackend,
+) -> None:
+    now = [time.time()]
+    backend.clock = lambda: now[0]
+    steps = (FlowStep("0.0", "job", "q", "f.0.0"), FlowStep("0.1", "job", "q", "f.0.1"))
+    record = FlowRecord("f", now[0], 120.0, steps)
+    backend.start_flow(record, [Envelope("q", s.message_id, b"x") for s in steps])
+    for delivery in backend.lease("q", 10, 30.0):
+        slot = int(delivery.id.rsplit(".", 1)[1])
+        fill = Fill("f", "0", slot, 2)
+        effects = Effects(result=b"1", flow="f", fills=(fill,), final=True, ttl=60.0)
+        assert backend.settle([Settle.ack(delivery.receipt, effects)]) == [True]
+    tables = ("tasuki_flows", "tasuki_flow_barriers", "tasuki_flow_slots")
+    assert [rows(backend, t) for t in tables] == [1, 1, 2]
+    service(backend, "flows").run()
+    assert [rows(backend, t) for t in tables] == [1, 1, 2]  # still within their time
+    now[0] += 61.0  # the barrier's time (`Effects.ttl`), not yet the flow's
+    assert backend.group_value("f", "0") is None
+    service(backend, "flows").run()
+    assert [rows(backend, t) for t in tables] == [1, 0, 0]
+    assert backend.flow("f").result == b"[1,1]"  # type: ignore[union-attr]
+    now[0] += 60.0
+    assert backend.flow("f") is None
+    service(backend, "flows").run()
+    assert [rows(backend, t) for t in tables] == [0, 0, 0]

@@ -48,6 +48,7 @@ def test_sqlite_defines_the_required_queries_the_separate_steps_and_its_extras()
     queries = {
         **load_queries("tasuki.backends.sqlite", "queries.sql"),
         **load_queries("tasuki.backends.sqlite", "results.sql"),
+        **load_queries("tasuki.backends.sqlite", "flows.sql"),
     }
     assert set(queries) == REQUIRED | SEPARATE_STEPS | SQLITE_EXTRAS
 
@@ -106,11 +107,13 @@ def test_sqlite_and_postgresql_define_the_same_queries() -> None:
     sqlite = {
         **load_queries("tasuki.backends.sqlite", "queries.sql"),
         **load_queries("tasuki.backends.sqlite", "results.sql"),
+        **load_queries("tasuki.backends.sqlite", "flows.sql"),
     }
     postgres = {
         **load_queries("tasuki.backends.postgres", "queries.sql"),
         **load_queries("tasuki.backends.postgres", "archive.sql"),
         **load_queries("tasuki.backends.postgres", "results.sql"),
+        **load_queries("tasuki.backends.postgres", "flows.sql"),
     }
     assert set(sqlite) - SEPARATE_STEPS - EXTRAS == set(postgres) - EXTRAS == REQUIRED
     assert set(sqlite) - REQUIRED == SEPARATE_STEPS | SQLITE_EXTRAS

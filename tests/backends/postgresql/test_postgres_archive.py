@@ -61,7 +61,7 @@ def test_without_the_option_nothing_is_archived(url: str) -> None:
     [d] = backend.lease("q", 1, 30.0)
     assert backend.ack([d.receipt]) == [True]
     assert _archived(backend) == []
-    assert {s.name for s in backend.maintenance()} == {"expired", "history", "results"}
+    assert {s.name for s in backend.maintenance()} == {"expired", "history", "results", "flows"}
     backend.close()
 
 
@@ -80,6 +80,7 @@ def test_rows_past_archive_days_are_pruned_in_batches_by_the_maintenance_service
         "expired",
         "history",
         "results",
+        "flows",
         "archive",
     }
     now = [0.0]

@@ -23,10 +23,14 @@ from tasuki.backends.sql.dialect import Connection, Queries, columns, load_diale
 from tasuki.errors import BackendError, BackendUnavailable, InvalidArgument, InvalidURL
 
 Q = load_dialect_queries(
-    "tasuki.backends.postgres", cte_writes=True, files=("queries.sql", "archive.sql", "results.sql")
+    "tasuki.backends.postgres",
+    cte_writes=True,
+    files=("queries.sql", "archive.sql", "results.sql", "flows.sql"),
 )
 
-_TABLE = re.compile(r"\b(tasuki_(?:messages|finished|locks|history|counts|meters|archive))\b")
+_TABLE = re.compile(
+    r"\b(tasuki_(?:messages|finished|locks|history|counts|meters|archive|results|flows|flow_barriers|flow_slots))\b"
+)
 # A worker's GIL slice (`Capabilities.gil_slice`): at 0.5 ms instead of 5 the next
 # lease's rows and the acks get through while the fetcher runs jobs, 12 % more no-op
 # jobs a second in one worker (`./dev bench postgres --drain-only`, 4 interleaved pairs);
@@ -80,6 +84,7 @@ class PostgresDialect:
             cancel=True,
             results=True,
             progress=True,
+            workflows=True,
         )
         if archive:  # acks move the rows to the archive (`ack_archive`)
             self.queries = {**Q, "ack": Q["ack_archive"]}

@@ -33,14 +33,23 @@ from tasuki.backends.base import (
     Settle,
     SettledTotals,
 )
-from tasuki.backends.sql import cancelling, leasing, operating, producing, results, settling
+from tasuki.backends.sql import (
+    cancelling,
+    flows,
+    leasing,
+    operating,
+    producing,
+    results,
+    settling,
+)
 from tasuki.backends.sql.dialect import Dialect, Queries
 from tasuki.backends.sql.locks import SQLLockStore
 from tasuki.backends.sql.maintenance.expired import ExpiredCleaner
+from tasuki.backends.sql.maintenance.flows import FlowsCleaner
 from tasuki.backends.sql.maintenance.history import HistoryCleaner
 from tasuki.backends.sql.maintenance.results import ResultsCleaner
 from tasuki.backends.sql.steps import add_meters
-from tasuki.core.flowrecords import ResultRecord
+from tasuki.core.flowrecords import FlowRecord, ResultRecord
 from tasuki.core.message import DeadLetter
 
 
@@ -60,6 +69,7 @@ class SQLBackend(Backend):
             ExpiredCleaner(dialect, self._now),
             HistoryCleaner(dialect, self._now),
             ResultsCleaner(dialect, self._now),
+            FlowsCleaner(dialect, self._now),
         ]
 
     def _now(self) -> float:
@@ -102,7 +112,7 @@ class SQLBackend(Backend):
         return self._ahead.submit(lambda: self.lease(queue, max_messages, visibility_timeout))
 
     def settle(self, items: Sequence[Settle]) -> list[bool]:
-        return settling.settle(self.dialect, items, self._now)
+        return settling.settle(self.dialect, items, self._now, self.priority_aging)
 
     def extend(self, receipts: Sequence[Receipt], visibility_timeout: float) -> list[bool]:
         return settling.extend(self.dialect, receipts, visibility_timeout, self._now)
@@ -119,6 +129,22 @@ class SQLBackend(Backend):
 
     def wait_result(self, queue: str, id: str, timeout: float) -> ResultRecord | None:
         return results.wait(self.dialect, queue, id, timeout, self._now)
+
+    # -- workflows -------------------------------------------------------------------
+    def start_flow(self, record: FlowRecord, envelopes: Sequence[Envelope]) -> bool:
+        return flows.start(self.dialect, record, envelopes, self._now, self.priority_aging)
+
+    def flow(self, flow_id: str) -> FlowRecord | None:
+        return flows.read(self.dialect, flow_id, self._now)
+
+    def wait_flow(self, flow_id: str, timeout: float) -> FlowRecord | None:
+        return flows.wait(self.dialect, flow_id, timeout, self._now)
+
+    def cancel_flow(self, flow_id: str) -> bool:
+        return flows.cancel(self.dialect, flow_id, self._now)
+
+    def group_value(self, flow_id: str, barrier: str) -> bytes | None:
+        return flows.group_value(self.dialect, flow_id, barrier, self._now)
 
     # -- operating -------------------------------------------------------------------
     def stats(self, queue: str) -> QueueStats:

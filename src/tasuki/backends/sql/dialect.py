@@ -74,6 +74,22 @@ QueryName = Literal[
     "result_forget",
     "results_purge",
     "results_forget_expired",
+    # flows.sql: flow records, barriers and their slots (`sql/flows.py`)
+    "flow_start",
+    "flow",
+    "flow_cancel",
+    "flow_cancelled",
+    "flow_fail",
+    "flow_finish",
+    "flow_barrier",
+    "flow_fill",
+    "flow_slot_count",
+    "flow_slots",
+    "flow_barrier_value",
+    "flow_group_value",
+    "flow_slots_forget_expired",
+    "flow_barriers_forget_expired",
+    "flows_forget_expired",
 ]
 # Every SQL engine's query file defines these.
 REQUIRED: frozenset[QueryName] = frozenset(get_args(QueryName))

@@ -17,7 +17,8 @@ from collections.abc import Callable, Sequence
 
 import orjson
 
-from tasuki.backends.base import Keep, LeaseStatus, Progress, Receipt, Settle
+from tasuki.backends.base import Effects, Keep, LeaseStatus, Progress, Receipt, Settle
+from tasuki.backends.sql import flows
 from tasuki.backends.sql import results as kept_results
 from tasuki.backends.sql.dialect import Connection, Dialect, named_rows
 from tasuki.backends.sql.steps import (
@@ -30,7 +31,11 @@ from tasuki.backends.sql.steps import (
 from tasuki.core.records import HISTORY_LIMIT, death_detail, error_summary, release_event
 
 
-def settle(dialect: Dialect, items: Sequence[Settle], clock: Callable[[], float]) -> list[bool]:
+def settle(
+    dialect: Dialect, items: Sequence[Settle], clock: Callable[[], float], aging: float
+) -> list[bool]:
+    """`aging`: the backend's `priority_aging`, for the messages a settle's effects
+    enqueue."""
     results = [False] * len(items)
     verdicts: dict[str, list[int]] = {"ack": [], "release": [], "dead": []}
     seen: set[Receipt] = set()
@@ -42,17 +47,18 @@ def settle(dialect: Dialect, items: Sequence[Settle], clock: Callable[[], float]
     if not seen:
         return results
     # Acks alone are one statement in autocommit where the engine's `ack` takes every
-    # step itself; a result must be written in the same transaction as its ack.
+    # step itself; a result, or any effect, must be written in the same transaction as
+    # its ack.
     kept = any(items[n].effects is not None for n in acks)
     alone = dialect.cte_writes and not releases and not deaths and not kept
     with dialect.statements() if alone else dialect.write() as conn:
-        batch = _Batch(dialect, conn, clock())
+        batch = _Batch(dialect, conn, clock(), aging)
         for indexes, step in ((acks, batch.ack), (releases, batch.release), (deaths, batch.dead)):
             if indexes:
                 for n, settled in zip(indexes, step([items[n] for n in indexes]), strict=True):
                     results[n] = settled
         batch.finish()
-    if batch.woken or batch.results:
+    if batch.woken or batch.results or batch.applied.enqueued:
         dialect.committed()
     return results
 
@@ -60,10 +66,14 @@ def settle(dialect: Dialect, items: Sequence[Settle], clock: Callable[[], float]
 class _Batch:
     """One settle's transaction: the verdicts' statements, then what follows from them."""
 
-    def __init__(self, dialect: Dialect, conn: Connection, now: float) -> None:
+    def __init__(self, dialect: Dialect, conn: Connection, now: float, aging: float) -> None:
         self.dialect = dialect
         self.conn = conn
         self.now = now
+        self.aging = aging
+        # The effects of the items acked or dead-lettered under their token.
+        self.effects: list[Effects] = []
+        self.applied = flows.Applied()  # what their effects changed
         self.history = History(now)
         self.depth = Depth()
         self.acked: Counter[str] = Counter()
@@ -109,6 +119,7 @@ class _Batch:
         ]
         kept_results.ok(self.conn, dialect, acked_values, now)
         self.results |= bool(acked_values)
+        self.effects += [i.effects for i in items if i.effects is not None and i.receipt in deleted]
         return [r in deleted for r in receipts]
 
     def release(self, items: list[Settle]) -> list[bool]:
@@ -166,17 +177,23 @@ class _Batch:
                 self.results |= kept_results.failed(
                     self.conn, self.dialect, r.queue, [r.id], self.now
                 )
+                if item.effects is not None:
+                    self.effects.append(item.effects)
         return results
 
     def finish(self) -> None:
         conn, dialect = self.conn, self.dialect
+        # The follow-ups of the steps settled (`sql/flows.py`), by flow: each locks its
+        # flow's row, so two batches take the rows they share in the same order.
+        for effects in sorted(self.effects, key=lambda e: e.flow or ""):
+            flows.apply(conn, dialect, effects, self.now, self.aging, self.applied)
         self.history.write(conn, dialect)
         self.depth.write(conn, dialect)
         for queue in sorted(self.acked.keys() | self.died.keys()):
             count_settled(conn, dialect, queue, acked=self.acked[queue], dead=self.died[queue])
         if self.woken:
             dialect.changed(conn, sorted(self.woken))
-        if self.results:
+        if self.results or self.applied.flows:
             dialect.results_changed(conn)
 
 

@@ -38,7 +38,7 @@ from tasuki.backends.sqlite.locks import SQLiteLockStore
 from tasuki.errors import BackendError, BackendUnavailable, InvalidArgument, InvalidURL
 
 Q = load_dialect_queries(
-    "tasuki.backends.sqlite", cte_writes=False, files=("queries.sql", "results.sql")
+    "tasuki.backends.sqlite", cte_writes=False, files=("queries.sql", "results.sql", "flows.sql")
 )
 SCHEMA = resources.files("tasuki.backends.sqlite").joinpath("schema.sql").read_text("utf-8")
 
@@ -139,6 +139,7 @@ class SQLiteDialect:
             cancel=True,
             results=True,
             progress=True,
+            workflows=True,
         )
         self._synchronous = synchronous
         self._busy_timeout = busy_timeout

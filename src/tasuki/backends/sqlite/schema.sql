@@ -129,3 +129,43 @@ CREATE TABLE IF NOT EXISTS tasuki_results (
 
 CREATE INDEX IF NOT EXISTS tasuki_results_expiry
     ON tasuki_results (expires_at) WHERE expires_at IS NOT NULL;
+
+-- Workflows (`sql/flows.py`). A flow's record: `static` the JSON written once when it
+-- starts (`FlowRecord.static_json`), then its `result` (the JSON of its final value),
+-- its first `failure` (JSON) and `cancelled`, each written once, in the settles of its
+-- steps (or `cancel_flow`); kept until `expires_at`.
+CREATE TABLE IF NOT EXISTS tasuki_flows (
+    id         TEXT    NOT NULL PRIMARY KEY,
+    static     TEXT    NOT NULL,
+    created_at REAL    NOT NULL,
+    expires_at REAL    NOT NULL,
+    result     BLOB,
+    failure    TEXT,
+    cancelled  INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+
+CREATE INDEX IF NOT EXISTS tasuki_flows_expiry ON tasuki_flows (expires_at);
+
+-- A group's barrier: set membership by slot (`tasuki_flow_slots`, first writer wins),
+-- complete when it holds `size` slots; `value` is then the JSON array of its slots.
+CREATE TABLE IF NOT EXISTS tasuki_flow_barriers (
+    flow       TEXT    NOT NULL,
+    barrier    TEXT    NOT NULL,
+    size       INTEGER NOT NULL,
+    value      BLOB,
+    expires_at REAL    NOT NULL,
+    PRIMARY KEY (flow, barrier)
+) WITHOUT ROWID;
+
+CREATE INDEX IF NOT EXISTS tasuki_flow_barriers_expiry ON tasuki_flow_barriers (expires_at);
+
+CREATE TABLE IF NOT EXISTS tasuki_flow_slots (
+    flow       TEXT    NOT NULL,
+    barrier    TEXT    NOT NULL,
+    slot       INTEGER NOT NULL,
+    value      BLOB    NOT NULL,
+    expires_at REAL    NOT NULL,
+    PRIMARY KEY (flow, barrier, slot)
+) WITHOUT ROWID;
+
+CREATE INDEX IF NOT EXISTS tasuki_flow_slots_expiry ON tasuki_flow_slots (expires_at);

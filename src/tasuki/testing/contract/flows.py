@@ -234,13 +234,17 @@ class TestFlows:
         assert backend.settle([Settle.ack(members[0].receipt, effects)]) == [True]
         assert _ids(backend.lease(queue, 10, 30.0)) == ["s.1"]
 
+    @pytest.mark.parametrize("final", [False, True], ids=["callback", "final"])
     def test_a_big_group_completes_exactly_once_from_racing_settles(
-        self, backend: Backend, queue: str
+        self, backend: Backend, queue: str, final: bool
     ) -> None:
+        # Its callback enqueued once; or, a group that ends its flow (every member's
+        # settle may be the one that writes the flow's result), its result written once.
         n = 40
         members = _members(backend, queue, "big", n)
-        callback = env(queue, "big.1", keep_id=3600.0)
+        callback = () if final else (env(queue, "big.1", keep_id=3600.0),)
         barrier = threading.Barrier(4)
+        settled: list[bool] = []
 
         def settle_part(part: list[Delivery]) -> None:
             barrier.wait()
@@ -250,14 +254,19 @@ class TestFlows:
                     result=str(slot).encode(),
                     flow="big",
                     fills=(Fill("big", "0", slot, n),),
-                    enqueue=(callback,),
+                    enqueue=callback,
+                    final=final,
                 )
-                backend.settle([Settle.ack(m.receipt, effects)])
+                settled.extend(backend.settle([Settle.ack(m.receipt, effects)]))
 
         threads = [threading.Thread(target=settle_part, args=(members[i::4],)) for i in range(4)]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
-        assert _ids(backend.lease(queue, 10, 30.0)) == ["big.1"]
+        assert settled == [True] * n
+        assert _ids(backend.lease(queue, 10, 30.0)) == ([] if final else ["big.1"])
         assert orjson.loads(backend.group_value("big", "0") or b"") == list(range(n))
+        if final:
+            record = backend.flow("big")
+            assert record is not None and orjson.loads(record.result or b"") == list(range(n))
