@@ -46,4 +46,8 @@ local q = {
   waiting = KEYS[1], signal = KEYS[2], keep = KEYS[3], results = KEYS[4], delayed = KEYS[5],
   limited = KEYS[6],
 }
-return (enqueue_into(q, ARGV[1], tonumber(ARGV[3]), 4, tonumber(ARGV[2]), lock_at))
+local starts = {}
+for i = 1, tonumber(ARGV[2]) do
+  starts[i] = 4 + (i - 1) * 13
+end
+return (enqueue_into(q, ARGV[1], tonumber(ARGV[3]), starts, lock_at))

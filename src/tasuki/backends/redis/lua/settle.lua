@@ -210,7 +210,7 @@ if died > 0 then
   redis.call('HINCRBY', KEYS[6], 'dead', died)
 end
 if tail and ARGV[tail] then
-  local aging = tonumber(ARGV[tail + 1])
+  local into, order = {}, {}
   local p = tail + 2
   for _ = 1, tonumber(ARGV[tail]) do
     local k = tonumber(ARGV[p])
@@ -218,7 +218,8 @@ if tail and ARGV[tail] then
     if kinds[k] == RESULT then
       value = ARGV[at[k] + 2]
     end
-    p = apply_effects(p + 1, value, results[k] == 1, aging)
+    p = apply_effects(p + 1, value, results[k] == 1, into, order)
   end
+  enqueue_collected(into, order, tonumber(ARGV[tail + 1]))
 end
 return results

@@ -6,7 +6,7 @@
 -- ARGV[2]  retention (ms): the record expires then
 -- ARGV[3]  priority_aging (µs)
 -- ARGV[4]  number of queue sections, then the sections (includes/enqueue.lua,
---          `enqueue_sections`): the first steps' messages, by queue
+--          `collect_sections`): the first steps' messages, by queue
 --
 -- Returns 1, or 0 (and nothing enqueued) if the flow exists.
 
@@ -17,5 +17,7 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
 end
 redis.call('HSET', KEYS[1], 'static', ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
-enqueue_sections(5, tonumber(ARGV[4]), tonumber(ARGV[3]))
+local into, order = {}, {}
+collect_sections(5, tonumber(ARGV[4]), into, order)
+enqueue_collected(into, order, tonumber(ARGV[3]))
 return 1

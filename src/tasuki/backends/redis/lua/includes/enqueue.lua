@@ -3,16 +3,17 @@
 -- (`settle.lua`) and `start_flow.lua` with a flow's first steps.
 --
 -- `q` names the queue's keys: q.waiting, q.signal, q.keep, q.results, q.delayed,
--- q.limited. `base` is the queue's key base, `aging` priority_aging (µs), and the
--- messages' fields are ARGV[first ..], 13 each (see enqueue.lua); `lock_of(field)` turns
--- a message's lock field into the lock's key (nil: no claim).
+-- q.limited. `base` is the queue's key base, `aging` priority_aging (µs), and message i's
+-- fields are the 13 from ARGV[starts[i]] (see enqueue.lua); `lock_of(field)` turns a
+-- message's lock field into the lock's key (nil: no claim).
 --
 -- Returns one entry per message (see enqueue.lua) and how many were stored.
 --- @include "clock"
 --- @include "batch"
 --- @include "signal"
 
-local function enqueue_into(q, base, aging, first, n, lock_of)
+local function enqueue_into(q, base, aging, starts, lock_of)
+  local n = #starts
   local waiting = q.waiting
   local now = now_us()
   local results, scores, keeps, kept_results, later, limited = {}, {}, {}, {}, {}, {}
@@ -20,7 +21,7 @@ local function enqueue_into(q, base, aging, first, n, lock_of)
   local fresh = {} -- ids stored by this call: waiting, though not in the ZSET until the end
 
   for i = 0, n - 1 do
-    local a = first + i * 13
+    local a = starts[i + 1]
     local id = ARGV[a]
     local mkey = base .. 'm:' .. id
     local verdict = nil
@@ -108,20 +109,38 @@ local function queue_keys(base)
   }
 end
 
--- Messages of several queues, from ARGV[p]: per queue its base, its number of messages
--- and their fields, the lock field holding the lock's full key ('' = none); until
--- `count` queues are read. Returns the ARGV position after them.
-local function enqueue_sections(p, count, aging)
-  local function lock_named(field)
-    if field == '' then
-      return nil
-    end
-    return field
-  end
+-- Queue sections from ARGV[p] on, until `count` are read: per queue its base, its number
+-- of messages and their fields (the lock field holding the lock's full key, '' = none).
+-- Each message's start is added to `into[base]` (bases in `order` as first met), so that
+-- the messages of many sections go in one `enqueue_into` per queue. Returns the ARGV
+-- position after them.
+local function collect_sections(p, count, into, order)
   for _ = 1, count do
     local base, n = ARGV[p], tonumber(ARGV[p + 1])
-    enqueue_into(queue_keys(base), base, aging, p + 2, n, lock_named)
+    local starts = into[base]
+    if not starts then
+      starts = {}
+      into[base] = starts
+      order[#order + 1] = base
+    end
+    for i = 0, n - 1 do
+      starts[#starts + 1] = p + 2 + 13 * i
+    end
     p = p + 2 + 13 * n
   end
   return p
+end
+
+local function lock_named(field)
+  if field == '' then
+    return nil
+  end
+  return field
+end
+
+-- Enqueue what `collect_sections` gathered.
+local function enqueue_collected(into, order, aging)
+  for _, base in ipairs(order) do
+    enqueue_into(queue_keys(base), base, aging, into[base], lock_named)
+  end
 end

@@ -16,47 +16,45 @@ local function flow_changed(notify)
   redis.call('PEXPIRE', notify, FLOW_NOTIFY_TTL_MS)
 end
 
--- Where the queue sections starting at ARGV[p] (`enqueue_sections`) end.
-local function sections_end(p, count)
-  for _ = 1, count do
-    p = p + 2 + 13 * tonumber(ARGV[p + 1])
-  end
-  return p
-end
-
 -- One settle's effects, from ARGV[p] (see settle.lua), if `live` (its lease was current);
--- `value` is its result (JSON). Returns the ARGV position after the block.
+-- `value` is its result (JSON). Successors are gathered into `into` / `order`
+-- (`collect_sections`), for the caller to enqueue once for the whole call. Returns the
+-- ARGV position after the block:
 --   flow key ('' = none), notify key, ttl (ms), final ('1' / '0'), failure ('' = none),
 --   number of fills, per fill: slots key, value key, slot, size;
---   number of queue sections, the sections (`enqueue_sections`).
-local function apply_effects(p, value, live, aging)
+--   number of queue sections, the sections.
+local function apply_effects(p, value, live, into, order)
   local flow, notify, ttl = ARGV[p], ARGV[p + 1], ARGV[p + 2]
   local final, failed = ARGV[p + 3], ARGV[p + 4]
   local nfills = tonumber(ARGV[p + 5])
   local fills_at = p + 6
   local sections_at = fills_at + 4 * nfills
   local count = tonumber(ARGV[sections_at])
-  local after = sections_end(sections_at + 1, count)
+  local function skip()
+    return collect_sections(sections_at + 1, count, {}, {})
+  end
   if not live then
-    return after
+    return skip()
   end
-  local exists = flow ~= '' and redis.call('EXISTS', flow) == 1
-  if failed ~= '' and exists and redis.call('HSETNX', flow, 'failure', failed) == 1 then
-    flow_changed(notify)
-  end
-  if exists and redis.call('HGET', flow, 'cancelled') then
-    return after
+  if flow ~= '' then
+    if failed ~= '' and redis.call('EXISTS', flow) == 1
+        and redis.call('HSETNX', flow, 'failure', failed) == 1 then
+      flow_changed(notify)
+    end
+    if redis.call('HGET', flow, 'cancelled') then
+      return skip()
+    end
   end
   for i = 0, nfills - 1 do
     local f = fills_at + 4 * i
     local slots, joined_key, size = ARGV[f], ARGV[f + 1], tonumber(ARGV[f + 3])
-    local created = redis.call('EXISTS', slots) == 0
-    redis.call('HSETNX', slots, ARGV[f + 2], value) -- first writer wins
-    if created then
-      redis.call('PEXPIRE', slots, ttl)
+    local set = redis.call('HSETNX', slots, ARGV[f + 2], value) -- first writer wins
+    local filled = redis.call('HLEN', slots)
+    if set == 1 and filled == 1 then
+      redis.call('PEXPIRE', slots, ttl) -- it was created now
     end
-    if redis.call('HLEN', slots) < size then
-      return after
+    if filled < size then
+      return skip()
     end
     local joined = redis.call('GET', joined_key)
     if not joined then
@@ -69,8 +67,9 @@ local function apply_effects(p, value, live, aging)
     end
     value = joined
   end
-  enqueue_sections(sections_at + 1, count, aging)
-  if final == '1' and exists and redis.call('HSETNX', flow, 'result', value) == 1 then
+  local after = collect_sections(sections_at + 1, count, into, order)
+  if final == '1' and flow ~= '' and redis.call('EXISTS', flow) == 1
+      and redis.call('HSETNX', flow, 'result', value) == 1 then
     flow_changed(notify)
   end
   return after
