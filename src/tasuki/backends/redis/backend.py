@@ -63,7 +63,8 @@ FINAL_STRETCH_STEP = 0.02
 CANCELLED_WINDOW = 3600.0
 # keep.lua's answers by code.
 _LEASE_STATUS: tuple[LeaseStatus, ...] = ("lost", "held", "cancelled")
-# How many flows' home queues a process remembers (they never change).
+# How many flows' home queues a process remembers (they never change); then it forgets
+# them all and starts again.
 FLOW_HOMES = 10_000
 
 
@@ -340,9 +341,33 @@ class RedisBackend(Operating):
             if found is None:
                 return None
             home = found.decode()
-            if len(self._homes) < FLOW_HOMES:
-                self._homes[flow_id] = home
+            self._remember_home(flow_id, home)
         return home
+
+    def _remember_home(self, flow_id: str, home: str) -> None:
+        if len(self._homes) >= FLOW_HOMES:
+            self._homes.clear()
+        self._homes[flow_id] = home
+
+    def _learn_homes(self, items: Sequence[Settle]) -> None:
+        """The home queues of a settle's flows this process has not met yet, in one
+        round trip, whatever the number of flows in the batch."""
+        unknown: set[str] = set()
+        for item in items:
+            effects = item.effects
+            if effects is None:
+                continue
+            flow_ids = [fill.flow for fill in effects.fills]
+            if effects.flow is not None:
+                flow_ids.append(effects.flow)
+            unknown.update(f for f in flow_ids if f not in self._homes)
+        if len(unknown) < 2:
+            return  # none, or one: `_flow_home` reads it by itself
+        names = sorted(unknown)
+        found = self._connection().pipeline([("GET", self.keys.flow_home(f)) for f in names])
+        for flow_id, home in zip(names, found, strict=True):
+            if home is not None:
+                self._remember_home(flow_id, home.decode())
 
     def _flow_keys(self, flow_id: str, fallback: str) -> FlowKeys:
         """A flow's keys; those of an unknown flow under `fallback`, the settling step's
@@ -354,6 +379,7 @@ class RedisBackend(Operating):
         """Refuse effects a settle could not apply atomically: on Redis Cluster, all of a
         step's keys (its queue, its flow's, its successors') must share one slot."""
         cluster = self._connection().cluster
+        self._learn_homes(items)
         for item in items:
             effects = item.effects
             if effects is None or item.verdict == "release":
@@ -402,8 +428,7 @@ class RedisBackend(Operating):
         args = [record.static_json(), retention, us(self.priority_aging)]
         args += codec.sections(self.keys.queue, self.keys.lock, envelopes)
         started = bool(self._eval("start_flow", [keys.record], args) == 1)
-        if len(self._homes) < FLOW_HOMES:
-            self._homes[record.id] = home
+        self._remember_home(record.id, home)
         return started
 
     def flow(self, flow_id: str) -> FlowRecord | None:
