@@ -77,3 +77,25 @@ def test_one_settle_moves_many_flows_on_each_in_its_own_home(
     home = producer._command("GET", producer.keys.flow_home("f4"))
     assert home == b"home-1"
     assert producer._command("EXISTS", producer.keys.queue("home-1").base + "f:f4") == 1
+
+
+def test_only_the_settle_that_completes_a_barrier_goes_on(producer: RedisBackend) -> None:
+    """A late duplicate of a member meets the barrier complete and stops there, even once
+    the callback ran and its id is forgotten (enqueued without keep_id)."""
+    steps = tuple(FlowStep(f"0.{i}", "job", "q", f"g.0.{i}") for i in range(2))
+    record = FlowRecord("g", time.time(), 3600.0, steps)
+    producer.start_flow(record, [env("q", f"g.0.{i}", keep_id=60.0) for i in range(2)])
+    members = sorted(producer.lease("q", 10, 30.0), key=lambda d: d.id)
+    callback = env("q", "g.1")
+
+    def fill(i: int) -> Effects:
+        return Effects(result=b"1", flow="g", fills=(Fill("g", "0", i, 2),), enqueue=(callback,))
+
+    for i, member in enumerate(members):
+        assert producer.settle([Settle.ack(member.receipt, fill(i))]) == [True]
+    [cb] = producer.lease("q", 10, 30.0)
+    assert producer.ack([cb.receipt]) == [True]
+    producer.enqueue([env("q", "late")])
+    [late] = producer.lease("q", 10, 30.0)
+    assert producer.settle([Settle.ack(late.receipt, fill(1))]) == [True]
+    assert producer.lease("q", 10, 30.0) == []

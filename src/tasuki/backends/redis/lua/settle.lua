@@ -47,8 +47,9 @@
 -- `apply_effects`). They apply after every verdict and result of the call, and only for
 -- an item whose token was current: the first failure, then, unless the flow is
 -- cancelled, the fills (HSETNX into the barrier's HASH: first writer wins; complete
--- when HLEN is its size, its value the JSON array of the slots), the successors
--- (enqueued as enqueue.lua does: idempotent by id) and the flow's result.
+-- when HLEN is its size, its value the JSON array of the slots; only the settle that
+-- completes it goes on), the successors (enqueued as enqueue.lua does: idempotent by
+-- id, one call per queue for the whole call) and the flow's result.
 --
 -- Whatever the verdict, a settled lease's concurrency slots go, each to the next message
 -- parked for it (see includes/limits.lua).

@@ -53,8 +53,8 @@ local function apply_effects(p, value, live, into, order)
     if set == 1 and filled == 1 then
       redis.call('PEXPIRE', slots, ttl) -- it was created now
     end
-    if filled < size then
-      return skip()
+    if set == 0 or filled < size then
+      return skip() -- not this settle's to complete: exactly the one that does goes on
     end
     local joined = redis.call('GET', joined_key)
     if not joined then
