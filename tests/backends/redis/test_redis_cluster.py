@@ -24,6 +24,10 @@ from tasuki.backends.base import (
     Backend,
     Effects,
     Envelope,
+    Fill,
+    FlowFailure,
+    FlowRecord,
+    FlowStep,
     Keep,
     Limit,
     Progress,
@@ -181,6 +185,87 @@ def test_limits_on_every_master(backend: Backend, queues: list[str]) -> None:
         assert backend.ack([d.receipt for d in leased if d.id == "c0"]) == [True]
         assert [d.id for d in backend.lease(q, 10, 30.0, wait=2.0)] == ["c2"]
         assert stats(backend, q) == (0, 5, 1, 0)  # r3 waits for a token a minute away
+
+
+def _flow(flow_id: str, *steps: tuple[str, str]) -> FlowRecord:
+    """A flow of steps (path, queue); its on_failure runs on the first step's queue."""
+    on_failure = FlowStep("failure", "alert", steps[0][1], f"{flow_id}.failure")
+    return FlowRecord(
+        flow_id,
+        time.time(),
+        3600.0,
+        tuple(FlowStep(path, "job", q, f"{flow_id}.{path}") for path, q in steps),
+        on_failure=on_failure,
+    )
+
+
+def test_flows_run_in_their_slot_on_every_master(backend: Backend, queues: list[str]) -> None:
+    """A flow's keys live under its first step's queue, so its settles stay in that slot:
+    a group fills its barrier and the completing settle enqueues the callback, the last
+    step's result wakes the waiter, a dead step enqueues on_failure, on each master."""
+    for q in queues:
+        record = _flow(f"g-{q}", ("0.0", q), ("0.1", q), ("1", q))
+        members = [env(q, f"g-{q}.0.{i}", keep_id=60.0) for i in range(2)]
+        assert backend.start_flow(record, members) is True
+        assert backend.start_flow(record, members) is False
+        leased = sorted(backend.lease(q, 10, 30.0), key=lambda d: d.id)
+        assert [d.id for d in leased] == [f"g-{q}.0.0", f"g-{q}.0.1"]
+        callback = env(q, f"g-{q}.1", keep_id=60.0)
+        for i in (1, 0):
+            effects = Effects(
+                result=str(i).encode(),
+                flow=record.id,
+                fills=(Fill(record.id, "0", i, 2),),
+                enqueue=(callback,),
+            )
+            assert backend.settle([Settle.ack(leased[i].receipt, effects)]) == [True]
+        assert backend.group_value(record.id, "0") == b"[0,1]"
+        [cb] = backend.lease(q, 10, 30.0)
+        assert cb.id == callback.id
+
+        def finish(receipt: Receipt = cb.receipt, flow_id: str = record.id) -> None:
+            time.sleep(0.3)
+            backend.settle([Settle.ack(receipt, Effects(result=b"7", flow=flow_id, final=True))])
+
+        thread = threading.Thread(target=finish)
+        started = time.monotonic()
+        thread.start()
+        done = backend.wait_flow(record.id, 10.0)
+        thread.join()
+        assert done is not None and done.result == b"7"
+        assert time.monotonic() - started < 2.0
+
+        failing = _flow(f"x-{q}", ("0", q))
+        backend.start_flow(failing, [env(q, f"x-{q}.0")])
+        [step] = backend.lease(q, 10, 30.0)
+        error = ErrorInfo("ValueError", "bad", "")
+        failure = FlowFailure(failing.id, "0", "job", q, step.id, error)
+        alert = env(q, f"x-{q}.failure", keep_id=60.0)
+        effects = Effects(flow=failing.id, failed=failure, enqueue=(alert,))
+        assert backend.settle([Settle.dead(step.receipt, "gave up", error, effects)]) == [True]
+        assert [d.id for d in backend.lease(q, 10, 30.0)] == [alert.id]
+        found = backend.flow(failing.id)
+        assert found is not None and found.failure == failure
+        assert backend.cancel_flow(failing.id) is True
+        assert backend.flow(failing.id).cancelled is True  # type: ignore[union-attr]
+
+
+def test_a_flow_across_slots_is_refused_on_cluster(backend: Backend, queues: list[str]) -> None:
+    """A settle runs in one slot, so a flow whose steps are in queues of other slots could
+    not move on atomically with their acks: it is refused before anything is stored."""
+    a, b = queues[0], queues[1]
+    record = _flow("across", ("0", a), ("1", b))
+    with pytest.raises(InvalidArgument, match="one hash slot"):
+        backend.start_flow(record, [env(a, "across.0")])
+    assert backend.flow("across") is None
+    assert stats(backend, a) == (0, 0, 0, 0)
+    # Effects built by hand that would cross: refused before the ack.
+    backend.enqueue([env(a, "m")])
+    [m] = backend.lease(a, 10, 30.0)
+    with pytest.raises(InvalidArgument, match="one hash slot"):
+        backend.settle([Settle.ack(m.receipt, Effects(enqueue=(env(b, "n"),)))])
+    assert backend.ack([m.receipt]) == [True]
+    assert stats(backend, b) == (0, 0, 0, 0)
 
 
 def test_batches_spanning_masters(backend: Backend, queues: list[str]) -> None:

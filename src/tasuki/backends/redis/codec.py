@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-from tasuki.backends.redis.keys import QueueKeys
+from tasuki.backends.redis.keys import FlowKeys, QueueKeys
 from tasuki.core.flowrecords import ResultRecord, error_json
 from tasuki.core.message import DeadLetter, ErrorInfo
 from tasuki.core.reasons import describe
@@ -88,26 +88,84 @@ def enqueue_call(
     for env in batch:
         claim = env.unique
         if claim is None:
-            lock, lock_ttl, replace = 0, 0, 0
+            args += message_fields(env, 0)
         else:
             script_keys.append(lock_key(claim.key))
-            lock, lock_ttl, replace = len(script_keys) - 6, ms(claim.ttl), int(claim.replace)
-        args += (
-            env.id,
-            env.body,
-            headers_json(env.headers),
-            us(env.delay),
-            env.max_attempts,
-            "" if env.visibility_timeout is None else us(env.visibility_timeout),
-            ms(env.keep_id) if env.keep_id > 0 else 0,
-            lock,
-            lock_ttl,
-            replace,
-            ms(env.keep_result) if env.keep_result > 0 else 0,
-            env.priority,
-            limits_json(env.limits) if env.limits else b"",
-        )
+            args += message_fields(env, len(script_keys) - 6)
     return script_keys, args
+
+
+def message_fields(env: Envelope, lock: int | str) -> tuple[Any, ...]:
+    """One message's 13 fields as `lua/includes/enqueue.lua` reads them; `lock` names its
+    uniqueness lock (an index among enqueue.lua's KEYS, or the key itself in a section)."""
+    claim = env.unique
+    return (
+        env.id,
+        env.body,
+        headers_json(env.headers),
+        us(env.delay),
+        env.max_attempts,
+        "" if env.visibility_timeout is None else us(env.visibility_timeout),
+        ms(env.keep_id) if env.keep_id > 0 else 0,
+        lock,
+        0 if claim is None else ms(claim.ttl),
+        0 if claim is None else int(claim.replace),
+        ms(env.keep_result) if env.keep_result > 0 else 0,
+        env.priority,
+        limits_json(env.limits) if env.limits else b"",
+    )
+
+
+def sections(
+    queue_keys: Callable[[str], QueueKeys],
+    lock_key: Callable[[str], str],
+    envelopes: Sequence[Envelope],
+) -> list[Any]:
+    """Messages of any queues as `enqueue_sections` reads them: the number of queues, then
+    per queue its key base, its number of messages and their fields, in input order."""
+    groups: dict[str, list[Envelope]] = {}
+    for env in envelopes:
+        groups.setdefault(env.queue, []).append(env)
+    args: list[Any] = [len(groups)]
+    for queue, batch in groups.items():
+        args += (queue_keys(queue).base, len(batch))
+        for env in batch:
+            args += message_fields(env, "" if env.unique is None else lock_key(env.unique.key))
+    return args
+
+
+def effects_args(
+    items: Sequence[Settle],
+    flow_keys: Callable[[str], FlowKeys],
+    queue_keys: Callable[[str], QueueKeys],
+    lock_key: Callable[[str], str],
+    aging: float,
+) -> list[Any]:
+    """What follows settle.lua's items when some carry workflow effects: their number,
+    priority_aging, then per item with effects its number and its block
+    (`lua/includes/flows.lua`, `apply_effects`); nothing when none does."""
+    blocks: list[Any] = []
+    count = 0
+    for k, item in enumerate(items, 1):
+        effects = item.effects
+        if effects is None or item.verdict == "release":
+            continue
+        count += 1
+        ttl = ms(effects.ttl)
+        if effects.flow is None:
+            blocks += (k, "", "", ttl)
+        else:
+            keys = flow_keys(effects.flow)
+            blocks += (k, keys.record, keys.notify, ttl)
+        failed = b"" if effects.failed is None else effects.failed.to_json()
+        blocks += (int(effects.final), failed, len(effects.fills))
+        for fill in effects.fills:
+            keys = flow_keys(fill.flow)
+            blocks += (keys.slots(fill.barrier), keys.value(fill.barrier), fill.slot, fill.size)
+        blocks += sections(queue_keys, lock_key, effects.enqueue)
+    if not count:
+        return []
+    return [count, us(aging), *blocks]
 
 
 def limits_json(limits: Sequence[Limit]) -> bytes:

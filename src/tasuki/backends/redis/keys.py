@@ -24,6 +24,13 @@ touch all of it atomically. Per queue, with `B = <prefix>{<queue>}:`:
 | `B park:<name>` | ZSET | messages parked for a slot of a concurrency limit, oldest first |
 | `B x:<id>` | STRING, PX | a cancelled id (window: keep_id, at least 1 h) -> fenced token |
 | `B counts` | HASH | `acked`, `dead`: messages settled (rates); reliability meters |
+| `H f:<flow>` | HASH, PX | a flow's record: `static` JSON, `result`, `failure`, `cancelled` |
+| `H fn:<flow>` | LIST, PX | a `wait_flow` wake-up token, pushed when the flow ends (5 s) |
+| `H fb:<barrier>:<flow>` | HASH, PX | a group's barrier: slot number -> member's value |
+| `H fv:<barrier>:<flow>` | STRING, PX | a complete barrier's value, the JSON array of its slots |
+
+`H` is the base of a flow's home queue, the queue of its first step: a flow's keys live
+in its slot, with that queue's messages.
 
 A message's state is the ZSET that holds its id, nothing else: there is no `state`
 field that could disagree with the index. "Ready" is `waiting` with score <= now, plus
@@ -63,6 +70,7 @@ Outside the queues:
 |---|---|---|
 | `<prefix>queues` | SET | names of queues ever enqueued to (`queues()` keeps the non-empty) |
 | `<prefix>lock:<key>` | STRING, PX | a lock of the lock service: value = owner, TTL = lease |
+| `<prefix>flow:<flow>` | STRING, PX | a flow's home queue (where its keys are), for its retention |
 
 Lock keys are whatever the caller names. A caller that puts a hash tag in the key
 (`{myqueue}unique:...`, as the uniqueness and dedup middleware do) places the lock in
@@ -110,6 +118,7 @@ class KeySpace:
         self.prefix = prefix
         self.queues = f"{prefix}queues"
         self._lock_prefix = f"{prefix}lock:"
+        self._flow_prefix = f"{prefix}flow:"
         self._cache: dict[str, QueueKeys] = {}
 
     def queue(self, name: str) -> QueueKeys:
@@ -138,3 +147,29 @@ class KeySpace:
 
     def lock(self, key: str) -> str:
         return self._lock_prefix + key
+
+    def flow_home(self, flow_id: str) -> str:
+        """The key naming a flow's home queue: `flow(id)` finds the flow's keys by it."""
+        return self._flow_prefix + flow_id
+
+
+@dataclass(frozen=True, slots=True)
+class FlowKeys:
+    """The keys of one flow, under the base of its home queue (`lua/includes/flows.lua`)."""
+
+    base: str
+    flow_id: str
+
+    @property
+    def record(self) -> str:
+        return f"{self.base}f:{self.flow_id}"
+
+    @property
+    def notify(self) -> str:
+        return f"{self.base}fn:{self.flow_id}"
+
+    def slots(self, barrier: str) -> str:
+        return f"{self.base}fb:{barrier}:{self.flow_id}"
+
+    def value(self, barrier: str) -> str:
+        return f"{self.base}fv:{barrier}:{self.flow_id}"

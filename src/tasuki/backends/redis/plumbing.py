@@ -34,6 +34,7 @@ class RedisBase(Backend):
             progress=True,
             rate_limits=True,
             concurrency_limits=True,
+            workflows=True,
         )
         self.keys = KeySpace(options.prefix)
         self._options = options

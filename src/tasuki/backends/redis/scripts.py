@@ -41,6 +41,8 @@ NAMES = (
     "records_renew",
     "records_claim_ids",
     "records_finish_ids",
+    "start_flow",
+    "cancel_flow",
 )
 
 
@@ -87,6 +89,8 @@ class Scripts:
     records_renew: Script
     records_claim_ids: Script
     records_finish_ids: Script
+    start_flow: Script
+    cancel_flow: Script
 
     def __getattr__(self, name: str) -> Script:
         """Read on first use: a producer that only enqueues reads one file, not all."""

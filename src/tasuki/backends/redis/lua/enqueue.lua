@@ -32,92 +32,22 @@
 --- @include "clock"
 --- @include "batch"
 --- @include "signal"
+--- @include "enqueue"
 
-local waiting = KEYS[1]
-local base = ARGV[1]
-local n = tonumber(ARGV[2])
-local aging = tonumber(ARGV[3])
-local now = now_us()
-local results, scores, keeps, kept_results, later, limited = {}, {}, {}, {}, {}, {}
-local stored = 0
-local fresh = {} -- ids stored by this call: waiting, though not in the ZSET until the end
-
-for i = 0, n - 1 do
-  local a = 4 + i * 13
-  local id = ARGV[a]
-  local mkey = base .. 'm:' .. id
-  local verdict = nil
-  if redis.call('EXISTS', mkey, base .. 'done:' .. id, base .. 'x:' .. id) > 0 then
-    verdict = 1
-  else
-    local claim = tonumber(ARGV[a + 7])
-    if claim > 0 then
-      local lock = KEYS[6 + claim]
-      local holder = redis.call('GET', lock)
-      if holder and holder ~= id then
-        if ARGV[a + 9] == '1' and (fresh[holder] or redis.call('ZSCORE', waiting, holder)
-            or redis.call('ZSCORE', KEYS[5], holder)) then
-          redis.call('HSET', base .. 'm:' .. holder, 'body', ARGV[a + 1], 'headers', ARGV[a + 2])
-          verdict = {3, holder}
-        else
-          verdict = {2, holder}
-        end
-      else
-        redis.call('SET', lock, id, 'PX', ARGV[a + 8])
-        redis.call('HSET', mkey, 'unique', lock)
-      end
-    end
+local function lock_at(field)
+  local claim = tonumber(field)
+  if claim > 0 then
+    return KEYS[6 + claim]
   end
-  if verdict then
-    results[i + 1] = verdict
-  else
-    if ARGV[a + 5] ~= '' then
-      redis.call('HSET', mkey, 'body', ARGV[a + 1], 'headers', ARGV[a + 2],
-        'max_attempts', ARGV[a + 4], 'enqueued_us', now, 'vt_us', ARGV[a + 5])
-    else
-      redis.call('HSET', mkey, 'body', ARGV[a + 1], 'headers', ARGV[a + 2],
-        'max_attempts', ARGV[a + 4], 'enqueued_us', now)
-    end
-    if ARGV[a + 6] ~= '0' then
-      keeps[#keeps + 1] = id
-      keeps[#keeps + 1] = ARGV[a + 6]
-    end
-    if ARGV[a + 10] ~= '0' then
-      redis.call('HSET', mkey, 'result_ms', ARGV[a + 10])
-      kept_results[#kept_results + 1] = id
-      kept_results[#kept_results + 1] = ARGV[a + 10]
-    end
-    if ARGV[a + 12] ~= '' then
-      redis.call('HSET', mkey, 'limits', ARGV[a + 12])
-      limited[#limited + 1] = id
-      limited[#limited + 1] = ARGV[a + 12]
-    end
-    local delay = tonumber(ARGV[a + 3])
-    local priority = tonumber(ARGV[a + 11])
-    if priority > 0 then
-      local boost = priority * aging
-      redis.call('HSET', mkey, 'priority', priority, 'boost_us', boost)
-      if delay > 0 then
-        later[#later + 1] = now + delay + i
-        later[#later + 1] = id
-      else
-        scores[#scores + 1] = now + i - boost
-        scores[#scores + 1] = id
-      end
-    else
-      scores[#scores + 1] = now + delay + i
-      scores[#scores + 1] = id
-    end
-    stored = stored + 1
-    fresh[id] = true
-    results[i + 1] = 0
-  end
+  return nil
 end
 
-zadd_many(waiting, scores)
-zadd_many(KEYS[5], later)
-each_chunk('HSET', KEYS[3], keeps)
-each_chunk('HSET', KEYS[4], kept_results)
-each_chunk('HSET', KEYS[6], limited)
-signal(KEYS[2], stored)
-return results
+local q = {
+  waiting = KEYS[1], signal = KEYS[2], keep = KEYS[3], results = KEYS[4], delayed = KEYS[5],
+  limited = KEYS[6],
+}
+local starts = {}
+for i = 1, tonumber(ARGV[2]) do
+  starts[i] = 4 + (i - 1) * 13
+end
+return (enqueue_into(q, ARGV[1], tonumber(ARGV[3]), starts, lock_at))

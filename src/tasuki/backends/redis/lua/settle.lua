@@ -41,6 +41,16 @@
 --   and attempt count, and drops its uniqueness lock if it still owns it. One that
 --   keeps its result gets its `failed` record.
 --
+-- A workflow step's effects (`core/flowrecords.Effects`) follow the items, when any item
+-- has some: ARGV[t] the number of blocks, ARGV[t + 1] priority_aging (µs), then per
+-- block the item's number (1-based) and its effects (includes/flows.lua,
+-- `apply_effects`). They apply after every verdict and result of the call, and only for
+-- an item whose token was current: the first failure, then, unless the flow is
+-- cancelled, the fills (HSETNX into the barrier's HASH: first writer wins; complete
+-- when HLEN is its size, its value the JSON array of the slots; only the settle that
+-- completes it goes on), the successors (enqueued as enqueue.lua does: idempotent by
+-- id, one call per queue for the whole call) and the flow's result.
+--
 -- Whatever the verdict, a settled lease's concurrency slots go, each to the next message
 -- parked for it (see includes/limits.lua).
 --
@@ -56,6 +66,7 @@
 --- @include "to_dead"
 --- @include "results"
 --- @include "limits"
+--- @include "flows"
 
 local waiting, leased, leases, dead, keep = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local results_key = KEYS[8]
@@ -67,17 +78,20 @@ local FIELDS = {[ACK] = 2, [RESULT] = 3, [RELEASE] = 6, [string.byte('d')] = 8}
 local n = #verdicts
 local kinds = {string.byte(verdicts, 1, n)}
 local ids, at = {}, {}
+local tail = nil -- where the effects start, if any
 if not string.find(verdicts, '[^a]') then
   for k = 1, n do
     local p = 2 * k + 1
     ids[k], at[k] = ARGV[p], p
   end
+  tail = 2 * n + 3
 else
   local p = 3
   for k = 1, n do
     ids[k], at[k] = ARGV[p], p
     p = p + FIELDS[kinds[k]]
   end
+  tail = p
 end
 local current = hmget_many(leases, ids)
 -- A queue none of whose messages keeps a result or has limits pays one EXISTS for both,
@@ -195,5 +209,18 @@ if #scores + #later > 0 then
 end
 if died > 0 then
   redis.call('HINCRBY', KEYS[6], 'dead', died)
+end
+if tail and ARGV[tail] then
+  local into, order = {}, {}
+  local p = tail + 2
+  for _ = 1, tonumber(ARGV[tail]) do
+    local k = tonumber(ARGV[p])
+    local value = 'null'
+    if kinds[k] == RESULT then
+      value = ARGV[at[k] + 2]
+    end
+    p = apply_effects(p + 1, value, results[k] == 1, into, order)
+  end
+  enqueue_collected(into, order, tonumber(ARGV[tail + 1]))
 end
 return results
