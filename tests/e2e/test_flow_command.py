@@ -6,11 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
+import pytest
 from click.testing import CliRunner
 
 import tasuki
 from tasuki.cli.flow import as_document, render
 from tasuki.cli.main import cli
+from tests.support.capabilities import without
 
 
 def test_a_failed_flow_reads_from_the_top() -> None:
@@ -44,11 +46,19 @@ def test_a_failed_flow_reads_from_the_top() -> None:
     app.close()
 
 
-def test_a_backend_without_workflows_is_refused_in_one_line(tmp_path: Path) -> None:
+def test_an_unknown_flow_is_answered_at_once(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'x.db'}"
     tasuki.App(url).close()
     result = CliRunner().invoke(cli, ["flow", "some-flow", "--url", url])
-    if tasuki.App(url).backend.capabilities.workflows:
-        assert result.exit_code == 4
-    else:
-        assert result.exit_code == 1 and "'workflows'" in result.output
+    assert result.exit_code == 4, result.output
+
+
+def test_a_backend_without_workflows_is_refused_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"sqlite:///{tmp_path / 'x.db'}"
+    tasuki.App(url).close()
+    without(monkeypatch, "workflows")
+    result = CliRunner().invoke(cli, ["flow", "some-flow", "--url", url])
+    assert result.exit_code == 1 and "'workflows'" in result.output, result.output
+    assert result.output.count("\n") == 1

@@ -6,12 +6,10 @@ backend lacking cancel they refuse."""
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import orjson
 import pytest
@@ -19,12 +17,11 @@ from click.testing import CliRunner
 from starlette.testclient import TestClient
 
 import tasuki
-import tasuki.app as tasuki_app
-import tasuki.cli.common as cli_common
 from tasuki.backends.base import Keep, Progress
 from tasuki.cli.main import cli
 from tasuki.web.app import create_app
 from tasuki.web.sampler import Sampler
+from tests.support.capabilities import without
 
 BASE = "http://127.0.0.1:8181"
 
@@ -82,17 +79,7 @@ def test_cancel_command_usage_errors(url: str) -> None:
 def without_cancel(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every backend opened from here on lacks the cancel capability (as sqs:// does),
     whatever the SQLite file could do: the refusals are what is tested."""
-
-    def lacking(opens: Any) -> Any:
-        def opening(*args: Any, **kwargs: Any) -> Any:
-            backend = opens(*args, **kwargs)
-            backend.capabilities = dataclasses.replace(backend.capabilities, cancel=False)
-            return backend
-
-        return opening
-
-    monkeypatch.setattr(tasuki_app, "backend_from_url", lacking(tasuki_app.backend_from_url))
-    monkeypatch.setattr(cli_common, "open_existing", lacking(cli_common.open_existing))
+    without(monkeypatch, "cancel")
 
 
 @pytest.mark.usefixtures("without_cancel")

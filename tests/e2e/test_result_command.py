@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 import tasuki
 from tasuki.cli.main import cli
+from tests.support.capabilities import without
 
 
 @pytest.fixture
@@ -53,9 +54,10 @@ def test_each_answer_has_its_exit_status(app: tasuki.App) -> None:
     assert code == 4 and orjson.loads(out)["state"] == "missing"
 
 
-def test_a_backend_without_results_is_refused_in_one_line(app: tasuki.App) -> None:
-    if app.backend.capabilities.results:
-        pytest.skip("this backend keeps results: nothing is refused")
+def test_a_backend_without_results_is_refused_in_one_line(
+    app: tasuki.App, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    without(monkeypatch, "results")
     code, out = invoke("result", "default", "some-id", "--url", app.backend.url)
     assert code == 1
     assert out.count("\n") == 1 and "results" in out, out
