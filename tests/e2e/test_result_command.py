@@ -61,3 +61,21 @@ def test_a_backend_without_results_is_refused_in_one_line(
     code, out = invoke("result", "default", "some-id", "--url", app.backend.url)
     assert code == 1
     assert out.count("\n") == 1 and "results" in out, out
+
+
+def test_inspect_shows_the_kept_result(app: tasuki.App) -> None:
+    if not app.backend.capabilities.results:
+        pytest.skip(f"{app.backend.url.split(':', 1)[0]}:// lacks the results capability")
+    url = app.backend.url
+
+    @app.job(keep_result=60.0)
+    def double(n: int) -> int:
+        return 2 * n
+
+    mid = double.enqueue(21)
+    app.worker(concurrency=1).run(until_idle=True, timeout=30)
+    code, out = invoke("inspect", "default", mid, "--url", url, "--json")
+    assert code == 0, out  # acked and forgotten, but its result is kept
+    assert orjson.loads(out)["result"]["value"] == 42
+    code, out = invoke("inspect", "default", mid, "--url", url)
+    assert code == 0 and "result" in out and "42" in out, out

@@ -19,6 +19,7 @@ from tasuki.cli.common import (
     text,
 )
 from tasuki.cli.tables import Column, record, table
+from tasuki.core.flowrecords import ResultRecord
 from tasuki.core.records import MessageInfo, Progress
 
 
@@ -31,19 +32,51 @@ from tasuki.core.records import MessageInfo, Progress
 def inspect(
     queue: str, message_id: str, app_spec: str | None, url: str | None, as_json: bool
 ) -> None:
-    """State, attempts, priority, lease, progress and recent history of one message.
+    """State, attempts, priority, lease, progress, result and recent history of one
+    message.
 
     Exits with status 1 when the backend knows nothing of the message (never enqueued,
-    or acked and its id no longer remembered).
+    or acked and its id no longer remembered) and keeps no result of it.
     """
     app = app_from_options(app_spec, url, existing=True)
     info = app.inspect(queue, message_id)
+    kept = app.backend.result(queue, message_id) if app.backend.capabilities.results else None
     if as_json:
-        click.echo(orjson.dumps(info.as_dict(), option=orjson.OPT_INDENT_2).decode())
+        doc = info.as_dict()
+        if kept is not None:
+            doc["result"] = result_document(kept)
+        click.echo(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode())
     else:
         print_info(info)
-    if info.state == "unknown":
+        if kept is not None:
+            print_result(kept)
+    if info.state == "unknown" and kept is None:
         sys.exit(1)
+
+
+def result_document(kept: ResultRecord) -> dict[str, object]:
+    """The kept result as `inspect --json` shows it: the value decoded, or the error."""
+    doc: dict[str, object] = {"state": kept.state, "expires_at": kept.expires_at}
+    if kept.state == "ok":
+        doc["value"] = orjson.loads(kept.value or b"null")
+    elif kept.state == "failed":
+        doc["error"] = str(kept.error)
+        doc["reason"] = kept.reason
+    return doc
+
+
+def print_result(kept: ResultRecord) -> None:
+    """The kept result, under the message (what `tasuki result` would answer)."""
+    rows: list[tuple[str, str]] = [("state", kept.state)]
+    if kept.state == "ok":
+        rows.append(("value", (kept.value or b"null").decode(errors="replace")))
+    elif kept.state == "failed":
+        rows.append(("error", str(kept.error)))
+    if kept.expires_at is not None:
+        rows.append(("kept until", when(kept.expires_at)))
+    out = console.real()
+    out.print()
+    record("result", rows, out=out)
 
 
 def when(at: float | None, now: float | None = None) -> str:
