@@ -19,7 +19,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from tasuki.core.records import LockHolder, Receipt
+import orjson
+
+from tasuki.core.records import CancelStatus, LeaseStatus, LockHolder, Progress, Receipt
+
+# The owner of a cancelled message's lease record: this prefix, then the token of the
+# lease that ran when it was cancelled ('' if none did). No lease token starts with it.
+CANCELLED_OWNER = "~cancelled~"
 
 
 class LockStore(ABC):
@@ -101,6 +107,10 @@ class Granted(NamedTuple):
     lapsed: bool
 
 
+# What `take` grants a copy of a cancelled message: not to run, to be deleted.
+CANCELLED_TAKE = Granted(-1, 0, False)
+
+
 class LeaseEnd(NamedTuple):
     """A lease to settle, and whether its message was acked (gone) or handed back."""
 
@@ -131,8 +141,15 @@ class LeaseRecords(ABC):
     transport's own receive count also counts a receive refused as a duplicate), and
     outlives an expired lease, which is how a lease that finds a message out of
     attempts knows its last lease lapsed. An id record per message, `id:QUEUE:ID`, is the
-    id window of idempotent enqueue. Every call takes a batch.
+    id window of idempotent enqueue: its owner is the enqueue's while the message lives,
+    '' once it is finished (acked and kept, dead, cancelled). Every call takes a batch.
+
+    Stores with `controls` also cancel (a cancelled message's lease record names
+    CANCELLED_OWNER: `take` answers CANCELLED_TAKE, settles and renewals are refused)
+    and keep progress in the lease record (`keep`).
     """
+
+    controls = False
 
     def __init__(self, namespace: str, lifetimes: RecordLifetimes) -> None:
         self.namespace = namespace
@@ -162,6 +179,21 @@ class LeaseRecords(ABC):
     def renew(self, leases: Sequence[Receipt], visibility: float) -> list[bool]:
         """Renew each lease record whose token is still current; False where stale."""
 
+    def keep(
+        self, leases: Sequence[tuple[Receipt, Progress | None]], visibility: float
+    ) -> list[LeaseStatus]:
+        """`renew`, and the progress stored for the current lease: "held", "lost" (stale),
+        "cancelled" (the lease was current when its message was cancelled)."""
+        renewed = self.renew([receipt for receipt, _ in leases], visibility)
+        return ["held" if ok else "lost" for ok in renewed]
+
+    def cancel(self, queue: str, id: str) -> CancelStatus:
+        """Cancel a message the records know: its id finished (still known), its lease
+        record marked cancelled. "signalled" if a lease holds it now, "removed" if not
+        (the transport still holds it until it is next received), "unknown" if its id is
+        unknown or finished."""
+        raise NotImplementedError(f"{type(self).__name__} cannot cancel")
+
     @abstractmethod
     def forget(self, messages: Sequence[tuple[str, str]]) -> None:
         """Drop the lease records of messages (queue, id) that are gone (dead-lettered,
@@ -173,10 +205,15 @@ class LeaseRecords(ABC):
 
     @abstractmethod
     def finish_ids(self, done: Sequence[IdFinish]) -> None:
-        """Keep each id `keep` s more, or forget it now."""
+        """Keep each id `keep` s more, finished (its owner ''), or forget it now."""
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release what the records hold of their own (a connection)."""
+
+
+def progress_json(progress: Progress) -> str:
+    """A lease's progress as its record keeps it: JSON on one line."""
+    return orjson.dumps([progress.fraction, progress.text]).decode()
 
 
 def grant(take: LeaseTake, last: tuple[int, str, str, int] | None) -> tuple[int, int]:

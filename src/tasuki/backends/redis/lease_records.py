@@ -15,6 +15,7 @@ from tasuki.backends.redis.codec import ms, records
 from tasuki.backends.redis.plumbing import RedisBase
 from tasuki.backends.redis.slots import key_slot
 from tasuki.core.locks import (
+    CANCELLED_TAKE,
     Granted,
     IdClaim,
     IdFinish,
@@ -22,8 +23,9 @@ from tasuki.core.locks import (
     LeaseRecords,
     LeaseTake,
     RecordLifetimes,
+    progress_json,
 )
-from tasuki.core.records import Receipt
+from tasuki.core.records import CancelStatus, LeaseStatus, Progress, Receipt
 
 # Records per script call: a bound on how long one call holds the Redis server.
 CHUNK = 500
@@ -31,10 +33,17 @@ CHUNK = 500
 
 def granted(fence: int, receives: int, lapsed: int) -> Granted | None:
     """records_take.lua's `granted` record: None where the lease was refused."""
+    if fence == -1:
+        return CANCELLED_TAKE
     return Granted(fence, receives, lapsed == 1) if fence > 0 else None
 
 
+KEPT: dict[int, LeaseStatus] = {0: "lost", 1: "held", 2: "cancelled"}
+
+
 class RedisLeaseRecords(LeaseRecords):
+    controls = True
+
     def __init__(self, backend: RedisBase, namespace: str, lifetimes: RecordLifetimes) -> None:
         super().__init__(namespace, lifetimes)
         self._backend = backend
@@ -99,6 +108,34 @@ class RedisLeaseRecords(LeaseRecords):
         head = [ms(self.lifetimes.lease), ms(visibility)]
         reply = self._run("records_renew", keys, lambda n: (leases[n].token,), head)
         return [r == 1 for r in reply]
+
+    def keep(
+        self, leases: Sequence[tuple[Receipt, Progress | None]], visibility: float
+    ) -> list[LeaseStatus]:
+        keys = [self.lease_key(q, i) for (q, i, _), _ in leases]
+
+        def fields(n: int) -> tuple[Any, ...]:
+            receipt, progress = leases[n]
+            return (receipt.token, "" if progress is None else progress_json(progress))
+
+        head = [ms(self.lifetimes.lease), ms(visibility)]
+        return [KEPT[int(r)] for r in self._run("records_keep", keys, fields, head)]
+
+    def cancel(self, queue: str, id: str) -> CancelStatus:
+        """The id record first, then the lease record: two keys, in two slots on a
+        Cluster, so two script calls (an id finished in between is caught by the lease
+        record: acked a moment ago)."""
+        id_key = self._backend.keys.lock(self.id_key(queue, id))
+        owner = self._backend._command("GET", id_key)
+        if not owner:
+            return "unknown"
+        ttl = max(int(self._backend._command("PTTL", id_key)), ms(self.lifetimes.lease))
+        key = self._backend.keys.lock(self.lease_key(queue, id))
+        done = int(self._backend._eval("records_cancel", [key], [ttl]))
+        if done == 0:
+            return "unknown"
+        self._backend._command("SET", id_key, "", "KEEPTTL", "XX")
+        return "signalled" if done == 2 else "removed"
 
     def forget(self, messages: Sequence[tuple[str, str]]) -> None:
         full = [self._backend.keys.lock(self.lease_key(q, i)) for q, i in messages]
