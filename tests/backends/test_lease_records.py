@@ -14,7 +14,8 @@ import pytest
 
 from tasuki.backends.base import Backend, Progress, Receipt
 from tasuki.backends.memory import MemoryBackend
-from tasuki.backends.redis.lease_records import RedisLeaseRecords
+from tasuki.backends.redis.lease_records import RedisLeaseRecords, result_slot_key
+from tasuki.backends.redis.slots import key_slot
 from tasuki.backends.sqlite.lease_records import SQLiteLeaseRecords
 from tasuki.backends.urls import backend_from_url
 from tasuki.core.locks import (
@@ -27,6 +28,7 @@ from tasuki.core.locks import (
     LeaseTake,
     PlainLeaseRecords,
     RecordLifetimes,
+    ResultPut,
 )
 from tests.support.servers import RedisServer
 
@@ -162,6 +164,44 @@ def test_keep_stores_progress_for_the_current_lease(store: tuple[Backend, LeaseR
     assert records.renew([current], 30.0) == [True]
     assert records.settle([end("m", "t1")]) == [True]
     assert records.keep([(current, None)], 30.0) == ["lost"]
+
+
+def test_result_records_are_settled_by_the_current_lease_only(
+    store: tuple[Backend, LeaseRecords],
+) -> None:
+    _, records = store
+    records.put_results([ResultPut("q", i, "pending", None, 60.0) for i in "abc"])
+    assert records.result("q", "a") == records.result("q", "b")
+    assert records.result("q", "a").state == "pending"  # type: ignore[union-attr]
+    records.take([take("a", "t1", 1, 30.0, "s1"), take("b", "t2", 1, 30.0, "s2")])
+    ends = [
+        LeaseEnd(Receipt("q", "a", "t0"), True, ("ok", b'"stale"')),
+        LeaseEnd(Receipt("q", "b", "t2"), False, ("failed", b'{"reason":"no"}')),
+        LeaseEnd(Receipt("q", "n", "t3"), True, ("ok", b"1")),
+    ]
+    assert records.settle(ends) == [False, True, False]
+    assert records.result("q", "a").state == "pending"  # type: ignore[union-attr]
+    before = time.time()
+    assert records.settle([LeaseEnd(Receipt("q", "a", "t1"), True, ("ok", b"null"))]) == [True]
+    a, b = records.result("q", "a"), records.result("q", "b")
+    assert a is not None and (a.state, a.value) == ("ok", b"null")
+    assert a.expires_at is not None and before + 59 < a.expires_at < time.time() + 61
+    assert b is not None and (b.state, b.reason) == ("failed", "no")
+    # settled without a lease (dead at receive time), made pending again, dropped
+    records.put_results([ResultPut("q", "c", "failed", b"{}"), ResultPut("q", "n", "ok", b"1")])
+    assert records.result("q", "c").state == "failed"  # type: ignore[union-attr]
+    assert records.result("q", "n") is None  # keeps none: nothing made
+    records.put_results([ResultPut("q", "b", "pending"), ResultPut("q", "n", "pending")])
+    assert records.result("q", "b").state == "pending"  # type: ignore[union-attr]
+    assert records.result("q", "n") is None
+    records.drop_results([("q", "a"), ("q", "b")])
+    assert records.result("q", "a") is None and records.result("q", "b") is None
+
+
+@pytest.mark.parametrize("key", ["tasuki:lock:ns:lease:q:m", "{tasuki}:lock:ns:lease:q:m"])
+def test_a_result_key_shares_its_lease_records_cluster_slot(key: str) -> None:
+    assert key_slot(result_slot_key(key).encode()) == key_slot(key.encode())
+    assert result_slot_key(key) != key
 
 
 def test_a_records_table_made_before_the_counts_gains_its_columns(tmp_path: Path) -> None:

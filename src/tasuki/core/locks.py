@@ -21,6 +21,7 @@ from typing import NamedTuple
 
 import orjson
 
+from tasuki.core.flowrecords import ResultRecord, ResultState
 from tasuki.core.records import CancelStatus, LeaseStatus, LockHolder, Progress, Receipt
 
 # The owner of a cancelled message's lease record: this prefix, then the token of the
@@ -116,6 +117,22 @@ class LeaseEnd(NamedTuple):
 
     receipt: Receipt
     acked: bool
+    # The message's result ("ok" or "failed", and its JSON), written with the settle
+    # where its lease is current and the message keeps a result (`ResultPut`).
+    result: tuple[ResultState, bytes] | None = None
+
+
+class ResultPut(NamedTuple):
+    """A result record to write: "pending" with `keep` (the message's keep_result, kept
+    in the record) makes one at enqueue; "pending" without `keep` makes an existing one
+    pending again (a redrive); "ok" / "failed" settle an existing one, kept `keep` s
+    from now as the record says. Where no record exists, nothing is kept."""
+
+    queue: str
+    id: str
+    state: ResultState
+    value: bytes | None = None
+    keep: float | None = None
 
 
 class IdClaim(NamedTuple):
@@ -145,8 +162,10 @@ class LeaseRecords(ABC):
     '' once it is finished (acked and kept, dead, cancelled). Every call takes a batch.
 
     Stores with `controls` also cancel (a cancelled message's lease record names
-    CANCELLED_OWNER: `take` answers CANCELLED_TAKE, settles and renewals are refused)
-    and keep progress in the lease record (`keep`).
+    CANCELLED_OWNER: `take` answers CANCELLED_TAKE, settles and renewals are refused),
+    keep progress in the lease record (`keep`), and keep result records,
+    `result:QUEUE:ID` (on Redis in the lease record's slot), written by the settle of
+    the current lease (`LeaseEnd.result`) and by `put_results`.
     """
 
     controls = False
@@ -193,6 +212,21 @@ class LeaseRecords(ABC):
         (the transport still holds it until it is next received), "unknown" if its id is
         unknown or finished."""
         raise NotImplementedError(f"{type(self).__name__} cannot cancel")
+
+    def result_key(self, queue: str, id: str) -> str:
+        return f"{self.namespace}result:{queue}:{id}"
+
+    def put_results(self, puts: Sequence[ResultPut]) -> None:
+        """Write result records (see `ResultPut`)."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no results")
+
+    def result(self, queue: str, id: str) -> ResultRecord | None:
+        """The message's result record, or None (none kept, or expired)."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no results")
+
+    def drop_results(self, messages: Sequence[tuple[str, str]]) -> None:
+        """Forget the result records of messages (queue, id) (purged)."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no results")
 
     @abstractmethod
     def forget(self, messages: Sequence[tuple[str, str]]) -> None:
@@ -261,7 +295,7 @@ class PlainLeaseRecords(LeaseRecords):
         return granted
 
     def settle(self, ends: Sequence[LeaseEnd]) -> list[bool]:
-        return [self.locks.release(self.lease_key(q, i), t) for (q, i, t), _ in ends]
+        return [self.locks.release(self.lease_key(q, i), t) for (q, i, t), *_ in ends]
 
     def renew(self, leases: Sequence[Receipt], visibility: float) -> list[bool]:
         ttl = self.lifetimes.lease

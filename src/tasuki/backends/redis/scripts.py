@@ -41,6 +41,7 @@ NAMES = (
     "records_renew",
     "records_keep",
     "records_cancel",
+    "records_put_results",
     "records_claim_ids",
     "records_finish_ids",
     "start_flow",
@@ -91,6 +92,7 @@ class Scripts:
     records_renew: Script
     records_keep: Script
     records_cancel: Script
+    records_put_results: Script
     records_claim_ids: Script
     records_finish_ids: Script
     start_flow: Script

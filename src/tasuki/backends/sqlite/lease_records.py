@@ -17,6 +17,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 from tasuki.backends.sqlfiles import load_queries
+from tasuki.core.flowrecords import ResultRecord
 from tasuki.core.locks import (
     CANCELLED_OWNER,
     CANCELLED_TAKE,
@@ -27,6 +28,7 @@ from tasuki.core.locks import (
     LeaseRecords,
     LeaseTake,
     RecordLifetimes,
+    ResultPut,
     grant,
     progress_json,
 )
@@ -38,6 +40,7 @@ QUERY_NAMES = (
     "add_copy",
     "add_receives",
     "add_progress",
+    "add_value",
     "sweep",
     "read_lease",
     "write_lease",
@@ -52,6 +55,10 @@ QUERY_NAMES = (
     "claim_id",
     "keep_id",
     "drop_id",
+    "pend_result",
+    "reopen_result",
+    "settle_result",
+    "read_result",
 )
 SQL = load_queries("tasuki.backends.sqlite", "lease_records.sql", QUERY_NAMES)
 # Expired records are swept every this many writes.
@@ -74,7 +81,7 @@ class SQLiteLeaseRecords(LeaseRecords):
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute(SQL["create_table"])
         columns = {row["name"] for row in self._db.execute(SQL["columns"])}
-        for column in ("copy", "receives", "progress"):
+        for column in ("copy", "receives", "progress", "value"):
             if column not in columns:  # a table made before the column
                 self._db.execute(SQL[f"add_{column}"])
         self._mutex = threading.Lock()
@@ -159,7 +166,7 @@ class SQLiteLeaseRecords(LeaseRecords):
         expires = now + self.lifetimes.lease
         with self._transaction(len(ends)) as db:
             out = []
-            for receipt, acked in ends:
+            for receipt, acked, result in ends:
                 key = self.lease_key(receipt.queue, receipt.id)
                 params = {"key": key, "owner": receipt.token, "now": now}
                 if acked:
@@ -167,7 +174,47 @@ class SQLiteLeaseRecords(LeaseRecords):
                 else:
                     cursor = db.execute(SQL["settle_released"], {**params, "expires": expires})
                 out.append(cursor.rowcount > 0)
+                if result is not None and out[-1]:
+                    self._settle_result(db, receipt.queue, receipt.id, result, now)
             return out
+
+    def _settle_result(
+        self, db: sqlite3.Connection, queue: str, id: str, result: tuple[str, bytes], now: float
+    ) -> None:
+        state, value = result
+        db.execute(
+            SQL["settle_result"],
+            {"key": self.result_key(queue, id), "state": state, "value": value, "now": now},
+        )
+
+    def put_results(self, puts: Sequence[ResultPut]) -> None:
+        if not puts:
+            return
+        now = time.time()
+        with self._transaction(len(puts)) as db:
+            for queue, id, state, value, keep in puts:
+                key = self.result_key(queue, id)
+                expires = now + self.lifetimes.id
+                if state != "pending":
+                    self._settle_result(db, queue, id, (state, value or b""), now)
+                elif keep is not None:
+                    db.execute(SQL["pend_result"], {"key": key, "expires": expires, "keep": keep})
+                else:
+                    db.execute(SQL["reopen_result"], {"key": key, "expires": expires, "now": now})
+
+    def result(self, queue: str, id: str) -> ResultRecord | None:
+        with self._mutex:
+            row = self._db.execute(
+                SQL["read_result"], {"key": self.result_key(queue, id), "now": time.time()}
+            ).fetchone()
+        if row is None:
+            return None
+        if row["owner"] == "pending":
+            return ResultRecord("pending")
+        return ResultRecord(row["owner"], bytes(row["value"] or b""), row["expires"])
+
+    def drop_results(self, messages: Sequence[tuple[str, str]]) -> None:
+        self._write("forget", [{"key": self.result_key(q, i)} for q, i in messages])
 
     def renew(self, leases: Sequence[Receipt], visibility: float) -> list[bool]:
         now = time.time()
@@ -241,6 +288,7 @@ class SQLiteLeaseRecords(LeaseRecords):
                 },
             )
             db.execute(SQL["finish_id"], {"key": id_key})
+            db.execute(SQL["forget"], {"key": self.result_key(queue, id)})  # keeps none
             return "signalled" if running else "removed"
 
     def forget(self, messages: Sequence[tuple[str, str]]) -> None:

@@ -10,7 +10,9 @@
 -- leases granted on that copy (0: not counted), `fence` the last lease's fencing
 -- number, `progress` the current lease's progress (JSON, '' for none). A cancelled
 -- message's `owner` is '~cancelled~' + the token of the lease that ran then. An id
--- record: `owner` the id's random owner, '' once the message is finished.
+-- record: `owner` the id's random owner, '' once the message is finished. A result
+-- record: `owner` its state (pending, ok, failed), `lease_until` the message's
+-- keep_result in seconds, `value` its JSON.
 CREATE TABLE IF NOT EXISTS tasuki_sqs_records (
     key TEXT PRIMARY KEY,
     owner TEXT NOT NULL,
@@ -19,7 +21,8 @@ CREATE TABLE IF NOT EXISTS tasuki_sqs_records (
     lease_until REAL NOT NULL DEFAULT 0,
     copy TEXT NOT NULL DEFAULT '',
     receives INTEGER NOT NULL DEFAULT 0,
-    progress TEXT NOT NULL DEFAULT ''
+    progress TEXT NOT NULL DEFAULT '',
+    value BLOB
 ) WITHOUT ROWID;
 
 -- name: columns
@@ -34,6 +37,9 @@ ALTER TABLE tasuki_sqs_records ADD COLUMN receives INTEGER NOT NULL DEFAULT 0;
 
 -- name: add_progress
 ALTER TABLE tasuki_sqs_records ADD COLUMN progress TEXT NOT NULL DEFAULT '';
+
+-- name: add_value
+ALTER TABLE tasuki_sqs_records ADD COLUMN value BLOB;
 
 -- name: sweep
 DELETE FROM tasuki_sqs_records WHERE expires <= :now;
@@ -100,3 +106,21 @@ WHERE key = :key AND (owner = :owner OR :owner = '');
 
 -- name: drop_id
 DELETE FROM tasuki_sqs_records WHERE key = :key AND (owner = :owner OR :owner = '');
+
+-- name: pend_result
+-- A result record made at enqueue: pending, with the message's keep_result.
+INSERT OR REPLACE INTO tasuki_sqs_records (key, owner, expires, lease_until)
+VALUES (:key, 'pending', :expires, :keep);
+
+-- name: reopen_result
+-- Pending again (a redrive), keeping its keep_result.
+UPDATE tasuki_sqs_records SET owner = 'pending', value = NULL, expires = :expires
+WHERE key = :key AND expires > :now;
+
+-- name: settle_result
+-- Settled: kept its keep_result from now.
+UPDATE tasuki_sqs_records SET owner = :state, value = :value, expires = :now + lease_until
+WHERE key = :key AND expires > :now;
+
+-- name: read_result
+SELECT owner, expires, value FROM tasuki_sqs_records WHERE key = :key AND expires > :now;

@@ -13,7 +13,7 @@ from tasuki.backends.sqs.codec import received_meta as _received_meta
 from tasuki.backends.sqs.options import SQS_BATCH
 from tasuki.backends.sqs.plumbing import BROWSE_VISIBILITY, SqsBase, _Move
 from tasuki.backends.sqs.queues import QueueInfo
-from tasuki.core.locks import IdClaim, IdFinish
+from tasuki.core.locks import IdClaim, IdFinish, ResultPut
 from tasuki.core.message import DeadLetter, new_id
 
 
@@ -88,6 +88,8 @@ class DeadLetters(SqsBase):
             records.claim_ids(
                 [IdClaim(queue, m.meta.id, m.meta.id_owner or new_id()) for m in moves]
             )
+            if records.controls:
+                records.put_results([ResultPut(queue, m.meta.id, "pending") for m in moves])
         failed = set(self._send(info.url, entries))
         sent = [n for n in range(len(moves)) if str(n) not in failed]
         self._delete(info.dead_url, [moves[n].message["ReceiptHandle"] for n in sent])

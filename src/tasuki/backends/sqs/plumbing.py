@@ -129,6 +129,7 @@ class SqsBase(Backend):
             reliability_counts=False,
             cancel=controls,
             progress=controls,
+            results=controls,
         )
         self._held: dict[str, _Held] = {}
         self._held_mutex = threading.Lock()

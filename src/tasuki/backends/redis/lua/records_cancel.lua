@@ -2,6 +2,7 @@
 -- before by the caller, is another key: on a Redis Cluster another slot).
 --
 -- KEYS[1]  the lease record of the message (see records_take.lua)
+-- KEYS[2]  its result record (see records_put_results.lua): a cancelled message keeps none
 --
 -- ARGV[1]  TTL of the cancelled record (ms): as long as the message's id is known
 --
@@ -23,6 +24,7 @@ if cur then
     return 0
   end
 end
+redis.call('DEL', KEYS[2])
 if owner ~= '' and until_ms > now then
   redis.call('SET', key, lease_text(CANCELLED .. owner, until_ms, copy, receives, fence), 'PX',
     ARGV[1])

@@ -1,7 +1,7 @@
-"""Cancel and progress on SQS, kept in the lease records of either lock store (SQLite's
-table, Redis's keys): the contract suite runs on SQLite's; these run on both, and check
-what the contract cannot see (the deletion at the next receive, the id and lease
-records, dead and redriven messages)."""
+"""Cancel, progress and results on SQS, kept in the lease records of either lock store
+(SQLite's table, Redis's keys): the contract suite runs on SQLite's; these run on both,
+and check what the contract cannot see (the deletion at the next receive, the id, lease
+and result records, dead and redriven messages)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tasuki.backends.base import Envelope, Keep, Progress, Receipt, Settle
+from tasuki.backends.base import Effects, Envelope, Keep, Progress, Receipt, Settle
 from tasuki.backends.urls import backend_from_url
 from tasuki.testing.contract.helpers import stats
 from tests.support.deps import need
@@ -128,3 +128,39 @@ def test_progress_is_stored_for_the_current_lease_only(sqs: SqsBackend) -> None:
     assert sqs.keep([Keep(new.receipt, 30.0, Progress(0.5, "2 of 4"))]) == ["held"]
     assert _progress(sqs, queue, "p") == '[0.5,"2 of 4"]'
     assert sqs.ack([new.receipt]) == [True]
+
+
+def _ok(value: bytes) -> Effects:
+    return Effects(result=value)
+
+
+def test_results_are_kept_in_the_lock_store_under_the_lease(sqs: SqsBackend) -> None:
+    """The result record's life on either store: pending at enqueue, written only by the
+    current lease's settle (ok) or by the receiver that dead-letters (failed), pending
+    again on redrive, none for a cancelled or purged message."""
+    queue = _queue()
+    sqs.enqueue([Envelope(queue, i, b"x", keep_result=60.0) for i in ("a", "b", "c")])
+    sqs.enqueue([Envelope(queue, "plain", b"x")])
+    assert [sqs.result(queue, i).state for i in "abc"] == ["pending"] * 3  # type: ignore[union-attr]
+    assert sqs.result(queue, "plain") is None
+    assert sqs.cancel(queue, "c") == "removed"
+    assert sqs.result(queue, "c") is None
+    leased = {d.id: d for d in sqs.lease(queue, 4, 1.0, wait=1.0)}
+    assert set(leased) == {"a", "b", "plain"}
+    time.sleep(1.2)  # a's and b's leases lapse; the zombies' settles keep nothing
+    again = {d.id: d for d in sqs.lease(queue, 4, 30.0, wait=1.0)}
+    assert sqs.settle([Settle.ack(leased["a"].receipt, _ok(b'"late"'))]) == [False]
+    assert sqs.result(queue, "a").state == "pending"  # type: ignore[union-attr]
+    before = time.time()
+    outcome = sqs.settle(
+        [Settle.ack(again["a"].receipt, _ok(b'"mine"')), Settle.dead(again["b"].receipt, "no")]
+    )
+    assert outcome == [True, True]
+    a, b = sqs.result(queue, "a"), sqs.result(queue, "b")
+    assert a is not None and (a.state, a.value) == ("ok", b'"mine"')
+    assert a.expires_at is not None and before + 59 <= a.expires_at <= time.time() + 61
+    assert b is not None and b.state == "failed" and b.reason == "no"
+    assert sqs.redrive(queue, ["b"]) == 1
+    assert sqs.result(queue, "b").state == "pending"  # type: ignore[union-attr]
+    sqs.purge(queue)
+    assert sqs.result(queue, "b") is None
