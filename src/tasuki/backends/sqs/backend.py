@@ -12,7 +12,8 @@ penalty for the next hop. tasuki dead-letters a message itself (send to the dead
 queue with reason and error, then delete); the queue's redrive policy is only a
 backstop. With `locks=`, lease records kept in that lock store
 (`LockStore.lease_records`, tasuki/core/locks.py) refuse stale receipt handles, and its
-id records make enqueue idempotent.
+id records make enqueue idempotent; on SQLite and Redis they also keep cancels,
+progress and result records (docs/backends/sqs.md).
 
 Every settling call is batched by 10 (SQS's batch size). A message is always sent to
 its new place before it is deleted from the old one, so a crash in between leaves a
