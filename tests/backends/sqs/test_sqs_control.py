@@ -164,3 +164,21 @@ def test_results_are_kept_in_the_lock_store_under_the_lease(sqs: SqsBackend) -> 
     assert sqs.result(queue, "b").state == "pending"  # type: ignore[union-attr]
     sqs.purge(queue)
     assert sqs.result(queue, "b") is None
+
+
+def test_a_failed_result_is_written_once_the_dead_letter_is_there(sqs: SqsBackend) -> None:
+    """A waiter told "failed" finds the dead letter: the result is written after the move
+    to the dead-letter queue, not with the lease record's settle before it (which let
+    `app.dead_letters()` come back empty after `job.result` raised JobFailed)."""
+    queue = _queue()
+    sqs.enqueue([Envelope(queue, "d", b"x", keep_result=60.0)])
+    [d] = sqs.lease(queue, 1, 30.0, wait=1.0)
+    seen: list[str] = []
+
+    def at_send(**_: Any) -> None:
+        seen.append(sqs.result(queue, "d").state)  # type: ignore[union-attr]
+
+    sqs._client.meta.events.register("before-call.sqs.SendMessageBatch", at_send)
+    assert sqs.settle([Settle.dead(d.receipt, "no")]) == [True]
+    assert seen == ["pending"]  # while the dead letter was being sent
+    assert sqs.result(queue, "d").state == "failed"  # type: ignore[union-attr]

@@ -88,8 +88,9 @@ class DeadLetters(SqsBase):
             records.claim_ids(
                 [IdClaim(queue, m.meta.id, m.meta.id_owner or new_id()) for m in moves]
             )
-            if records.controls:
-                records.put_results([ResultPut(queue, m.meta.id, "pending") for m in moves])
+            kept = [ResultPut(queue, m.meta.id, "pending") for m in moves if m.meta.keep_result]
+            if kept and records.controls:
+                records.put_results(kept)
         failed = set(self._send(info.url, entries))
         sent = [n for n in range(len(moves)) if str(n) not in failed]
         self._delete(info.dead_url, [moves[n].message["ReceiptHandle"] for n in sent])

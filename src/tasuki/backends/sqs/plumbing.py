@@ -25,7 +25,8 @@ from tasuki.backends.sqs.options import (
     SqsOptions,
 )
 from tasuki.backends.sqs.queues import DEFAULT_MAX_SIZE, QueueInfo, Queues, unreachable
-from tasuki.core.locks import IdFinish, LeaseRecords
+from tasuki.core.flowrecords import error_json
+from tasuki.core.locks import IdFinish, LeaseRecords, ResultPut
 from tasuki.core.message import GROUP_HEADER, JOB_HEADER, ErrorInfo
 from tasuki.core.records import CANCELLED_WINDOW
 
@@ -305,8 +306,10 @@ class SqsBase(Backend):
     ) -> None:
         """Messages now in a dead-letter queue: their lease records go (a redrive sends a
         new copy), their ids are finished (still known while SQS keeps the dead letter:
-        nothing to cancel), and so do the uniqueness locks they hold; with the ids
-        `finished` by the caller, in the same call."""
+        nothing to cancel), their results fail, and the uniqueness locks they hold go;
+        with the ids `finished` by the caller, in the same call. The result is written
+        once the dead letter is there, so a waiter told "failed" finds it; only this
+        message's receiver can move it, under its lease."""
         if self._records is None or self._locks is None or not (gone or finished):
             return
         self._records.finish_ids(
@@ -314,6 +317,13 @@ class SqsBase(Backend):
         )
         if not gone:
             return
+        failed = [
+            ResultPut(queue, meta.id, "failed", error_json(meta.error, meta.reason))
+            for queue, meta in gone
+            if meta.keep_result > 0
+        ]
+        if failed and self._records.controls:
+            self._records.put_results(failed)
         self._records.forget([(queue, meta.id) for queue, meta in gone])
         for _, meta in gone:
             if meta.unique_key is not None:

@@ -16,8 +16,7 @@ from tasuki.backends.sqs.codec import received_meta as _received_meta
 from tasuki.backends.sqs.options import RECORDS, SQS_BATCH, SQS_MAX_WAIT
 from tasuki.backends.sqs.plumbing import SqsBase, _Held, _Move, _seconds, log
 from tasuki.backends.sqs.queues import QueueInfo
-from tasuki.core.flowrecords import error_json
-from tasuki.core.locks import Granted, LeaseTake, ResultPut
+from tasuki.core.locks import Granted, LeaseTake
 from tasuki.core.reasons import ATTEMPTS_EXHAUSTED, LEASE_EXPIRED
 
 # ReceiveMessage calls one lease keeps in flight at once when a backlog fills them.
@@ -201,15 +200,7 @@ class Receiving(SqsBase):
         for vt, tokens in own_vt.items():
             self._visibility(info.url, tokens, vt)
         if dead:
-            moved = self._dead_letter_moves(info, dead)
-            if self._records is not None and self._records.controls:
-                self._records.put_results(
-                    [
-                        ResultPut(info.name, m.meta.id, "failed", error_json(None, m.meta.reason))
-                        for m, ok in zip(dead, moved, strict=True)
-                        if ok
-                    ]
-                )
+            self._dead_letter_moves(info, dead)
         if cancelled:
             self._drop_cancelled(info, cancelled)
         return deliveries

@@ -12,7 +12,6 @@ from tasuki.backends.base import CancelStatus, Keep, LeaseStatus, Receipt, Settl
 from tasuki.backends.sqs.codec import Meta
 from tasuki.backends.sqs.options import SQS_MAX_VISIBILITY
 from tasuki.backends.sqs.plumbing import SqsBase, _Held, _Move, log
-from tasuki.core.flowrecords import error_json
 from tasuki.core.locks import IdFinish, LeaseEnd
 from tasuki.core.message import NOT_BEFORE_HEADER
 
@@ -45,20 +44,14 @@ class Settling(SqsBase):
             out.append(held if held is not None else ok)
         return out
 
-    def _end(self, item: Settle) -> LeaseEnd:
-        """The lease record's settle, with the message's result where it has one: an
-        ack's value, or a dead letter's error (only this message's receiver can move it
-        to the dead letters, so only its dead letter fails the result)."""
+    @staticmethod
+    def _end(item: Settle) -> LeaseEnd:
+        """The lease record's settle, with an ack's result value where it has one. (A
+        dead letter's result is written once the message is in the dead-letter queue:
+        `_dead_lettered`.)"""
         acked = item.verdict == "ack"
         if acked and item.effects is not None and item.effects.result is not None:
             return LeaseEnd(item.receipt, True, ("ok", item.effects.result))
-        if item.verdict == "dead" and self._records is not None and self._records.controls:
-            with self._held_mutex:
-                mine = item.receipt.token in self._held
-            if mine:
-                return LeaseEnd(
-                    item.receipt, False, ("failed", error_json(item.error, item.reason))
-                )
         return LeaseEnd(item.receipt, acked)
 
     def settle(self, items: Sequence[Settle]) -> list[bool]:
