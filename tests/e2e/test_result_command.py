@@ -64,8 +64,9 @@ def test_a_backend_without_results_is_refused_in_one_line(
 
 
 def test_inspect_shows_the_kept_result(app: tasuki.App) -> None:
-    if not app.backend.capabilities.results:
-        pytest.skip(f"{app.backend.url.split(':', 1)[0]}:// lacks the results capability")
+    caps = app.backend.capabilities
+    if not (caps.results and caps.inspection):
+        pytest.skip(f"{app.backend.url.split(':', 1)[0]}:// lacks results or inspection")
     url = app.backend.url
 
     @app.job(keep_result=60.0)
