@@ -59,5 +59,10 @@ def test_short_chaos_run_loses_nothing(backend: ChaosBackend, tmp_path: Path) ->
     # keeps its wider bound of 10 s until then (counted from the lapse now, which comes
     # after the fault's start), while loss, duplicates and fencing are held to the same
     # rule.
-    bound = 10.0 if backend.name == "redis-cluster" else REDELIVERY_BOUND
+    # SQS hands a lapsed message back on its own clock, to the next receive of a long
+    # poll, through a local server that does ~130 receive cycles a second: one redelivery
+    # of a CI run took 5.5 s from the lapse with nothing ahead of it. It keeps lease + 4 s
+    # from the lapse (the bound all backends had from the fault) until that is measured.
+    wider = {"redis-cluster": 10.0, "sqs": VT + 4.0}
+    bound = wider.get(backend.name, REDELIVERY_BOUND)
     assert report.p99() <= bound, report.details()

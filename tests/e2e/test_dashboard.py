@@ -445,3 +445,52 @@ class _serve:
     def __exit__(self, *exc: object) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def test_a_failed_flow_its_steps_and_the_redrive_that_resumes_it(stack: Stack, page: Any) -> None:
+    fixed = threading.Event()
+
+    @stack.app.job(queue="flows")
+    def fetch(n: int) -> int:
+        return n * 10
+
+    @stack.app.job(queue="flows", retry=tasuki.Retry(max_attempts=1))
+    def parse(value: int) -> int:
+        if not fixed.is_set():
+            raise ValueError(f"cannot parse {value}")
+        return value + 1
+
+    @stack.app.job(queue="flows")
+    def store(value: int) -> str:
+        return f"stored {value}"
+
+    flow_id = tasuki.chain(fetch.step(4), parse.step(), store.step()).enqueue()
+    stack.app.worker(concurrency=2).run(until_idle=True, timeout=30)
+    assert stack.app.flow(flow_id).state == "failed"
+
+    _log_in(page, stack)
+    page.fill("#find-flow input[name=id]", flow_id)
+    page.click("#find-flow button")
+    assert page.locator("#flow [data-field=state]").inner_text() == "failed"
+    steps = page.locator("#steps tbody tr")
+    assert steps.count() == 3
+    states = [steps.nth(i).locator("[data-field=state]").inner_text() for i in range(3)]
+    assert states[:2] == ["unknown", "dead"] or states[:2] == ["finished", "dead"], states
+    assert states[2] == "unknown"  # never enqueued: the chain stopped at the dead step
+    assert "ValueError: cannot parse 40" in page.locator("#flow [data-field=error]").inner_text()
+    assert "Traceback (most recent call last)" in page.locator("#traceback").inner_text()
+    page.screenshot(path=str(stack.shots / "flow.png"), full_page=True)
+
+    # Fixed; the failed step re-driven by clicks resumes the flow where it stopped.
+    fixed.set()
+    page.click("#redrive-step")
+    assert "Are you sure?" in page.content()
+    page.click("#confirm")
+    assert "re-drove 1 message(s)" in page.locator(".notice").inner_text()
+    stack.app.worker(concurrency=2).run(until_idle=True, timeout=30)
+    page.goto(f"{stack.base}/flows/{flow_id}")
+    assert page.locator("#flow [data-field=state]").inner_text() == "succeeded"
+    assert page.locator("#flow [data-field=result]").inner_text() == '"stored 41"'
+
+    page.goto(f"{stack.base}/flows/no-such-flow")
+    assert page.locator("#unknown-flow").count() == 1

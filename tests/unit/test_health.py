@@ -97,3 +97,26 @@ def test_stuck_after_must_be_positive(sqlite_url: str) -> None:
     with pytest.raises(InvalidArgument, match="stuck_after"):
         WorkerHealth(app.worker(), stuck_after=0)
     app.close()
+
+
+def test_a_check_that_raises_answers_red_in_json() -> None:
+    """A probe is never a bare 500: a check that raised is a red report saying why."""
+
+    class Broken:
+        def live(self) -> Report:
+            raise RuntimeError("pulses changed while read")
+
+        def ready(self) -> Report:
+            return Report(True, {})
+
+    status, body = call(wsgi_app(Broken()), "/livez")
+    assert status.startswith("503")
+    assert orjson.loads(body) == {
+        "ok": False,
+        "checks": {
+            "probe": {
+                "ok": False,
+                "detail": "the check failed: RuntimeError('pulses changed while read')",
+            }
+        },
+    }

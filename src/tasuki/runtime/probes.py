@@ -18,8 +18,9 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import orjson
 
+from tasuki import logs
 from tasuki.errors import TasukiError
-from tasuki.runtime.health import Report, WorkerHealth
+from tasuki.runtime.health import Check, Report, WorkerHealth
 
 if TYPE_CHECKING:
     from tasuki.backends.base import Backend
@@ -57,7 +58,11 @@ def wsgi_app(health: Health, fallback: WSGIApp | None = None) -> WSGIApp:
                 return fallback(environ, start_response)
             start_response("404 Not Found", [("Content-Type", "text/plain")])
             return [b"not found: /livez or /readyz\n"]
-        report = answer()
+        try:
+            report = answer()
+        except Exception as exc:  # a probe answers in JSON whatever happens: red, and why
+            logs.logger.exception("the health check %s failed", environ.get("PATH_INFO"))
+            report = Report(False, {"probe": Check(False, f"the check failed: {exc!r}")})
         body = orjson.dumps(report.as_dict(), option=orjson.OPT_INDENT_2) + b"\n"
         status = "200 OK" if report.ok else "503 Service Unavailable"
         start_response(

@@ -17,6 +17,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 from urllib.parse import parse_qs, quote, urlencode
 
+import orjson
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -34,9 +35,10 @@ from starlette.routing import Route
 
 from tasuki.app import App
 from tasuki.backends.urls import redact
+from tasuki.core.flows import FlowState
 from tasuki.core.job import check_message_id, check_queue
 from tasuki.core.reliability import Histogram, Reliability
-from tasuki.errors import TasukiError
+from tasuki.errors import TasukiError, UnknownFlow
 from tasuki.web.chart import rate_chart
 from tasuki.web.sampler import Sampler
 from tasuki.web.security import COOKIE, Guard, same_origin
@@ -163,6 +165,7 @@ def create_app(
             counts=app.backend.capabilities.settled_counts,
             kept=kept,
             every=sampler.every,
+            workflows=app.backend.capabilities.workflows,
         )
 
     async def queue_page(request: Request) -> Response:
@@ -227,6 +230,41 @@ def create_app(
             letter=letter,
             body=body,
             cancellable=app.backend.capabilities.cancel and info.state in CANCELLABLE,
+        )
+
+    async def find_flow(request: Request) -> Response:
+        flow_id = request.query_params.get("id", "").strip()
+        if not flow_id:
+            return RedirectResponse("/", status_code=303)
+        return RedirectResponse(f"/flows/{quote(flow_id, safe='')}", status_code=303)
+
+    async def flow_page(request: Request) -> Response:
+        """A flow's state, its steps (each linked to its message), where it failed with
+        the traceback, and a re-drive of the failed step, which resumes the flow."""
+        flow_id = request.path_params["id"]
+        if not app.backend.capabilities.workflows:
+            return PlainTextResponse(f"{backend_url} does not run workflows", status_code=404)
+
+        def read() -> tuple[FlowState | None, bool]:
+            try:
+                flow = app.flow(flow_id)
+            except UnknownFlow:
+                return None, False
+            failed = flow.error
+            dead = failed is not None and any(
+                s.message_id == failed.message_id and s.state == "dead" for s in flow.steps
+            )
+            return flow, dead
+
+        flow, failed_step_dead = await run_in_threadpool(read)
+        return render(
+            request,
+            "flow.html",
+            200 if flow is not None else 404,
+            flow_id=flow_id,
+            flow=flow,
+            result=None if flow is None else orjson.dumps(flow.result).decode(),
+            failed_step_dead=failed_step_dead,
         )
 
     async def confirm_page(request: Request) -> Response:
@@ -361,6 +399,8 @@ def create_app(
         Route("/login", login, methods=["POST"]),
         Route("/logout", logout, methods=["POST"]),
         Route("/api/queues", api_queues),
+        Route("/flows", find_flow),
+        Route("/flows/{id:path}", flow_page),
         Route("/queues/{queue}", queue_page),
         Route("/queues/{queue}/find", find_message),
         Route("/queues/{queue}/confirm", confirm_page),
