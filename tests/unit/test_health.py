@@ -120,3 +120,35 @@ def test_a_check_that_raises_answers_red_in_json() -> None:
             }
         },
     }
+
+
+def test_a_probe_while_the_worker_starts_sees_nothing_half_made(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The probes are served before `start` returns: a probe in the middle of it (here,
+    as the lease keeper is made) answers, it does not raise (it did: a bare 500)."""
+    import tasuki.runtime.worker as worker_module
+
+    app = tasuki.App(sqlite_url)
+
+    @app.job()
+    def noop() -> None:
+        pass
+
+    worker = app.worker(concurrency=1)
+    health = WorkerHealth(worker, stuck_after=5)
+    seen: list[Report] = []
+    keeper = worker_module.LeaseKeeper
+
+    def made_while_probed(*args: Any, **kwargs: Any) -> Any:
+        seen.append(health.live())
+        return keeper(*args, **kwargs)
+
+    monkeypatch.setattr(worker_module, "LeaseKeeper", made_while_probed)
+    worker.start()
+    try:
+        assert seen and seen[0].ok and not seen[0].checks
+        assert "lease keeper" in health.live().checks
+    finally:
+        worker.stop(grace=1.0)
+        app.close()

@@ -113,6 +113,9 @@ class Worker:
         self._active: set[Task] = set()
         self._mutex = threading.Lock()
         self._started = False
+        # The loops exist (set at the end of `start`): until then the health checks have
+        # nothing to watch. A probe served before `start` returns must not see half a worker.
+        self._loops: list[Any] = []
         self._running_loop = False
         self._run_thread: threading.Thread | None = None
         self._loop: EventLoopThread | None = None
@@ -187,6 +190,7 @@ class Worker:
             backend.url,
         )
         self.maintenance = Maintenance(backend.maintenance(), self.locks)
+        self._loops = [*self.fetchers, self.keeper, self.settler, self.scheduler]
         for f in self.fetchers:
             f.start()
         if self.scheduler is not None:
@@ -254,9 +258,7 @@ class Worker:
 
     def pulses(self) -> list[Pulse]:
         """The signs of life of this worker's loops, for its health checks (`health.py`)."""
-        if not self._started:
-            return []
-        loops = [*self.fetchers, self.keeper, self.settler, self.scheduler, self._loop]
+        loops = [*self._loops, self._loop] if self._loops else []
         return [loop.pulse for loop in loops if loop is not None]
 
     # -- plumbing ----------------------------------------------------------------------------------
