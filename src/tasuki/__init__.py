@@ -4,7 +4,8 @@ and always tell you what happened to it."""
 from tasuki.app import App
 from tasuki.core.context import Context, current
 from tasuki.core.flowrecords import FlowFailure
-from tasuki.core.flows import FlowState, Step, chain, group
+from tasuki.core.flows import FlowState, chain, group
+from tasuki.core.job import Step
 from tasuki.core.message import DeadLetter, ErrorInfo, Message
 from tasuki.core.policies import (
     ConcurrencyLimit,

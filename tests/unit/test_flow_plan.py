@@ -12,7 +12,8 @@ import pytest
 
 import tasuki
 from tasuki.backends.memory import MemoryBackend
-from tasuki.core.flows import Step, StepPlan, draft, plan
+from tasuki.core.flows import StepPlan, draft, plan
+from tasuki.core.job import Step
 from tasuki.core.message import FLOW_HEADER
 from tasuki.errors import ConfigurationError, InvalidArgument, SerializationError
 

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 import orjson
 
 from tasuki.core.flowrecords import FLOW_RETENTION, Fill, FlowFailure, FlowRecord, FlowStep
-from tasuki.core.job import check_message_id
+from tasuki.core.job import Step, check_message_id
 from tasuki.core.message import FLOW_HEADER, JOB_HEADER
 from tasuki.core.outgoing import Outgoing
 from tasuki.errors import InvalidArgument, SerializationError
@@ -47,38 +47,6 @@ FAILURE_PATH = "failure"
 _PREV, _GROUP, _FAILURE = "prev", "g:", "fail"
 
 FlowStateName = Literal["running", "succeeded", "failed", "cancelled"]
-
-
-class Step:
-    """One job call inside a flow: `job.step(*args, **kwargs)`, or
-    `job.options(queue=..., priority=..., delay=...).step(...)`. Not enqueued by itself:
-    put it in a `chain` or a `group`."""
-
-    __slots__ = ("args", "delay", "headers", "job", "kwargs", "priority", "queue")
-
-    def __init__(
-        self,
-        job: Job[..., Any],
-        args: tuple[Any, ...],
-        kwargs: Mapping[str, Any],
-        *,
-        queue: str | None = None,
-        priority: int | None = None,
-        delay: float = 0.0,
-        headers: Mapping[str, str] | None = None,
-    ) -> None:
-        if job.consumer:
-            raise InvalidArgument(f"{job.name!r} consumes raw messages: it cannot be a step")
-        self.job = job
-        self.args = tuple(args)
-        self.kwargs = dict(kwargs)
-        self.queue = queue if queue is not None else job.queue
-        self.priority = job.priority if priority is None else priority
-        self.delay = delay
-        self.headers = dict(headers or {})
-
-    def __repr__(self) -> str:
-        return f"<Step {self.job.name}>"
 
 
 class Flow:

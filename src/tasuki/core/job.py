@@ -20,7 +20,6 @@ from tasuki.core.policies import (
 from tasuki.errors import InvalidArgument
 
 if TYPE_CHECKING:
-    from tasuki.core.flows import Flow, Step
     from tasuki.core.message import Message
 
 P = ParamSpec("P")
@@ -90,7 +89,9 @@ class Producer(Protocol):
 
     async def result_async(self, queue: str, message_id: str, timeout: float | None) -> Any: ...
 
-    def start_flow(self, flow: Flow) -> str: ...
+    # `flow` is a `tasuki.core.flows.Flow`, which is built on jobs: named here it would
+    # make the two modules import each other.
+    def start_flow(self, flow: Any) -> str: ...
 
 
 class Job(Generic[P, R]):
@@ -218,8 +219,6 @@ class Job(Generic[P, R]):
     def step(self, *args: Any, **kwargs: Any) -> Step:
         """This job as a step of a flow (`tasuki.chain`, `tasuki.group`). In a chain, the
         previous step's result is prepended to `args` when it runs."""
-        from tasuki.core.flows import Step
-
         self.check_step_arguments(args, kwargs)
         return Step(self, args, kwargs)
 
@@ -272,8 +271,6 @@ class Enqueuer(Generic[P]):
 
     def step(self, *args: Any, **kwargs: Any) -> Step:
         """The job as a flow step with these options (queue, priority, delay, headers)."""
-        from tasuki.core.flows import Step
-
         if self.message_id is not None or self.connection is not None:
             raise InvalidArgument(
                 "a step's message id derives from its flow's (flow.options(message_id=...)), "
@@ -314,3 +311,35 @@ def _split_call(call: object) -> tuple[tuple[Any, ...], dict[str, Any]]:
     raise InvalidArgument(
         f"enqueue_many takes tuples of arguments or dicts of keyword arguments, got {call!r}"
     )
+
+
+class Step:
+    """One job call inside a flow: `job.step(*args, **kwargs)`, or
+    `job.options(queue=..., priority=..., delay=...).step(...)`. Not enqueued by itself:
+    put it in a `chain` or a `group`."""
+
+    __slots__ = ("args", "delay", "headers", "job", "kwargs", "priority", "queue")
+
+    def __init__(
+        self,
+        job: Job[..., Any],
+        args: tuple[Any, ...],
+        kwargs: Mapping[str, Any],
+        *,
+        queue: str | None = None,
+        priority: int | None = None,
+        delay: float = 0.0,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        if job.consumer:
+            raise InvalidArgument(f"{job.name!r} consumes raw messages: it cannot be a step")
+        self.job = job
+        self.args = tuple(args)
+        self.kwargs = dict(kwargs)
+        self.queue = queue if queue is not None else job.queue
+        self.priority = job.priority if priority is None else priority
+        self.delay = delay
+        self.headers = dict(headers or {})
+
+    def __repr__(self) -> str:
+        return f"<Step {self.job.name}>"
