@@ -478,19 +478,9 @@ class RedisBackend(Operating):
         return value
 
     def extend(self, receipts: Sequence[Receipt], visibility_timeout: float) -> list[bool]:
-        def call(keys: QueueKeys, part: Sequence[Receipt]) -> list[int]:
-            args: list[Any] = [us(visibility_timeout), keys.base]
-            for r in part:
-                args += (r.id, r.token)
-            script_keys = [keys.leased, keys.leases, keys.limited]
-            reply: list[int] = self._eval("extend", script_keys, args)
-            return reply
-
-        return self._per_queue(receipts, _itself, call)
-
-
-def _itself(receipt: Receipt) -> Receipt:
-    return receipt
+        """`keep` without progress: keep.lua is the one script that extends a lease."""
+        held = self.keep([Keep(r, visibility_timeout) for r in receipts])
+        return [status == "held" for status in held]
 
 
 def _receipt_of(item: Settle) -> Receipt:

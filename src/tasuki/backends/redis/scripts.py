@@ -18,7 +18,6 @@ NAMES = (
     "enqueue",
     "lease",
     "settle",
-    "extend",
     "keep",
     "cancel",
     "result",
