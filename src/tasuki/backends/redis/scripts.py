@@ -38,9 +38,6 @@ NAMES = (
     "records_take",
     "records_settle",
     "records_renew",
-    "records_keep",
-    "records_cancel",
-    "records_put_results",
     "records_claim_ids",
     "records_finish_ids",
     "start_flow",
@@ -89,9 +86,6 @@ class Scripts:
     records_take: Script
     records_settle: Script
     records_renew: Script
-    records_keep: Script
-    records_cancel: Script
-    records_put_results: Script
     records_claim_ids: Script
     records_finish_ids: Script
     start_flow: Script

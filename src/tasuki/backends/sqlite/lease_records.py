@@ -17,10 +17,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 from tasuki.backends.sqlfiles import load_queries
-from tasuki.core.flowrecords import ResultRecord
 from tasuki.core.locks import (
-    CANCELLED_OWNER,
-    CANCELLED_TAKE,
     Granted,
     IdClaim,
     IdFinish,
@@ -28,37 +25,25 @@ from tasuki.core.locks import (
     LeaseRecords,
     LeaseTake,
     RecordLifetimes,
-    ResultPut,
     grant,
-    progress_json,
 )
-from tasuki.core.records import CancelStatus, LeaseStatus, Progress, Receipt
+from tasuki.core.records import Receipt
 
 QUERY_NAMES = (
     "create_table",
     "columns",
     "add_copy",
     "add_receives",
-    "add_progress",
-    "add_value",
     "sweep",
     "read_lease",
     "write_lease",
     "settle_acked",
     "settle_released",
     "renew_lease",
-    "keep_lease",
-    "read_record",
-    "cancel_lease",
-    "finish_id",
     "forget",
     "claim_id",
     "keep_id",
     "drop_id",
-    "pend_result",
-    "reopen_result",
-    "settle_result",
-    "read_result",
 )
 SQL = load_queries("tasuki.backends.sqlite", "lease_records.sql", QUERY_NAMES)
 # Expired records are swept every this many writes.
@@ -69,8 +54,6 @@ Params = Mapping[str, object]
 
 
 class SQLiteLeaseRecords(LeaseRecords):
-    controls = True
-
     def __init__(self, path: str, namespace: str, lifetimes: RecordLifetimes) -> None:
         super().__init__(namespace, lifetimes)
         self._db = sqlite3.connect(
@@ -81,7 +64,7 @@ class SQLiteLeaseRecords(LeaseRecords):
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute(SQL["create_table"])
         columns = {row["name"] for row in self._db.execute(SQL["columns"])}
-        for column in ("copy", "receives", "progress", "value"):
+        for column in ("copy", "receives"):
             if column not in columns:  # a table made before the column
                 self._db.execute(SQL[f"add_{column}"])
         self._mutex = threading.Lock()
@@ -123,9 +106,6 @@ class SQLiteLeaseRecords(LeaseRecords):
                 row = db.execute(SQL["read_lease"], {"key": key}).fetchone()
                 if row is not None and row["expires"] <= now:
                     row = None  # expired: no record
-                if row is not None and row["owner"].startswith(CANCELLED_OWNER):
-                    granted.append(CANCELLED_TAKE)
-                    continue
                 # A live lease holds it, or (no owner) this very copy was acked: either
                 # way a duplicate delivery, not to run.
                 if (
@@ -166,7 +146,7 @@ class SQLiteLeaseRecords(LeaseRecords):
         expires = now + self.lifetimes.lease
         with self._transaction(len(ends)) as db:
             out = []
-            for receipt, acked, result in ends:
+            for receipt, acked in ends:
                 key = self.lease_key(receipt.queue, receipt.id)
                 params = {"key": key, "owner": receipt.token, "now": now}
                 if acked:
@@ -174,47 +154,7 @@ class SQLiteLeaseRecords(LeaseRecords):
                 else:
                     cursor = db.execute(SQL["settle_released"], {**params, "expires": expires})
                 out.append(cursor.rowcount > 0)
-                if result is not None and out[-1]:
-                    self._settle_result(db, receipt.queue, receipt.id, result, now)
             return out
-
-    def _settle_result(
-        self, db: sqlite3.Connection, queue: str, id: str, result: tuple[str, bytes], now: float
-    ) -> None:
-        state, value = result
-        db.execute(
-            SQL["settle_result"],
-            {"key": self.result_key(queue, id), "state": state, "value": value, "now": now},
-        )
-
-    def put_results(self, puts: Sequence[ResultPut]) -> None:
-        if not puts:
-            return
-        now = time.time()
-        with self._transaction(len(puts)) as db:
-            for queue, id, state, value, keep in puts:
-                key = self.result_key(queue, id)
-                expires = now + self.lifetimes.id
-                if state != "pending":
-                    self._settle_result(db, queue, id, (state, value or b""), now)
-                elif keep is not None:
-                    db.execute(SQL["pend_result"], {"key": key, "expires": expires, "keep": keep})
-                else:
-                    db.execute(SQL["reopen_result"], {"key": key, "expires": expires, "now": now})
-
-    def result(self, queue: str, id: str) -> ResultRecord | None:
-        with self._mutex:
-            row = self._db.execute(
-                SQL["read_result"], {"key": self.result_key(queue, id), "now": time.time()}
-            ).fetchone()
-        if row is None:
-            return None
-        if row["owner"] == "pending":
-            return ResultRecord("pending")
-        return ResultRecord(row["owner"], bytes(row["value"] or b""), row["expires"])
-
-    def drop_results(self, messages: Sequence[tuple[str, str]]) -> None:
-        self._write("forget", [{"key": self.result_key(q, i)} for q, i in messages])
 
     def renew(self, leases: Sequence[Receipt], visibility: float) -> list[bool]:
         now = time.time()
@@ -232,64 +172,6 @@ class SQLiteLeaseRecords(LeaseRecords):
                 for q, i, t in leases
             ],
         )
-
-    def keep(
-        self, leases: Sequence[tuple[Receipt, Progress | None]], visibility: float
-    ) -> list[LeaseStatus]:
-        if not leases:
-            return []
-        now = time.time()
-        expires, until = now + self.lifetimes.lease, now + visibility
-        out: list[LeaseStatus] = []
-        with self._transaction(len(leases)) as db:
-            for (queue, id, token), progress in leases:
-                key = self.lease_key(queue, id)
-                params = {
-                    "expires": expires,
-                    "until": until,
-                    "key": key,
-                    "owner": token,
-                    "now": now,
-                    "progress": None if progress is None else progress_json(progress),
-                }
-                if db.execute(SQL["keep_lease"], params).rowcount > 0:
-                    out.append("held")
-                    continue
-                row = db.execute(SQL["read_record"], {"key": key, "now": now}).fetchone()
-                cancelled = row is not None and row["owner"] == CANCELLED_OWNER + token
-                out.append("cancelled" if cancelled and token else "lost")
-        return out
-
-    def cancel(self, queue: str, id: str) -> CancelStatus:
-        now = time.time()
-        with self._transaction(1) as db:
-            id_key = self.id_key(queue, id)
-            known = db.execute(SQL["read_record"], {"key": id_key, "now": now}).fetchone()
-            if known is None or known["owner"] == "":
-                return "unknown"
-            key = self.lease_key(queue, id)
-            row = db.execute(SQL["read_lease"], {"key": key}).fetchone()
-            if row is not None and row["expires"] <= now:
-                row = None
-            if row is not None and (
-                row["owner"].startswith(CANCELLED_OWNER)
-                or (row["owner"] == "" and row["lease_until"] > now)  # acked a moment ago
-            ):
-                return "unknown"
-            running = row is not None and row["owner"] != "" and row["lease_until"] > now
-            holder, until = (row["owner"], row["lease_until"]) if row and running else ("", 0.0)
-            db.execute(
-                SQL["cancel_lease"],
-                {
-                    "key": key,
-                    "owner": CANCELLED_OWNER + holder,
-                    "expires": max(known["expires"], now + self.lifetimes.lease),
-                    "until": until,
-                },
-            )
-            db.execute(SQL["finish_id"], {"key": id_key})
-            db.execute(SQL["forget"], {"key": self.result_key(queue, id)})  # keeps none
-            return "signalled" if running else "removed"
 
     def forget(self, messages: Sequence[tuple[str, str]]) -> None:
         self._write("forget", [{"key": self.lease_key(q, i)} for q, i in messages])

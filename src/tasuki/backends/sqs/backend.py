@@ -12,8 +12,7 @@ penalty for the next hop. tasuki dead-letters a message itself (send to the dead
 queue with reason and error, then delete); the queue's redrive policy is only a
 backstop. With `locks=`, lease records kept in that lock store
 (`LockStore.lease_records`, tasuki/core/locks.py) refuse stale receipt handles, and its
-id records make enqueue idempotent; on SQLite and Redis they also keep cancels,
-progress and result records (docs/backends/sqs.md).
+id records make enqueue idempotent.
 
 Every settling call is batched by 10 (SQS's batch size). A message is always sent to
 its new place before it is deleted from the old one, so a crash in between leaves a
@@ -36,7 +35,6 @@ from tasuki.backends.base import (
     LockHolder,
     LockStore,
     QueueStats,
-    lacks,
     refuse_connection,
 )
 from tasuki.backends.sqs.codec import Meta, attributes, attributes_size, encode_body, stored
@@ -47,8 +45,7 @@ from tasuki.backends.sqs.plumbing import BROWSE_VISIBILITY, _code, log
 from tasuki.backends.sqs.queues import QueueInfo, tasuki_name
 from tasuki.backends.sqs.receiving import Receiving
 from tasuki.backends.sqs.settling import Settling
-from tasuki.core.flowrecords import ResultRecord
-from tasuki.core.locks import IdClaim, IdFinish, LeaseRecords, ResultPut
+from tasuki.core.locks import IdClaim, IdFinish
 from tasuki.core.message import new_id
 from tasuki.errors import (
     BackendError,
@@ -143,7 +140,6 @@ class SqsBackend(Receiving, Settling, DeadLetters):
             else [True] * len(positions)
         )
         entries: list[dict[str, Any]] = []
-        pending: list[ResultPut] = []
         claimed: dict[str, tuple[int, Meta]] = {}
         try:
             for n, fresh in zip(positions, known, strict=True):
@@ -175,17 +171,11 @@ class SqsBackend(Receiving, Settling, DeadLetters):
                     )
                 self._place(info, entry, meta, env.delay)
                 entries.append(entry)
-                if env.keep_result > 0:
-                    pending.append(ResultPut(info.name, env.id, "pending", None, env.keep_result))
-            if pending:  # before the send: a fast worker's settle finds it
-                self._results_store().put_results(pending)
             failed = set(self._send(info.url, entries))
         except BaseException:
             for _, meta in claimed.values():
                 self._unclaim(info, meta)
-            self._unpend(pending, {p.id for p in pending})
             raise
-        self._unpend(pending, {claimed[key][1].id for key in failed})
         for key, (n, meta) in claimed.items():
             if key in failed:
                 self._unclaim(info, meta)
@@ -197,25 +187,6 @@ class SqsBackend(Receiving, Settling, DeadLetters):
                 f"SQS refused {len(failed)} of {len(entries)} messages for queue {info.name}"
                 f" (ids: {ids}); the others were enqueued: enqueue the same ids again"
             )
-
-    def _unpend(self, pending: list[ResultPut], ids: set[str]) -> None:
-        """The pending result records of messages that were not sent."""
-        gone = [(p.queue, p.id) for p in pending if p.id in ids]
-        if gone:
-            self._results_store().drop_results(gone)
-
-    def _results_store(self) -> LeaseRecords:
-        records = self._records
-        if records is None or not records.controls:
-            raise lacks(
-                self, "results", "keep results (it needs locks=sqlite:///... or locks=redis://...)"
-            )
-        return records
-
-    def result(self, queue: str, id: str) -> ResultRecord | None:
-        """Read from the lock store; `wait_result` polls it (Backend's default: 10 ms
-        doubling to 1 s), as SQS has nothing to wait on."""
-        return self._results_store().result(queue, id)
 
     def _claim_unique(self, env: Envelope) -> Enqueued | None:
         """Take the unique lock (not atomically with the send: atomic_unique=False)."""
@@ -299,7 +270,6 @@ class SqsBackend(Receiving, Settling, DeadLetters):
         before = self.stats(queue)
         total = before.ready + before.in_flight + before.delayed + before.dead
         records, locks = self._records, self._locks
-        purged: list[str] = []
         while True:
             got = self._call(
                 "receive_message",
@@ -314,20 +284,16 @@ class SqsBackend(Receiving, Settling, DeadLetters):
             self._delete(info.url, [m["ReceiptHandle"] for m in got])
             if records is not None and locks is not None:
                 metas = [_received_meta(message)[0] for message in got]
-                purged.extend(m.id for m in metas)
                 records.finish_ids([IdFinish(queue, m.id, m.id_owner, 0.0) for m in metas])
                 for meta in metas:
                     if meta.unique_key is not None:
                         locks.release(meta.unique_key, meta.id)
         with self._held_mutex:
             mine = [(t, h) for t, h in self._held.items() if h.info.name == queue]
-            for token, held in mine:
+            for token, _ in mine:
                 del self._held[token]
-                purged.append(held.meta.id)
         if records is not None:
             records.forget([(queue, held.meta.id) for _, held in mine])
-            if records.controls:
-                records.drop_results([(queue, id) for id in purged])
         for url in (info.url, info.dead_url):
             try:
                 self._call("purge_queue", QueueUrl=url)

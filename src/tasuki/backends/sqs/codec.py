@@ -72,8 +72,6 @@ class Meta:
     max_attempts: int = 10
     visibility_timeout: float | None = None
     keep_id: float = 0.0
-    # The message keeps a result record (in the lock store) this long after it settles.
-    keep_result: float = 0.0
     enqueued_at: float = 0.0
     # Attempts and fencing numbers used by earlier copies of this message (a re-send
     # starts SQS's ApproximateReceiveCount again at 0).
@@ -98,8 +96,6 @@ class Meta:
             doc["vt"] = self.visibility_timeout
         if self.keep_id:
             doc["k"] = self.keep_id
-        if self.keep_result:
-            doc["r"] = self.keep_result
         if self.attempts_before:
             doc["a"] = self.attempts_before
         if self.fence_before:
@@ -130,7 +126,6 @@ class Meta:
             max_attempts=int(doc.get("ma", 10)),
             visibility_timeout=doc.get("vt"),
             keep_id=float(doc.get("k", 0.0)),
-            keep_result=float(doc.get("r", 0.0)),
             enqueued_at=float(doc.get("t", 0.0)),
             attempts_before=int(doc.get("a", 0)),
             fence_before=int(doc.get("f", 0)),
@@ -193,7 +188,6 @@ def stored(env: Envelope, now: float, id_owner: str) -> Meta:
         max_attempts=env.max_attempts,
         visibility_timeout=env.visibility_timeout,
         keep_id=env.keep_id,
-        keep_result=env.keep_result,
         enqueued_at=now,
         id_owner=id_owner,
     )

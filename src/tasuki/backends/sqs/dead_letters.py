@@ -13,8 +13,8 @@ from tasuki.backends.sqs.codec import received_meta as _received_meta
 from tasuki.backends.sqs.options import SQS_BATCH
 from tasuki.backends.sqs.plumbing import BROWSE_VISIBILITY, SqsBase, _Move
 from tasuki.backends.sqs.queues import QueueInfo
-from tasuki.core.locks import IdClaim, IdFinish, ResultPut
-from tasuki.core.message import DeadLetter, new_id
+from tasuki.core.locks import IdFinish
+from tasuki.core.message import DeadLetter
 
 
 class DeadLetters(SqsBase):
@@ -80,17 +80,6 @@ class DeadLetters(SqsBase):
             moves.append(_Move(message, fresh, extra))
         self._show_again(info, others)
         entries = [self._entry(info, n, move) for n, move in enumerate(moves)]
-        records = self._records
-        if records is not None and moves:
-            # Their ids live again (a redriven message can be cancelled): forgotten, then
-            # claimed by their owners.
-            records.finish_ids([IdFinish(queue, m.meta.id, "", 0.0) for m in moves])
-            records.claim_ids(
-                [IdClaim(queue, m.meta.id, m.meta.id_owner or new_id()) for m in moves]
-            )
-            kept = [ResultPut(queue, m.meta.id, "pending") for m in moves if m.meta.keep_result]
-            if kept and records.controls:
-                records.put_results(kept)
         failed = set(self._send(info.url, entries))
         sent = [n for n in range(len(moves)) if str(n) not in failed]
         self._delete(info.dead_url, [moves[n].message["ReceiptHandle"] for n in sent])
@@ -105,7 +94,7 @@ class DeadLetters(SqsBase):
         if self._records is not None:
             self._records.finish_ids(
                 [
-                    IdFinish(queue, letter.id, "", 0.0)
+                    IdFinish(queue, letter.id, _received_meta(message)[0].id_owner, 0.0)
                     for (letter, message), ok in zip(found, done, strict=True)
                     if ok
                 ]

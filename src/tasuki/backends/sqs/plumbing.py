@@ -25,10 +25,8 @@ from tasuki.backends.sqs.options import (
     SqsOptions,
 )
 from tasuki.backends.sqs.queues import DEFAULT_MAX_SIZE, QueueInfo, Queues, unreachable
-from tasuki.core.flowrecords import error_json
-from tasuki.core.locks import IdFinish, LeaseRecords, ResultPut
+from tasuki.core.locks import LeaseRecords
 from tasuki.core.message import GROUP_HEADER, JOB_HEADER, ErrorInfo
-from tasuki.core.records import CANCELLED_WINDOW
 
 log = logging.getLogger("tasuki.sqs")
 
@@ -108,8 +106,6 @@ class SqsBase(Backend):
             self._locks = self._lock_backend.locks
             self._records = self._locks.lease_records(f"tasuki-sqs:{options.prefix}", RECORDS)
         kept = self._records is not None
-        # Cancel and progress need lease records that keep them (SQLite's, Redis's).
-        controls = self._records is not None and self._records.controls
         self.capabilities = Capabilities(
             max_message_size=DEFAULT_MAX_SIZE,
             max_delay=options.max_delay,
@@ -128,9 +124,6 @@ class SqsBase(Backend):
             inspection=False,
             settled_counts=False,
             reliability_counts=False,
-            cancel=controls,
-            progress=controls,
-            results=controls,
         )
         self._held: dict[str, _Held] = {}
         self._held_mutex = threading.Lock()
@@ -286,44 +279,11 @@ class SqsBase(Backend):
         self._dead_lettered([(info.name, m.meta) for m, ok in zip(moves, done, strict=True) if ok])
         return done
 
-    def _cancelled_gone(self, queue: str, gone: Sequence[tuple[str, Meta | None]]) -> None:
-        """Cancelled messages (id, meta where known) deleted from SQS: their ids stay
-        known for their window (at least CANCELLED_WINDOW), their uniqueness locks go."""
+    def _dead_lettered(self, gone: Sequence[tuple[str, Meta]]) -> None:
+        """Messages now in a dead-letter queue: their lease records go (a redrive sends a
+        new copy), and so do the uniqueness locks they hold."""
         if self._records is None or self._locks is None or not gone:
             return
-        self._records.finish_ids(
-            [
-                IdFinish(queue, id, "", max(meta.keep_id if meta else 0.0, CANCELLED_WINDOW))
-                for id, meta in gone
-            ]
-        )
-        for id, meta in gone:
-            if meta is not None and meta.unique_key is not None:
-                self._locks.release(meta.unique_key, id)
-
-    def _dead_lettered(
-        self, gone: Sequence[tuple[str, Meta]], finished: Sequence[IdFinish] = ()
-    ) -> None:
-        """Messages now in a dead-letter queue: their lease records go (a redrive sends a
-        new copy), their ids are finished (still known while SQS keeps the dead letter:
-        nothing to cancel), their results fail, and the uniqueness locks they hold go;
-        with the ids `finished` by the caller, in the same call. The result is written
-        once the dead letter is there, so a waiter told "failed" finds it; only this
-        message's receiver can move it, under its lease."""
-        if self._records is None or self._locks is None or not (gone or finished):
-            return
-        self._records.finish_ids(
-            [*finished, *(IdFinish(queue, meta.id, "", RECORDS.id) for queue, meta in gone)]
-        )
-        if not gone:
-            return
-        failed = [
-            ResultPut(queue, meta.id, "failed", error_json(meta.error, meta.reason))
-            for queue, meta in gone
-            if meta.keep_result > 0
-        ]
-        if failed and self._records.controls:
-            self._records.put_results(failed)
         self._records.forget([(queue, meta.id) for queue, meta in gone])
         for _, meta in gone:
             if meta.unique_key is not None:

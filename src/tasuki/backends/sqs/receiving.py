@@ -169,15 +169,11 @@ class Receiving(SqsBase):
             granted = self._records.take(takes)
         deliveries: list[Delivery] = []
         dead: list[_Move] = []
-        cancelled: list[tuple[dict[str, Any], Meta]] = []
         own_vt: dict[float, list[str]] = {}
         for (message, meta, others, _), given in zip(received, granted, strict=True):
             if given is None:
                 # SQS handed out a message another lease still holds: not delivered.
                 log.info("sqs: %s delivered again while leased: not run twice", meta.id)
-                continue
-            if given.fence == -1:  # cancelled (CANCELLED_TAKE): deleted, never run
-                cancelled.append((message, meta))
                 continue
             fence, receives, lapsed = given
             attempt = meta.attempts_before + receives
@@ -201,13 +197,4 @@ class Receiving(SqsBase):
             self._visibility(info.url, tokens, vt)
         if dead:
             self._dead_letter_moves(info, dead)
-        if cancelled:
-            self._drop_cancelled(info, cancelled)
         return deliveries
-
-    def _drop_cancelled(self, info: QueueInfo, messages: list[tuple[dict[str, Any], Meta]]) -> None:
-        """Delete received copies of cancelled messages: never run."""
-        done = self._delete(info.url, [m["ReceiptHandle"] for m, _ in messages])
-        self._cancelled_gone(
-            info.name, [(meta.id, meta) for (_, meta), ok in zip(messages, done, strict=True) if ok]
-        )

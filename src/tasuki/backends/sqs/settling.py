@@ -8,7 +8,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 
-from tasuki.backends.base import CancelStatus, Keep, LeaseStatus, Receipt, Settle, lacks
+from tasuki.backends.base import Receipt, Settle
 from tasuki.backends.sqs.codec import Meta
 from tasuki.backends.sqs.options import SQS_MAX_VISIBILITY
 from tasuki.backends.sqs.plumbing import SqsBase, _Held, _Move, log
@@ -44,22 +44,12 @@ class Settling(SqsBase):
             out.append(held if held is not None else ok)
         return out
 
-    @staticmethod
-    def _end(item: Settle) -> LeaseEnd:
-        """The lease record's settle, with an ack's result value where it has one. (A
-        dead letter's result is written once the message is in the dead-letter queue:
-        `_dead_lettered`.)"""
-        acked = item.verdict == "ack"
-        if acked and item.effects is not None and item.effects.result is not None:
-            return LeaseEnd(item.receipt, True, ("ok", item.effects.result))
-        return LeaseEnd(item.receipt, acked)
-
     def settle(self, items: Sequence[Settle]) -> list[bool]:
         """The claims of the whole batch, then the SQS calls: deletes (acks), re-sends
         and visibility changes (releases), moves to the dead-letter queues; then the ids
         of acked messages are kept for their window, and the records and locks of dead
         ones dropped."""
-        claims = self._claim([self._end(item) for item in items])
+        claims = self._claim([LeaseEnd(item.receipt, item.verdict == "ack") for item in items])
         results = [False] * len(items)
         now = time.time()
         deletes: dict[str, list[int]] = {}
@@ -115,7 +105,9 @@ class Settling(SqsBase):
             done = self._visibility(url, [items[n].receipt.token for n in positions], delay)
             for n, ok in zip(positions, done, strict=True):
                 results[n] = ok
-        self._dead_lettered(moved, finished)
+        if self._records is not None and finished:
+            self._records.finish_ids(finished)
+        self._dead_lettered(moved)
         return results
 
     def _release_move(self, item: Settle, claim: _Held | bool, now: float) -> _Move | None:
@@ -141,71 +133,6 @@ class Settling(SqsBase):
                 item.receipt.id,
             )
         return None
-
-    def keep(self, items: Sequence[Keep]) -> list[LeaseStatus]:
-        """With lease records that keep progress and cancels (`controls`): each batch of
-        one visibility timeout is one records call (renew, store the progress, tell a
-        cancelled lease), then ChangeMessageVisibilityBatch for the leases still held,
-        and DeleteMessageBatch for the cancelled ones."""
-        records = self._records
-        if records is None or not records.controls:
-            return super().keep(items)
-        out: list[LeaseStatus] = ["lost"] * len(items)
-        by_vt: dict[float, list[int]] = {}
-        for n, item in enumerate(items):
-            by_vt.setdefault(item.visibility_timeout, []).append(n)
-        for vt, positions in by_vt.items():
-            kept = records.keep([(items[n].receipt, items[n].progress) for n in positions], vt)
-            held = [n for n, status in zip(positions, kept, strict=True) if status == "held"]
-            for n, status in zip(positions, kept, strict=True):
-                out[n] = status
-            for n, ok in zip(held, self._change(held, items, vt), strict=True):
-                out[n] = "held" if ok else "lost"
-        self._delete_cancelled([items[n].receipt for n, s in enumerate(out) if s == "cancelled"])
-        return out
-
-    def _delete_cancelled(self, receipts: list[Receipt]) -> None:
-        """A cancelled lease's holder still has its receipt handle: its message is deleted
-        now rather than when its lease lapses and SQS hands it out again."""
-        by_queue: dict[str, list[Receipt]] = {}
-        for receipt in receipts:
-            by_queue.setdefault(receipt.queue, []).append(receipt)
-        for queue, part in by_queue.items():
-            done = self._delete(self._info(queue).url, [r.token for r in part])
-            gone = []
-            for receipt, ok in zip(part, done, strict=True):
-                held = self._take_held(receipt.token)
-                if ok:
-                    gone.append((receipt.id, None if held is None else held.meta))
-            self._cancelled_gone(queue, gone)
-
-    def _change(self, positions: list[int], items: Sequence[Keep], vt: float) -> list[bool]:
-        """The visibility of the leases at `positions` set to `vt` from now, per queue."""
-        results: dict[int, bool] = {}
-        by_queue: dict[str, list[int]] = {}
-        for n in positions:
-            by_queue.setdefault(items[n].receipt.queue, []).append(n)
-        for queue, part in by_queue.items():
-            done = self._visibility(
-                self._info(queue).url, [items[n].receipt.token for n in part], vt
-            )
-            results.update(zip(part, done, strict=True))
-        deadline = time.monotonic() + vt + 60
-        with self._held_mutex:
-            for n in positions:
-                held = self._held.get(items[n].receipt.token)
-                if results[n] and held is not None:
-                    held.deadline = deadline
-        return [results[n] for n in positions]
-
-    def cancel(self, queue: str, id: str) -> CancelStatus:
-        """Marked in the lease records (SQS cannot delete a message it did not receive):
-        a waiting message is deleted the next time it is received, never run; a running
-        one's lease is fenced out. Its uniqueness lock is freed when it is deleted."""
-        records = self._records
-        if records is None or not records.controls:
-            raise lacks(self, "cancel", "cancel a message (it needs locks=sqlite or redis)")
-        return records.cancel(queue, id)
 
     def extend(self, receipts: Sequence[Receipt], visibility_timeout: float) -> list[bool]:
         results = [False] * len(receipts)
