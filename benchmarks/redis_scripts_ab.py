@@ -1,6 +1,6 @@
 """A/B of the Redis hot-path scripts (`lease`, and `ack` or `settle`) of several trees.
 
-    .venv/bin/python -m benchmarks.redis_scripts_ab NAME=TREE [NAME=TREE ...]
+    .venv/bin/python -m benchmarks.redis_scripts_ab [--limits] NAME=TREE [NAME=TREE ...]
 
     git archive <commit> | tar -x -C /tmp/before
     .venv/bin/python -m benchmarks.redis_scripts_ab before=/tmp/before after=.
@@ -13,7 +13,9 @@ server times every call itself (SLOWLOG with a threshold of 0): what is printed 
 CPU per call, free of the client's and the network's noise. The ack is `settle.lua` with
 every verdict an ack in a tree that has it, else `ack.lua`. A tree whose scripts take
 fewer keys (before the queue's `counts` hash, or its `results`, `delayed`,
-`waiters` and `limited` keys, existed) is called without them.
+`waiters` and `limited` keys, existed) is called without them. With `--limits`, every
+message carries a `ConcurrencyLimit(2)` of one of 1,000 keys (what admitting, holding
+and freeing a slot cost), in trees that have limits.
 """
 
 from __future__ import annotations
@@ -29,12 +31,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.support.servers import RedisServer
 
-from tasuki.backends.base import Envelope
+from tasuki.backends.base import Envelope, Limit
 from tasuki.backends.luafiles import expand
 from tasuki.backends.redis.backend import RedisBackend
 from tasuki.backends.urls import backend_from_url
 
-MESSAGES, BATCH = 60_000, 100
+MESSAGES, BATCH, LIMIT_KEYS = 60_000, 100, 1000
 _KEYS = re.compile(r"^-- KEYS\[(\d+)\]", re.MULTILINE)
 
 
@@ -46,7 +48,7 @@ def key_count(script: str) -> int:
     return max(int(n) for n in _KEYS.findall(script))
 
 
-def main(trees: dict[str, Path]) -> None:
+def main(trees: dict[str, Path], limits: bool = False) -> None:
     with RedisServer(Path(tempfile.mkdtemp())) as server:
         backend = backend_from_url(f"{server.url()}?prefix=ab:")
         assert isinstance(backend, RedisBackend)
@@ -68,7 +70,26 @@ def main(trees: dict[str, Path]) -> None:
         for name in trees:
             for start in range(0, MESSAGES, 1000):
                 batch = range(start, start + 1000)
-                backend.enqueue([Envelope(name, f"m{i}", body, headers) for i in batch])
+                backend.enqueue(
+                    [
+                        Envelope(
+                            name,
+                            f"m{i}",
+                            body,
+                            headers,
+                            limits=(
+                                (
+                                    Limit(
+                                        f"concurrency:{name}:job:{i % LIMIT_KEYS}", "concurrency", 2
+                                    ),
+                                )
+                                if limits
+                                else ()
+                            ),
+                        )
+                        for i in batch
+                    ]
+                )
         conn.command("CONFIG", "SET", "slowlog-log-slower-than", "0")
         conn.command("CONFIG", "SET", "slowlog-max-len", "1000000")
         conn.command("SLOWLOG", "RESET")
@@ -114,7 +135,9 @@ def main(trees: dict[str, Path]) -> None:
 
 
 if __name__ == "__main__":
-    pairs = [arg.split("=", 1) for arg in sys.argv[1:]]
+    args = sys.argv[1:]
+    with_limits = "--limits" in args
+    pairs = [arg.split("=", 1) for arg in args if arg != "--limits"]
     if not pairs or any(len(p) != 2 for p in pairs):
         sys.exit(__doc__)
-    main({name: Path(path).resolve() for name, path in pairs})
+    main({name: Path(path).resolve() for name, path in pairs}, with_limits)

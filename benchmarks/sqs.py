@@ -5,6 +5,8 @@ port and stopped by its pid), three consumers process the same N no-op messages:
 
 - tasuki: `enqueue_many`, then a worker (`--concurrency`, default 20 slots; it leases
   half its slots at a time, so over 20 a lease takes several receives) until idle;
+- tasuki with priorities: the same, a third of the messages at each of levels 0, 5
+  and 9 (three SQS queues, each lease asking them from the highest down);
 - loop-1: what most hand-written consumers do: send one by one, then receive 1 /
   delete 1;
 - loop-10: receive 10, delete each one by one (Shoryuken's default `auto_delete`).
@@ -82,7 +84,9 @@ def measured(run: Callable[[], None]) -> tuple[float, float]:
     return time.process_time() - cpu, time.perf_counter() - wall
 
 
-def bench_tasuki(endpoint: str, n: int, locks: Path | None, slots: int) -> dict[str, Any]:
+def bench_tasuki(
+    endpoint: str, n: int, locks: Path | None, slots: int, levels: tuple[int, ...] = (0,)
+) -> dict[str, Any]:
     import tasuki
 
     prefix = f"b{uuid.uuid4().hex[:8]}-"
@@ -95,7 +99,8 @@ def bench_tasuki(endpoint: str, n: int, locks: Path | None, slots: int) -> dict[
     def noop(i: int) -> None:
         done[0] += 1
 
-    noop.enqueue_many([(i,) for i in range(n)])
+    for k, level in enumerate(levels):  # an equal share per priority level (an SQS queue each)
+        noop.options(priority=level).enqueue_many([(i,) for i in range(k, n, len(levels))])
     sent = sum(calls.values())
     calls.clear()
     cpu, wall = measured(lambda: app.worker(concurrency=slots).run(until_idle=True, timeout=600))
@@ -145,6 +150,12 @@ def main(argv: list[str] | None = None) -> int:
         locks = Path(tmp) / "locks.db"
         rows.append(("tasuki, locks=sqlite (fenced)", bench_tasuki(endpoint, n, locks, slots)))
         rows.append(("tasuki, no locks=", bench_tasuki(endpoint, n, None, slots)))
+        rows.append(
+            (
+                "tasuki, locks=sqlite, priorities 0/5/9 (3 SQS queues)",
+                bench_tasuki(endpoint, n, locks, slots, (0, 5, 9)),
+            )
+        )
         rows.append(("loop: receive 1, delete 1", bench_loop(endpoint, n, 1)))
         rows.append(("loop: receive 10, delete each", bench_loop(endpoint, n, 10)))
     print(f"\n{n} messages each, local moto_server, tasuki with {slots} slots\n")

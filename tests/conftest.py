@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.backends import ALL, CROSS_PROCESS, URL_FACTORIES
+from tests.support.backends import ALL, BACKENDS, CROSS_PROCESS, URL_FACTORIES
 from tests.support.deps import need
 from tests.support.servers import DUMMY_AWS_ENV, MotoServer, PostgresServer, RedisServer
 
@@ -59,10 +59,24 @@ def shared_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return URL_FACTORIES[request.param](request, tmp_path)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under `./dev test` (pytest-xdist, `--dist loadgroup`) the chaos tests run one after
     another on one test process: each starts several workers and times their recovery,
-    and two at once on two cores measured each other instead."""
+    and two at once on two cores measured each other instead. A backend entry limited to
+    some suites (`BackendEntry.only`) is deselected from the others."""
+    kept, dropped = [], []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        params = callspec.params if callspec is not None else {}
+        names = [params.get(f) for f in ("any_url", "shared_url", "make_backend_url")]
+        only = [BACKENDS[n].only for n in names if isinstance(n, str) and n in BACKENDS]
+        if any(parts and not any(p in item.nodeid for p in parts) for parts in only):
+            dropped.append(item)
+        else:
+            kept.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
     for item in items:
         if item.nodeid.startswith("tests/chaos/"):
             item.add_marker(pytest.mark.xdist_group("chaos"))

@@ -7,6 +7,7 @@ import os
 from celery import Celery
 
 from benchmarks.marks import mark
+from benchmarks.shape_jobs import run
 
 app = Celery("bench", broker=os.environ["BENCH_REDIS_URL"])
 app.conf.update(
@@ -22,3 +23,8 @@ app.conf.update(
 @app.task(name="noop")
 def noop(i: int) -> None:
     mark(i)
+
+
+@app.task(name="shape")
+def shape(i: int) -> None:
+    run(i)

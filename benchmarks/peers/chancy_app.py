@@ -11,12 +11,17 @@ import os
 from chancy import Chancy, Worker
 
 from benchmarks.marks import mark
+from benchmarks.shape_jobs import arun
 
 URL = os.environ.get("BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 
 
 async def noop(i: int) -> None:
     mark(i)
+
+
+async def shape(i: int) -> None:
+    await arun(i)
 
 
 def app() -> Chancy:

@@ -7,6 +7,7 @@ import os
 from huey import RedisHuey
 
 from benchmarks.marks import mark
+from benchmarks.shape_jobs import run
 
 huey = RedisHuey(
     "bench",
@@ -19,3 +20,8 @@ huey = RedisHuey(
 @huey.task(name="noop")
 def noop(i: int) -> None:
     mark(i)
+
+
+@huey.task(name="shape")
+def shape(i: int) -> None:
+    run(i)

@@ -13,6 +13,7 @@ from pgqueuer.db import PsycopgDriver
 from pgqueuer.models import Job
 
 from benchmarks.marks import mark
+from benchmarks.shape_jobs import arun
 
 URL = os.environ.get("BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 
@@ -34,6 +35,10 @@ async def main() -> AsyncIterator[PgQueuer]:
         await (await io.execute("SELECT 1")).fetchone()
         mark(int(job.payload or b"0"))
 
+    @pgq.entrypoint("shape")
+    async def shape(job: Job) -> None:
+        await arun(int(job.payload or b"0"))
+
     try:
         yield pgq
     finally:
@@ -41,7 +46,7 @@ async def main() -> AsyncIterator[PgQueuer]:
         await conn.close()
 
 
-def run(batch_size: int) -> None:
+def run(batch_size: int, max_tasks: int | None = None) -> None:
     """What `pgq run benchmarks.peers.pgqueuer_app:main --batch-size N` does. (`pgq run`
     itself fails at start in 1.6.0: its `--log-level` parser hands a str where an enum is
     used.)"""
@@ -49,10 +54,10 @@ def run(batch_size: int) -> None:
 
     from pgqueuer.adapters.cli.supervisor import run as supervise
 
-    asyncio.run(supervise(main, batch_size=batch_size))
+    asyncio.run(supervise(main, batch_size=batch_size, max_concurrent_tasks=max_tasks))
 
 
 if __name__ == "__main__":
     import sys
 
-    run(int(sys.argv[1]))
+    run(int(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else None)

@@ -8,6 +8,7 @@ import os
 import procrastinate
 
 from benchmarks.marks import mark
+from benchmarks.shape_jobs import arun
 
 URL = os.environ.get("BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 
@@ -17,3 +18,8 @@ app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=URL))
 @app.task(name="noop", queue="default")
 async def noop(i: int) -> None:
     mark(i)
+
+
+@app.task(name="shape", queue="default")
+async def shape(i: int) -> None:
+    await arun(i)

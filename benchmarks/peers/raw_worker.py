@@ -20,6 +20,7 @@ import orjson
 import redis
 
 from benchmarks.marks import mark
+from benchmarks.shape_jobs import run as shape
 
 READY = "raw:ready"
 INFLIGHT = "raw:inflight"
@@ -41,11 +42,11 @@ end
 return batch
 """
 
-JOBS: dict[str, Callable[..., Any]] = {"noop": mark}
+JOBS: dict[str, Callable[..., Any]] = {"noop": mark, "shape": shape}
 
 
-def encode(i: int) -> bytes:
-    return orjson.dumps({"job": "noop", "args": [i]})
+def encode(i: int, job: str = "noop") -> bytes:
+    return orjson.dumps({"job": job, "args": [i]})
 
 
 def run(url: str, batch: int) -> None:

@@ -9,9 +9,11 @@ from typing import Any
 from saq import Queue
 
 from benchmarks.marks import mark
+from benchmarks.shape_jobs import arun
 
 QUEUE = "bench"
-CONCURRENCY = 32  # SAQ's default is 10; each concurrent dequeue holds a connection (pool: 100)
+#: SAQ's default is 10; each concurrent dequeue holds a connection (pool: 100)
+CONCURRENCY = int(os.environ.get("BENCH_SAQ_CONCURRENCY", "32"))
 
 
 def make_queue() -> Queue:
@@ -22,5 +24,9 @@ async def noop(ctx: dict[str, Any], *, i: int) -> None:
     mark(i)
 
 
+async def shape(ctx: dict[str, Any], *, i: int) -> None:
+    await arun(i)
+
+
 def settings() -> dict[str, Any]:
-    return {"queue": make_queue(), "functions": [noop], "concurrency": CONCURRENCY}
+    return {"queue": make_queue(), "functions": [noop, shape], "concurrency": CONCURRENCY}

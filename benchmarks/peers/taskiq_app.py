@@ -9,6 +9,7 @@ from taskiq import AsyncBroker
 from taskiq_redis import ListQueueBroker, RedisStreamBroker
 
 from benchmarks.marks import mark
+from benchmarks.shape_jobs import arun
 
 URL = os.environ["BENCH_REDIS_URL"]
 KIND_ENV = "BENCH_TASKIQ_BROKER"
@@ -29,3 +30,8 @@ broker = make_broker(os.environ.get(KIND_ENV, "stream"))
 @broker.task(task_name="noop")
 async def noop(i: int) -> None:
     mark(i)
+
+
+@broker.task(task_name="shape")
+async def shape(i: int) -> None:
+    await arun(i)

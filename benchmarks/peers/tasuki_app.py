@@ -10,6 +10,7 @@ from typing import Any
 
 import tasuki
 from benchmarks.marks import mark
+from benchmarks.shape_jobs import arun, run
 
 URL_ENV = "BENCH_TASUKI_URL"
 POSTGRES_ENV = "BENCH_POSTGRES_URL"
@@ -40,9 +41,19 @@ def select_one(i: int) -> None:
     mark(i)
 
 
+def shape(i: int) -> None:
+    run(i)
+
+
+async def shape_async(i: int) -> None:
+    await arun(i)
+
+
 def build(url: str) -> tuple[tasuki.App, tasuki.Job[[int], None]]:
     app = tasuki.App(url)
     app.job(name="select_one", queue="default")(select_one)
+    app.job(name="shape", queue="default")(shape)
+    app.job(name="shape_async", queue="default")(shape_async)
     return app, app.job(name="noop", queue="default")(noop)
 
 

@@ -9,15 +9,28 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tasuki.backends.base import Backend, Receipt
+from tasuki.backends.base import (
+    Backend,
+    Effects,
+    Envelope,
+    Fill,
+    FlowRecord,
+    FlowStep,
+    Progress,
+    Receipt,
+)
 from tasuki.backends.memory import MemoryBackend
-from tasuki.backends.redis.lease_records import RedisLeaseRecords
+from tasuki.backends.redis.flow_records import RedisStepRecords
+from tasuki.backends.redis.lease_records import result_slot_key
+from tasuki.backends.redis.slots import key_slot
 from tasuki.backends.sqlite.lease_records import SQLiteLeaseRecords
 from tasuki.backends.urls import backend_from_url
 from tasuki.core.locks import (
+    CANCELLED_TAKE,
     Granted,
     IdClaim,
     IdFinish,
@@ -26,6 +39,8 @@ from tasuki.core.locks import (
     LeaseTake,
     PlainLeaseRecords,
     RecordLifetimes,
+    ResultPut,
+    Settled,
 )
 from tests.support.servers import RedisServer
 
@@ -58,8 +73,9 @@ def test_each_store_offers_its_own_records(
     store: tuple[Backend, LeaseRecords], tmp_path: Path
 ) -> None:
     backend, records = store
-    kind = SQLiteLeaseRecords if backend.url.startswith("sqlite") else RedisLeaseRecords
+    kind = SQLiteLeaseRecords if backend.url.startswith("sqlite") else RedisStepRecords
     assert type(records) is kind
+    assert records.flows is True  # both keep workflows (Redis: on one server)
     plain = MemoryBackend().locks.lease_records("ns:", LIFETIMES)
     assert type(plain) is PlainLeaseRecords
 
@@ -118,6 +134,123 @@ def test_the_id_window(store: tuple[Backend, LeaseRecords]) -> None:
     assert records.claim_ids([IdClaim("q", "a", "o3"), IdClaim("q", "b", "o3")]) == [False, False]
     records.finish_ids([IdFinish("q", "a", "", 0.0), IdFinish("q", "b", "o1", 0.0)])
     assert records.claim_ids([IdClaim("q", "a", "o4"), IdClaim("q", "b", "o4")]) == [True, True]
+
+
+def test_cancel_marks_the_lease_record_and_finishes_the_id(
+    store: tuple[Backend, LeaseRecords],
+) -> None:
+    _, records = store
+    assert records.controls
+    assert records.claim_ids([IdClaim("q", i, "o") for i in "wrad"]) == [True] * 4
+    records.take([take("r", "t1", 1, 30.0, "s1")])
+    records.take([take("a", "t2", 1, 30.0, "s2")])
+    assert records.settle([end("a", "t2", acked=True)]) == [True]
+    # waiting (never leased): removed; running: signalled; acked a moment ago: unknown
+    assert records.cancel("q", "w") == "removed"
+    assert records.cancel("q", "r") == "signalled"
+    assert records.cancel("q", "a") == "unknown"
+    assert records.cancel("q", "never") == "unknown"
+    assert [records.cancel("q", i) for i in "wr"] == ["unknown", "unknown"]  # done already
+    # the running lease is fenced out; keep tells it why
+    assert records.keep([(Receipt("q", "r", "t1"), Progress(0.5))], 30.0) == ["cancelled"]
+    assert records.keep([(Receipt("q", "r", "t0"), None)], 30.0) == ["lost"]
+    assert records.renew([Receipt("q", "r", "t1")], 30.0) == [False]
+    assert records.settle([end("r", "t1")]) == [False]
+    # any copy received later is refused as cancelled, and is not counted
+    got = records.take([take("w", "t3", 1, 30.0, "s3"), take("r", "t4", 2, 30.0, "s1")])
+    assert got == [CANCELLED_TAKE, CANCELLED_TAKE]
+    # their ids stay known; a finished id (kept) cannot be cancelled
+    assert records.claim_ids([IdClaim("q", "w", "x"), IdClaim("q", "r", "x")]) == [False] * 2
+    records.finish_ids([IdFinish("q", "d", "o", 60.0)])
+    assert records.cancel("q", "d") == "unknown"
+    assert records.claim_ids([IdClaim("q", "d", "x")]) == [False]
+
+
+def test_keep_stores_progress_for_the_current_lease(store: tuple[Backend, LeaseRecords]) -> None:
+    _, records = store
+    records.take([take("m", "t1", 1, 30.0, "s1")])
+    current, stale = Receipt("q", "m", "t1"), Receipt("q", "m", "t0")
+    assert records.keep([(current, Progress(0.5, "half")), (stale, Progress(1.0))], 30.0) == [
+        "held",
+        "lost",
+    ]
+    assert records.renew([current], 30.0) == [True]
+    assert records.settle([end("m", "t1")]) == [True]
+    assert records.keep([(current, None)], 30.0) == ["lost"]
+
+
+def test_result_records_are_settled_by_the_current_lease_only(
+    store: tuple[Backend, LeaseRecords],
+) -> None:
+    _, records = store
+    records.put_results([ResultPut("q", i, "pending", None, 60.0) for i in "abc"])
+    assert records.result("q", "a") == records.result("q", "b")
+    assert records.result("q", "a").state == "pending"  # type: ignore[union-attr]
+    records.take([take("a", "t1", 1, 30.0, "s1"), take("b", "t2", 1, 30.0, "s2")])
+    ends = [
+        LeaseEnd(Receipt("q", "a", "t0"), True, ("ok", b'"stale"')),
+        LeaseEnd(Receipt("q", "b", "t2"), False, ("failed", b'{"reason":"no"}')),
+        LeaseEnd(Receipt("q", "n", "t3"), True, ("ok", b"1")),
+    ]
+    assert records.settle(ends) == [False, True, False]
+    assert records.result("q", "a").state == "pending"  # type: ignore[union-attr]
+    before = time.time()
+    assert records.settle([LeaseEnd(Receipt("q", "a", "t1"), True, ("ok", b"null"))]) == [True]
+    a, b = records.result("q", "a"), records.result("q", "b")
+    assert a is not None and (a.state, a.value) == ("ok", b"null")
+    assert a.expires_at is not None and before + 59 < a.expires_at < time.time() + 61
+    assert b is not None and (b.state, b.reason) == ("failed", "no")
+    # settled without a lease (dead at receive time), made pending again, dropped
+    records.put_results([ResultPut("q", "c", "failed", b"{}"), ResultPut("q", "n", "ok", b"1")])
+    assert records.result("q", "c").state == "failed"  # type: ignore[union-attr]
+    assert records.result("q", "n") is None  # keeps none: nothing made
+    records.put_results([ResultPut("q", "b", "pending"), ResultPut("q", "n", "pending")])
+    assert records.result("q", "b").state == "pending"  # type: ignore[union-attr]
+    assert records.result("q", "n") is None
+    records.drop_results([("q", "a"), ("q", "b")])
+    assert records.result("q", "a") is None and records.result("q", "b") is None
+
+
+@pytest.mark.parametrize("key", ["tasuki:lock:ns:lease:q:m", "{tasuki}:lock:ns:lease:q:m"])
+def test_a_result_key_shares_its_lease_records_cluster_slot(key: str) -> None:
+    assert key_slot(result_slot_key(key).encode()) == key_slot(key.encode())
+    assert result_slot_key(key) != key
+
+
+def test_a_steps_effects_apply_under_its_lease_and_its_group_completes_once(
+    store: tuple[Backend, LeaseRecords],
+) -> None:
+    """The workflow records of both stores (`FlowRecords`, `settle_steps`): a stale
+    token changes nothing of the flow, only the member that completes the group goes
+    on, the last step writes the flow's result; on Redis every key of the flow keeps
+    the flow's retention."""
+    backend, records = store
+    flows: Any = records
+    steps = tuple(FlowStep(p, "job", "q", f"g.{p}") for p in ("0.0", "0.1", "1"))
+    assert flows.start_flow(FlowRecord("g", time.time(), 600.0, steps)) is True
+    assert flows.start_flow(FlowRecord("g", time.time(), 600.0, steps)) is False
+    records.take([take("g.0.0", "a", 1, 30.0, "c0"), take("g.0.1", "b", 1, 30.0, "c1")])
+
+    def member(id: str, token: str, slot: int, value: bytes) -> LeaseEnd:
+        fill = Fill("g", "0", slot, 2)
+        then = (Envelope("q", "g.1", b"x"),)
+        effects = Effects(result=value, flow="g", fills=(fill,), enqueue=then, ttl=600.0)
+        return LeaseEnd(Receipt("q", id, token), True, None, effects)
+
+    assert flows.settle_steps([member("g.0.0", "stale", 0, b"9")]) == [Settled(False)]
+    assert flows.settle_steps([member("g.0.0", "a", 0, b"1")]) == [Settled(True, False)]
+    assert flows.group_value("g", "0") is None
+    assert flows.settle_steps([member("g.0.1", "b", 1, b"2")]) == [Settled(True, True)]
+    assert flows.group_value("g", "0") == b"[1,2]"
+    records.take([take("g.1", "c", 1, 30.0, "c2")])
+    last = Effects(result=b"3", flow="g", final=True, ttl=600.0)
+    settled = flows.settle_steps([LeaseEnd(Receipt("q", "g.1", "c"), True, None, last)])
+    assert settled == [Settled(True, False)]
+    assert flows.flow("g").result == b"3"
+    if isinstance(records, RedisStepRecords):
+        redis: Any = backend
+        for key in (records._flow_key("g"), records._key("fb:0:g")):
+            assert 0 < redis._command("PTTL", key) <= 600_000
 
 
 def test_a_records_table_made_before_the_counts_gains_its_columns(tmp_path: Path) -> None:

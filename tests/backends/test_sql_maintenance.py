@@ -194,6 +194,7 @@ def test_each_backend_names_its_services(backend: SQLBackend) -> None:
         "expired",
         "flows",
         "history",
+        "limits",
         "results",
     ]
     assert all(s.interval > 0 for s in backend.maintenance())

@@ -3,10 +3,14 @@
 Every job records its start and its end (see `recorder`). `chaos` runs in the worker's
 threads, `chaos_process` in its process pool (so a killed process group has children),
 `frozen` waits for as long as asked on its first attempt only, for the frozen-worker test.
+Where the backend has them, `member` and `gather` make chords (a group of members, then
+`gather` of their results) and `limited` runs under a concurrency limit per tenant: the
+checker counts callbacks fired twice or never, and runs over a tenant's limit.
 
-Each worker process also records what its lease keeper did: a middleware writes down
-every extension (with the lease's new expiry, so the checker knows when a lease it
-stopped extending lapsed, and how late the extension came) and every lost lease. A
+Each worker process also records every lease it took (a log handler on its `received`
+events), and what its lease keeper did: a middleware writes down every extension (with
+the lease's new expiry, so the checker knows when a lease it stopped extending lapsed,
+and how late the extension came) and every lost lease. A
 probe thread that asks to sleep 50 ms at a time writes down every wake-up that came a
 quarter second or more late: printed for diagnosis only, never an excuse for a
 duplicate (a worker whose own code held the GIL would measure the stall it caused). What
@@ -15,6 +19,7 @@ excuses one is measured from outside the worker, by `tests.chaos.sampler`.
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import os
 import threading
@@ -29,6 +34,13 @@ VT = float(os.environ.get("TASUKI_CHAOS_VT", "2.0"))
 RETRY = tasuki.Retry(max_attempts=999, backoff=tasuki.exponential(base=0.1, cap=1.0))
 
 app = tasuki.App(os.environ.get("TASUKI_URL", "memory://chaos"))
+
+# A step message carries one lease more than its job's limit (core/flows.py): under the
+# SQS backend's backstop too.
+STEP_RETRY = tasuki.Retry(max_attempts=998, backoff=RETRY.backoff)
+# At most LIMIT runs at once per tenant: `limited`'s concurrency limit.
+LIMIT = 2
+TENANTS = ("t0", "t1")
 
 PROBE_TICK = 0.05
 STALL = 0.25  # a wake-up this much later than asked is written down
@@ -52,6 +64,18 @@ class KeeperProbe(tasuki.Middleware):
         note("lost", id=ctx.message.id, fence=ctx.fencing_token)
 
 
+class LeaseLog(logging.Handler):
+    """Writes down every lease the worker took (its `received` log event), so the checker
+    counts a redelivery to the moment another worker leased the message, not to when a
+    run began: a message taken ahead may wait in that worker for a free thread or child
+    process, and a worker may die holding it before it ever ran."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        fields = getattr(record, "tasuki", None)
+        if record.getMessage() == "received" and isinstance(fields, dict):
+            note("leased", id=fields["id"], attempt=fields["attempt"])
+
+
 def _probe() -> None:
     before = time.time()
     while True:
@@ -64,6 +88,7 @@ def _probe() -> None:
 
 if "TASUKI_CHAOS_WORKER" in os.environ and multiprocessing.parent_process() is None:
     app.middleware.append(KeeperProbe())
+    logging.getLogger("tasuki").addHandler(LeaseLog(logging.INFO))
     threading.Thread(target=_probe, name="chaos-stall-probe", daemon=True).start()
 
 
@@ -92,6 +117,49 @@ def frozen(n: int, duration: float) -> None:
     record("end", n, should_stop=ctx.should_stop, stop_reason=ctx.stop_reason)
 
 
+def _tenant(m: tasuki.Message) -> str:
+    return str(m.kwargs["tenant"])
+
+
+def _declare_flow_jobs(a: tasuki.App, vt: float, stubs: bool) -> None:
+    """`member`, `gather` and `limited` on `a`, where its backend has what they need (the
+    same options on the workers' app and the producer's: the producer stamps the limits)."""
+    caps = a.backend.capabilities
+    if caps.workflows:
+
+        @a.job(name="member", visibility_timeout=vt, retry=STEP_RETRY)
+        def member(n: int, sleep: float) -> int:
+            if not stubs:
+                record("start", n, sleep=sleep)
+                time.sleep(sleep)
+                record("end", n)
+            return n
+
+        @a.job(name="gather", visibility_timeout=vt, retry=STEP_RETRY)
+        def gather(results: list[int], n: int) -> None:
+            if not stubs:
+                record("start", n, got=results)
+                record("end", n)
+
+    if caps.concurrency_limits:
+
+        @a.job(
+            name="limited",
+            visibility_timeout=vt,
+            retry=RETRY,
+            concurrency_limit=tasuki.ConcurrencyLimit(LIMIT, key=_tenant),
+        )
+        def limited(n: int, sleep: float, tenant: str) -> None:
+            if not stubs:
+                record("start", n, sleep=sleep, tenant=tenant)
+                time.sleep(sleep)
+                record("end", n, tenant=tenant)
+
+
+if "TASUKI_CHAOS_WORKER" in os.environ:
+    _declare_flow_jobs(app, VT, stubs=False)
+
+
 def producer(url: str, vt: float = VT) -> tasuki.App:
     """The same jobs (names, signatures, lease), without bodies, to enqueue them."""
     p = tasuki.App(url)
@@ -105,4 +173,5 @@ def producer(url: str, vt: float = VT) -> tasuki.App:
     @p.job(name="frozen", visibility_timeout=vt, retry=RETRY)
     def frozen_stub(n: int, duration: float) -> None: ...
 
+    _declare_flow_jobs(p, vt, stubs=True)
     return p

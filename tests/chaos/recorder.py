@@ -4,8 +4,10 @@ A job appends to $TASUKI_CHAOS_LOG with O_APPEND, one write per line, so lines f
 processes never interleave, and a process killed mid-job leaves whole lines only. Each
 line names the message, its attempt and fencing token, the process and the worker it
 belongs to ($TASUKI_CHAOS_WORKER, inherited by a worker's child processes), and the time.
-Besides a job's start and end, the file holds each lease extension with its new expiry,
-lost leases, the stalls the sampler measured and the workers' own probe readings.
+Besides a job's start and end, the file holds each lease a worker took (its `received`
+event, which may come well before the run: a message taken ahead waits for a free
+thread or child process), each lease extension with its new expiry, lost leases, the
+stalls the sampler measured and the workers' own probe readings.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ class Execution:
     ended: float | None = None
     should_stop: bool = False
     stop_reason: str = ""
+    got: list[int] | None = None  # what a chord's `gather` was given
 
 
 class Records(list[dict[str, Any]]):
@@ -103,6 +106,7 @@ def executions(log: Path | Records) -> dict[int, list[Execution]]:
         key = (r["id"], r["fence"], r["pid"])
         if r["event"] == "start":
             e = Execution(r["n"], r["id"], r["attempt"], r["fence"], r["worker"], r["pid"], r["t"])
+            e.got = r.get("got")
             runs.setdefault(r["n"], []).append(e)
             open_[key] = e
         elif r["event"] == "end" and key in open_:
@@ -167,6 +171,18 @@ def stalls(records: Records) -> list[Stall]:
 
 def probes(records: Records) -> list[Probe]:
     return [Probe(r["worker"], r["from"], r["t"]) for r in records if r["event"] == "probe"]
+
+
+def leases(records: Records) -> dict[str, list[tuple[float, int, str]]]:
+    """When each message was leased, per message id: (time, attempt, worker), in time
+    order, from the workers' `received` events (a lease taken ahead of its run too)."""
+    out: dict[str, list[tuple[float, int, str]]] = {}
+    for r in records:
+        if r["event"] == "leased":
+            out.setdefault(r["id"], []).append((r["t"], r["attempt"], r["worker"]))
+    for taken in out.values():
+        taken.sort()
+    return out
 
 
 def lease_expiries(records: Records) -> dict[tuple[str, int], float]:

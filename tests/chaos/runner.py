@@ -24,21 +24,31 @@ from pathlib import Path
 import orjson
 
 import tasuki
+from tasuki.backends.base import Capabilities
 from tasuki.errors import BackendUnavailable
 from tests.chaos import jobs
 from tests.chaos.backends import BACKENDS, BY_NAME, KINDS, ChaosBackend
 from tests.chaos.checker import Report, check
+from tests.chaos.composite import check_flows, check_limits, probe_slots
 from tests.chaos.faults import Fault, Injector, Pool
 from tests.chaos.proxy import Proxy
 from tests.chaos.recorder import (
     executions,
     keeper_notes,
     lease_expiries,
+    leases,
     probes,
     read,
     stalls,
 )
 from tests.chaos.sampler import start_sampler, stop_sampler
+
+# Every FLOW_EVERY-th job number starts a chord (of FLOW_MEMBERS members unless asked
+# otherwise, at most 9,999: `member_number`); LIMITED_SHARE of
+# the others run under a tenant's concurrency limit (where the backend has them).
+FLOW_EVERY = 10
+FLOW_MEMBERS = 6
+LIMITED_SHARE = 0.25
 
 
 @dataclass
@@ -54,16 +64,30 @@ class Options:
     pause: tuple[float, float] = (0.2, 1.0)  # between two faults
     verbose: bool = True
     cover: bool = False  # go on past `duration` until every fault kind was done once
+    chord_members: int = FLOW_MEMBERS
 
 
 class Producer(threading.Thread):
-    """Enqueues jobs 0..N-1 with ids of their own, retrying each until it is stored."""
+    """Enqueues jobs 0..N-1 with ids of their own, retrying each until it is stored.
 
-    def __init__(self, app: tasuki.App, total: int, spread: float, rng: random.Random):
+    Where the backend has them, some numbers start a chord instead (`members`
+    members numbered `member_number(n, i)`, then `gather` numbered n) and some run under
+    a tenant's concurrency limit (`limited`)."""
+
+    def __init__(
+        self,
+        app: tasuki.App,
+        total: int,
+        spread: float,
+        rng: random.Random,
+        members: int = FLOW_MEMBERS,
+    ):
         super().__init__(name="chaos-producer", daemon=True)
-        self.app, self.total, self.spread = app, total, spread
-        self.plan = [_job_for(n, rng) for n in range(total)]
+        self.app, self.total, self.spread, self.members = app, total, spread, members
+        caps = app.backend.capabilities
+        self.plan = [_job_for(n, rng, caps) for n in range(total)]
         self.enqueued: list[int] = []
+        self.flows: dict[int, list[int]] = {}  # a chord's number -> its members' numbers
         self.errors = 0
         self.failure: BaseException | None = None
 
@@ -79,21 +103,47 @@ class Producer(threading.Thread):
         for n, (job, sleep) in enumerate(self.plan):
             while True:
                 try:
-                    self.app.jobs[job].options(message_id=f"m-{n}").enqueue(n, sleep)
+                    self._enqueue(n, job, sleep)
                     break
                 except BackendUnavailable:
                     # The faults at work: the same id makes the retry idempotent. Any
                     # other error is the run's own mistake and ends it (never loop on it).
                     self.errors += 1
                     time.sleep(0.1)
+            if job == "flow":
+                self.flows[n] = [member_number(n, i) for i in range(self.members)]
+                self.enqueued += self.flows[n]
             self.enqueued.append(n)
             ahead = began + self.spread * (n + 1) / self.total - time.monotonic()
             if ahead > 0:
                 time.sleep(ahead)
 
+    def _enqueue(self, n: int, job: str, sleep: float) -> None:
+        jobs_ = self.app.jobs
+        if job == "flow":
+            members = [
+                jobs_["member"].step(member_number(n, i), sleep) for i in range(self.members)
+            ]
+            flow = tasuki.chain(tasuki.group(members), jobs_["gather"].step(n))
+            flow.options(message_id=f"f-{n}").enqueue()
+        elif job == "limited":
+            tenant = jobs.TENANTS[n % len(jobs.TENANTS)]
+            jobs_[job].options(message_id=f"m-{n}").enqueue(n, sleep, tenant=tenant)
+        else:
+            jobs_[job].options(message_id=f"m-{n}").enqueue(n, sleep)
 
-def _job_for(n: int, rng: random.Random) -> tuple[str, float]:
+
+def member_number(n: int, i: int) -> int:
+    """The record number of chord n's i-th member (apart from the job numbers)."""
+    return 100_000_000 + n * 10_000 + i
+
+
+def _job_for(n: int, rng: random.Random, caps: Capabilities) -> tuple[str, float]:
     job = "chaos_process" if n % 10 == 0 else "chaos"
+    if caps.workflows and n % FLOW_EVERY == FLOW_EVERY // 2:
+        job = "flow"
+    elif caps.concurrency_limits and job == "chaos" and rng.random() < LIMITED_SHARE:
+        job = "limited"
     if rng.random() < 0.1:
         return job, rng.uniform(2.0, 4.0)  # outlives a lease: needs its heartbeats
     return job, rng.uniform(0.02, 0.3)
@@ -124,7 +174,7 @@ def run_backend(backend: ChaosBackend, opts: Options, workdir: Path) -> Report:
             pids=workdir / "pids.txt",
         )
         producer_app = jobs.producer(service.url, opts.vt)
-        producer = Producer(producer_app, opts.jobs, opts.duration * 0.8, rng)
+        producer = Producer(producer_app, opts.jobs, opts.duration * 0.8, rng, opts.chord_members)
         producer.start()
         depth = Depth(producer_app)
         depth.start()
@@ -148,7 +198,7 @@ def run_backend(backend: ChaosBackend, opts: Options, workdir: Path) -> Report:
             raise RuntimeError("the chaos producer failed") from producer.failure
         if proxy is not None:
             proxy.heal()
-        _drain(producer_app, log, producer.enqueued, opts.settle)
+        drained = _drain(producer_app, log, producer.enqueued, opts.settle)
         dead = len(producer_app.dead_letters("default"))
         depth.stop()
         stop_sampler(sampler)
@@ -166,7 +216,28 @@ def run_backend(backend: ChaosBackend, opts: Options, workdir: Path) -> Report:
             lease_expiries(records),
             records.unparsable,
             probes(records),
+            leases(records),
         )
+        runs = executions(records)
+        if producer.flows or producer_app.backend.capabilities.workflows:
+            check_flows(report, producer.flows, runs, drained)
+        if producer_app.backend.capabilities.concurrency_limits:
+            limited = {
+                n: jobs.TENANTS[n % len(jobs.TENANTS)]
+                for n, (job, _) in enumerate(producer.plan)
+                if job == "limited"
+            }
+            check_limits(report, limited, runs, lease_expiries(records), opts.vt)
+            if drained:
+                report.stuck_slots, probed = probe_slots(producer_app, log, opts.vt)
+                report.notes += [f"  stuck-slot probe: {p}" for p in probed]
+            else:
+                report.notes.append("  stuck-slot probe not run: the queue did not drain")
+        report.queued = [
+            took
+            for took, _, started in report.redelivered
+            if depth.at(started) not in ("0", "unknown")
+        ]
         report.notes += [
             f"  slow redelivery: message {n} after {took:.2f}s; ready when it started: "
             f"{depth.at(started)}"
@@ -256,20 +327,26 @@ def _keep(workdir: Path, name: str) -> Path:
     return kept
 
 
-def _drain(app: tasuki.App, log: Path, enqueued: list[int], timeout: float) -> None:
-    """Until every message ran to its end and the queue holds nothing, or `timeout`."""
+def _drain(app: tasuki.App, log: Path, enqueued: list[int], timeout: float) -> bool:
+    """Until every message ran to its end and the queue holds nothing (True), or `timeout`
+    seconds passed without one more message reaching its end (False): a long run's
+    backlog may take longer than `timeout` to work off, a stuck message never does."""
     deadline = time.monotonic() + timeout
     want = set(enqueued)
+    ended = 0
     while time.monotonic() < deadline:
         done = {n for n, runs in executions(log).items() if any(e.ended for e in runs)}
+        if len(done) > ended:
+            ended, deadline = len(done), time.monotonic() + timeout
         if want <= done:
             try:
                 s = app.stats("default")
             except tasuki.TasukiError:
                 s = None
             if s is not None and s["ready"] + s["in_flight"] + s["delayed"] == 0:
-                return
-        time.sleep(0.2)
+                return True
+        time.sleep(0.5 if len(want) > 5000 else 0.2)
+    return False
 
 
 def run(names: list[str], opts: Options) -> list[Report]:
@@ -293,6 +370,12 @@ def parse(argv: list[str]) -> tuple[list[str], Options]:
     p.add_argument("--faults", default=",".join(KINDS), help="comma-separated: " + ",".join(KINDS))
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--visibility-timeout", type=float, default=2.0)
+    p.add_argument(
+        "--chord-members",
+        type=int,
+        default=FLOW_MEMBERS,
+        help="members of each chord (1-9999), where the backend has workflows",
+    )
     p.add_argument("--quiet", action="store_true", help="only the summary lines")
     a = p.parse_args(argv)
     names = a.backends or [b.name for b in BACKENDS if b.default]
@@ -309,6 +392,7 @@ def parse(argv: list[str]) -> tuple[list[str], Options]:
         seed=a.seed,
         vt=a.visibility_timeout,
         verbose=not a.quiet,
+        chord_members=a.chord_members,
     )
     return names, opts
 

@@ -1,5 +1,6 @@
 """A short chaos run of every fault kind on every backend: nothing lost, nothing run twice
-without a fault to explain it, fencing tokens in lease order.
+without a fault to explain it, fencing tokens in lease order; where the backend has them,
+chords fire their callback once and concurrency limits hold (tests/chaos/composite.py).
 
 The same runner as `./dev chaos`, with every kind of fault its backend allows done at
 least once (`cover`), on few jobs: the long runs are in docs/reliability.md.
@@ -26,8 +27,12 @@ VT = 2.0
 # time, so the machine alone cannot make a lease lapse. On the 2-core machine at a load
 # average of 1.5 to 9.4, thirty runs measured at most 0.68 s (docs/reliability.md).
 STALL_BOUND = KEEPER_SHARE * VT
-# p99 redelivery, counted from the lapse (or the end of the outage that caused it): the
-# documented target is 2 s from there (one lease + 2 s after a worker's death). Thirty
+# p99 redelivery, counted from the lapse (or the end of the outage that caused it) to the
+# message's next lease by any worker: the documented target is 2 s from there (one lease
+# + 2 s after a worker's death). Not to the next run's start: a worker may take a message
+# ahead and hold it while its one child process is busy (3.4 s in one SQS run), or die
+# holding a lease it never ran (a lapse of its own); counted to the start, those made the
+# 5.5-13 s "redeliveries" seen on SQS and redis-everysec. Thirty
 # runs (SQLite, Redis) at a load average of 1.5 to 9.4 stayed within it but one: at 9.4 a
 # redelivered message waited behind a backlog (20 ready) for 2.16 s, a queue, not a lost
 # lease. The test allows one second more than the target.
@@ -46,27 +51,27 @@ def test_short_chaos_run_loses_nothing(backend: ChaosBackend, tmp_path: Path) ->
     if "restart" in backend.faults:
         expected.add("writer-kill" if backend.crash == "writer" else "restart")
     assert expected <= done, f"fault kinds not done: {expected - done}"
-    assert report.jobs == 80
+    # 80 job numbers; where the backend has workflows some are chords of several members.
+    assert report.jobs >= 80
     assert report.unparsable == 0, report.details()
     assert report.lost == [], report.details()
     assert report.unexplained == [], report.details()
     assert report.fence_violations == [], report.details()
     assert report.dead == 0
+    assert report.callbacks_twice == [] and report.callbacks_missing == [], report.details()
+    assert report.limit_exceeded == [] and report.stuck_slots == 0, report.details()
     assert report.duplicates > 0, "the faults interrupted nothing: the run proved nothing"
     assert report.longest_stall < STALL_BOUND, report.details()
     # On the three-node test cluster, one redelivery in a few runs has taken up to ~9 s
-    # from the fault, cause not yet found (an open item of the reliability report): it
-    # keeps its wider bound of 10 s until then (counted from the lapse now, which comes
-    # after the fault's start), while loss, duplicates and fencing are held to the same
-    # rule.
-    # SQS hands a lapsed message back on its own clock, to the next receive of a long
-    # poll, through a local server that does ~130 receive cycles a second: one redelivery
-    # of a CI run took 5.5 s from the lapse with nothing ahead of it. It keeps lease + 4 s
-    # from the lapse (the bound all backends had from the fault) until that is measured.
-    # Fresh-clone CI runs met slow redeliveries on other backends too (redis-everysec:
-    # 5.6 s from the lapse, nothing ready ahead of it), cause not yet found: until it is,
-    # every backend keeps lease + 4 s, the bound this test held before it measured from
-    # the lapse (which comes after the fault), and the documented target stays 2 s.
+    # from the fault, measured to the run's start then, cause not yet found (an open item
+    # of the reliability report): it keeps its wider bound of 10 s until then, while
+    # loss, duplicates and fencing are held to the same rule.
+    # A redelivered message that finds others ready ahead of it waits its turn: that is a
+    # queue, which the short run's chords and limits make on a loaded machine (a fresh-
+    # clone CI run met 3.59 s on PostgreSQL with 6 ready ahead). Those are held to the
+    # bound this test kept before it measured from the lapse, lease + 4 s; the others to
+    # the target + 1 s.
     wider = {"redis-cluster": 10.0}
-    bound = wider.get(backend.name, max(REDELIVERY_BOUND, VT + 4.0))
-    assert report.p99() <= bound, report.details()
+    bound = wider.get(backend.name, REDELIVERY_BOUND)
+    assert report.p99(skip_queued=True) <= bound, report.details()
+    assert report.p99() <= max(bound, VT + 4.0), report.details()

@@ -177,3 +177,19 @@ def test_a_short_stall_or_one_on_another_worker_explains_nothing() -> None:
     report = check("x", [0], runs, [], VT, stalls=[short, other], notes=[late])
     assert len(report.unexplained) == 1 and not report.ok
     assert "late 0.90s at 11.500" in report.unexplained[0]
+
+
+def test_redelivery_is_counted_to_the_next_lease_not_to_the_run() -> None:
+    # w1 ran attempt 1 and was killed; w2 leased attempt 2 at once, then died holding it
+    # before it ran; w3 leased attempt 3 and waited 3 s for a free child process before
+    # its run began. The message came back 0.25 s after w1's lease lapsed (at 12.0): the
+    # rest is w2's own lapse and w3's wait, not a slow redelivery.
+    runs = {0: [run(0, 1, "w1", 10.0, None), run(0, 3, "w3", 17.5, 17.6)]}
+    killed = Fault("kill", "kill", 10.3, 10.3, frozenset({"w1"}))
+    leased = {"m-0": [(9.9, 1, "w1"), (12.25, 2, "w2"), (14.5, 3, "w3")]}
+    report = check("x", [0], runs, [killed], VT, leased=leased)
+    assert report.ok and report.duplicates == 1
+    assert report.redelivery == [0.25]
+    assert report.local_wait == [3.0]
+    # Without the lease records, the same run counts 5.5 s from the lapse to the run.
+    assert check("x", [0], runs, [killed], VT).redelivery == [5.5]

@@ -480,6 +480,11 @@ def test_a_failed_flow_its_steps_and_the_redrive_that_resumes_it(stack: Stack, p
     assert "ValueError: cannot parse 40" in page.locator("#flow [data-field=error]").inner_text()
     assert "Traceback (most recent call last)" in page.locator("#traceback").inner_text()
     page.screenshot(path=str(stack.shots / "flow.png"), full_page=True)
+    # The dead step's own page names its flow and leads back to it.
+    page.goto(f"{stack.base}/queues/flows/messages/{flow_id}.1")
+    assert page.locator("[data-field=flow]").inner_text() == f"{flow_id}, step 1"
+    page.click("[data-field=flow] a")
+    assert page.locator("#flow [data-field=state]").inner_text() == "failed"
 
     # Fixed; the failed step re-driven by clicks resumes the flow where it stopped.
     fixed.set()

@@ -62,3 +62,27 @@ def test_a_backend_without_workflows_is_refused_in_one_line(
     result = CliRunner().invoke(cli, ["flow", "some-flow", "--url", url])
     assert result.exit_code == 1 and "'workflows'" in result.output, result.output
     assert result.output.count("\n") == 1
+
+
+def test_inspect_names_the_flow_a_step_belongs_to(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'x.db'}"
+    app = tasuki.App(url)
+
+    @app.job()
+    def fetch(url: str) -> str:
+        return url
+
+    @app.job()
+    def store(page: str) -> None: ...
+
+    # A flow id with a dot and digits of its own: the record says which reading is true.
+    flow_id = tasuki.chain(fetch.step("a.io"), store.step()).options(message_id="v1.2").enqueue()
+    info = app.inspect("default", f"{flow_id}.0")
+    assert (info.flow_id, info.step) == ("v1.2", "0")
+    assert info.as_dict()["flow"] == {"id": "v1.2", "step": "0"}
+    assert app.inspect("default", f"{flow_id}.1").flow_id is None  # not enqueued yet
+    plain = app.jobs["fetch"].options(message_id="v1.2.3").enqueue("x")
+    assert app.inspect("default", plain).flow_id is None  # reads like a step, is none
+    out = CliRunner().invoke(cli, ["inspect", "default", f"{flow_id}.0", "--url", url]).output
+    assert "flow" in out and "v1.2, step 0" in out, out
+    app.close()

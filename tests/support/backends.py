@@ -46,6 +46,16 @@ def _sqs(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     )
 
 
+def _sqs_redis(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The same, its lock store the session's Redis server (`locks=redis://`)."""
+    server = request.getfixturevalue("sqs_server")
+    locks = request.getfixturevalue("redis_server").url()
+    return (
+        f"sqs://us-east-1?endpoint_url={server.endpoint}&prefix=t{uuid.uuid4().hex[:10]}-"
+        f"&locks={locks}"
+    )
+
+
 def _postgresql(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A schema of its own on the session's PostgreSQL, dropped when the session ends."""
     server = request.getfixturevalue("postgres_server")
@@ -83,6 +93,9 @@ class BackendEntry:
     # Examples and steps of the contract's lock property test: more where a step is cheap.
     lock_examples: int = 40
     lock_steps: int = 25
+    # Where set, the suites run on it only in these test files or classes (parts of a
+    # test's node id): a variant that proves one feature, not every suite once more.
+    only: tuple[str, ...] = ()
 
     @property
     def contract(self) -> ContractOptions:
@@ -103,6 +116,14 @@ BACKENDS: dict[str, BackendEntry] = {
     "redis": BackendEntry(_redis, expire_lock=_redis_expire_lock),
     # The local SQS server does ~130 send+receive+delete cycles a second, fewer when deep.
     "sqs": BackendEntry(_sqs, volume=0.02),
+    # SQS with a Redis lock store runs the suites of the workflows it keeps there (its
+    # other records are proven by tests/backends/sqs): the SQS suite already dominates CI.
+    "sqs-redis": BackendEntry(
+        _sqs_redis,
+        cross_process=False,
+        volume=0.02,
+        only=("::TestFlows::", "tests/worker/test_flows.py::"),
+    ),
 }
 
 URL_FACTORIES: dict[str, Callable[[pytest.FixtureRequest, Path], str]] = {

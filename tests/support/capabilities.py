@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-import tasuki.app as tasuki_app
+import tasuki.app.application as tasuki_app
 import tasuki.cli.common as cli_common
 
 

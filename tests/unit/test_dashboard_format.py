@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tasuki.core.reliability import LAG_BOUNDS, RECOVERY_BOUNDS, Histogram
-from tasuki.web.app import bound, seconds
+from tasuki.web.formatting import bound, seconds
 
 
 @pytest.mark.parametrize(

@@ -29,7 +29,15 @@ def test_every_script_expands_its_includes_once(package: str) -> None:
 
 
 def test_the_lease_record_scripts_share_one_record_parser() -> None:
-    for name in ("records_take", "records_settle", "records_renew"):
+    for name in (
+        "records_take",
+        "records_settle",
+        "records_settle_steps",
+        "records_steps",
+        "records_renew",
+        "records_keep",
+        "records_cancel",
+    ):
         raw = resources.files("tasuki.backends.redis").joinpath("lua", f"{name}.lua").read_text()
         assert '--- @include "lease_record"' in raw and "string.match" not in raw
         assert lua_source("tasuki.backends.redis", name).count("local function read_lease(") == 1

@@ -49,6 +49,7 @@ def test_sqlite_defines_the_required_queries_the_separate_steps_and_its_extras()
         **load_queries("tasuki.backends.sqlite", "queries.sql"),
         **load_queries("tasuki.backends.sqlite", "results.sql"),
         **load_queries("tasuki.backends.sqlite", "flows.sql"),
+        **load_queries("tasuki.backends.sqlite", "limits.sql"),
     }
     assert set(queries) == REQUIRED | SEPARATE_STEPS | SQLITE_EXTRAS
 
@@ -108,12 +109,14 @@ def test_sqlite_and_postgresql_define_the_same_queries() -> None:
         **load_queries("tasuki.backends.sqlite", "queries.sql"),
         **load_queries("tasuki.backends.sqlite", "results.sql"),
         **load_queries("tasuki.backends.sqlite", "flows.sql"),
+        **load_queries("tasuki.backends.sqlite", "limits.sql"),
     }
     postgres = {
         **load_queries("tasuki.backends.postgres", "queries.sql"),
         **load_queries("tasuki.backends.postgres", "archive.sql"),
         **load_queries("tasuki.backends.postgres", "results.sql"),
         **load_queries("tasuki.backends.postgres", "flows.sql"),
+        **load_queries("tasuki.backends.postgres", "limits.sql"),
     }
     assert set(sqlite) - SEPARATE_STEPS - EXTRAS == set(postgres) - EXTRAS == REQUIRED
     assert set(sqlite) - REQUIRED == SEPARATE_STEPS | SQLITE_EXTRAS

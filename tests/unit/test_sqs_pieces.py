@@ -1,10 +1,14 @@
-"""The SQS backend's pure pieces: URL options, body encoding, the `tasuki` attribute."""
+"""The SQS backend's pure pieces: URL options, body encoding, the `tasuki` attribute,
+the admission of limits over a lock store."""
 
 from __future__ import annotations
+
+import threading
 
 import pytest
 
 from tasuki.backends.base import Envelope
+from tasuki.backends.memory.locks import MemoryLockStore
 from tasuki.backends.sqs.codec import (
     Meta,
     attributes,
@@ -15,9 +19,11 @@ from tasuki.backends.sqs.codec import (
     received_meta,
     stored,
 )
+from tasuki.backends.sqs.limits import Admission
 from tasuki.backends.sqs.options import parse_url
 from tasuki.backends.sqs.queues import sqs_names, tasuki_name
 from tasuki.core.message import ErrorInfo
+from tasuki.core.records import Limit
 from tasuki.errors import InvalidURL
 
 
@@ -145,3 +151,25 @@ def test_an_unreadable_tasuki_attribute_is_delivered_raw() -> None:
         meta, others = received_meta(message)
         assert (meta.id, meta.raw) == ("sqs-id", True)
         assert "tasuki" in others  # kept as it was, for whoever reads the message next
+
+
+def test_admission_forgets_leases_that_lapse_unsettled() -> None:
+    """A lease whose worker died is never settled: its slot lapses in the lock store, and
+    the first admit after the lease lapsed drops it from what this process holds, which
+    would otherwise grow by one entry per such lease."""
+    now = [1000.0]
+    locks = MemoryLockStore(threading.RLock())
+    admission = Admission(locks, "t:")
+    locks.clock = admission.clock = lambda: now[0]
+    one = [Limit("k", "concurrency", 1)]
+    assert admission.admit("a", one, 30.0, {}) is None
+    assert admission.admit("b", one, 30.0, {}) is not None  # the one slot is a's
+    now[0] += 20.0
+    admission.extend("a", 30.0)  # live until 1050
+    now[0] += 25.0
+    assert admission.admit("c", one, 30.0, {}) is not None
+    assert set(admission._held) == {"a"}  # extended: still live
+    now[0] += 10.0  # a lapsed, never settled
+    assert admission.admit("d", one, 30.0, {}) is None
+    assert set(admission._held) == {"d"}
+    assert admission.free(["a"]) == []  # a late settle frees nothing

@@ -90,15 +90,12 @@ def report(n: int, sleep: float) -> None:
     record("end", n=n)
 
 
-# Enqueue-time uniqueness is refused where the claim is not atomic (sqs://): the other
-# jobs still run there.
-if app.backend.capabilities.atomic_unique:
-    app.job(
-        visibility_timeout=VT,
-        unique=tasuki.Unique(
-            mode="until_and_while_executing", key=lambda m: "report", reschedule_delay=0.1
-        ),
-    )(report)
+app.job(
+    visibility_timeout=VT,
+    unique=tasuki.Unique(
+        mode="until_and_while_executing", key=lambda m: "report", reschedule_delay=0.1
+    ),
+)(report)
 
 
 # Limits are refused where the backend does not admit them at lease time.

@@ -73,11 +73,16 @@ def test_locks_without_a_lock_store_are_refused_at_declaration(option: dict[str,
     with_store.job(name="fine", **option)(lambda: None)
 
 
-def test_enqueue_time_uniqueness_needs_an_atomic_claim() -> None:
+def test_replacing_a_waiting_copy_needs_an_atomic_claim() -> None:
+    """Without atomic_unique (SQS) every mode works, the claim taken just before the
+    send; only on_conflict='replace', which rewrites the waiting copy, is refused."""
     app = tasuki.App(backend=limited(atomic_unique=False))
     with pytest.raises(ConfigurationError, match="atomic_unique"):
-        app.job(unique=tasuki.Unique(mode="until_executed"))(lambda: None)
-    app.job(name="ok", unique=tasuki.Unique(mode="while_executing"))(lambda: None)
+        app.job(unique=tasuki.Unique(mode="until_executed", on_conflict="replace"))(lambda: None)
+    app.job(name="ok", unique=tasuki.Unique(mode="until_executed"))(lambda: None)
+    app.job(name="also", unique=tasuki.Unique(mode="while_executing", on_conflict="replace"))(
+        lambda: None
+    )
 
 
 def test_message_ids_need_an_id_window() -> None:

@@ -131,8 +131,11 @@ def test_a_rate_limit_holds_in_any_window_across_workers(app: tasuki.App) -> Non
         for w in workers:
             w.stop(grace=5.0)
     starts.sort()
+    # The limit counts leases; a job starts after its lease, by a hand-off that a loaded
+    # machine can make 0.1 s late (a fresh-clone CI run on SQLite: two starts 0.12 s after
+    # their lease made five in a window), so the window is narrowed by a quarter second.
     for i, t in enumerate(starts):
-        assert len([s for s in starts[i:] if s < t + per - 0.05]) <= 3, starts
+        assert len([s for s in starts[i:] if s < t + per - 0.25]) <= 3, starts
     assert starts[-1] - starts[0] < 2 * per + 1.5  # the tokens came back on time
 
 
@@ -158,7 +161,10 @@ def test_unlimited_jobs_on_the_same_queue_do_not_wait(app: tasuki.App) -> None:
         worker.stop(grace=5.0)
     assert done.count("scarce") == 1
     stats = app.stats()
-    assert stats["ready"] == 0 and stats["in_flight"] == 0  # the 19 wait, parked
+    assert stats["ready"] == 0  # the 19 wait, parked
+    if app.backend.capabilities.exact_stats:
+        # (SQS puts them back as invisible messages: its stats count them in flight.)
+        assert stats["in_flight"] == 0
 
 
 def producer(url: str) -> tasuki.App:
@@ -179,8 +185,12 @@ def test_a_concurrency_limit_holds_across_worker_processes(
     app = producer(shared_url)
     app.jobs["limited"].enqueue_many([(n, "a", 0.4) for n in range(10)])
     app.jobs["limited"].enqueue_many([(n, "b", 0.1) for n in range(10, 14)])
+    # Two slots a worker: no one process can hold both tenants' slots at once. (With
+    # four, the first to lease took all four, and on SQLite, whose commits wake the
+    # committing process at once and the others at their next poll, it then took each
+    # message its own acks woke: one process ran everything.)
     for _ in range(3):
-        workers.append(WorkerProcess(shared_url, log, "-c", "4", stderr=tmp_path / "w.log"))
+        workers.append(WorkerProcess(shared_url, log, "-c", "2", stderr=tmp_path / "w.log"))
 
     def ends() -> list[dict[str, Any]]:
         return [r for r in read_log(log) if r["event"] == "end"]

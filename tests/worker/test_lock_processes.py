@@ -5,8 +5,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import pytest
-
 import tasuki
 from tests.worker.helpers import WorkerProcess, by_n, read_log, wait_until
 
@@ -23,13 +21,11 @@ def producer(url: str, vt: float) -> tasuki.App:
     )
     def exclusive(n: int, sleep: float) -> None: ...
 
-    if app.backend.capabilities.atomic_unique:
-
-        @app.job(
-            visibility_timeout=vt,
-            unique=tasuki.Unique(mode="until_and_while_executing", key=lambda m: "report"),
-        )
-        def report(n: int, sleep: float) -> None: ...
+    @app.job(
+        visibility_timeout=vt,
+        unique=tasuki.Unique(mode="until_and_while_executing", key=lambda m: "report"),
+    )
+    def report(n: int, sleep: float) -> None: ...
 
     return app
 
@@ -77,7 +73,6 @@ def test_sigkill_while_holding_locks_frees_them_and_the_job_runs_again(
     wait_until(lambda: idle(app), 10)
 
 
-@pytest.mark.requires("atomic_unique")
 def test_one_waits_one_runs_across_processes(
     shared_url: str, log: Path, workers: list[WorkerProcess]
 ) -> None:

@@ -517,3 +517,42 @@ def test_until_idle_waits_for_its_own_retries_whatever_the_stats_say() -> None:
     flaky.enqueue()
     run(app)
     assert attempts == [1, 2, 3]
+
+
+def test_a_keep_that_meets_its_own_ack_is_no_lost_lease(app: tasuki.App) -> None:
+    """A keep under way while the run ends and is acked finds the lease settled (on SQS,
+    its visibility change is refused: the ack deleted the message). That is the run's own
+    ack, not another delivery: no lease was lost (test_reliability_metrics[sqs] once
+    counted two lost leases for one this way)."""
+    backend = app.backend
+    finishing, settled = threading.Event(), threading.Event()
+    real_keep, real_settle = backend.keep, backend.settle
+    raced: list[bool] = []
+
+    def keep(items: Any) -> Any:
+        if finishing.is_set() or raced:
+            return real_keep(items)
+        raced.append(True)
+        assert finishing.wait(5.0)
+        assert settled.wait(5.0)
+        return ["lost"] * len(items)  # what the backend says once the ack went through
+
+    def settle(items: Any) -> Any:
+        out = real_settle(items)
+        settled.set()
+        return out
+
+    @app.job(visibility_timeout=0.3)
+    def short() -> None:
+        time.sleep(0.2)  # a keep is due after 0.1 s
+        finishing.set()
+
+    short.enqueue()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(backend, "keep", keep)
+        mp.setattr(backend, "settle", settle)
+        worker = app.worker(concurrency=1)
+        worker.run(until_idle=True, timeout=10)
+    assert raced and settled.is_set()
+    assert worker.keeper.lost == 0
+    assert app.stats("default")["ready"] == 0

@@ -15,8 +15,8 @@ from tasuki.core.policies import UNIQUE_MODES
 from tasuki.errors import DuplicateJob
 
 ENQUEUE_MODES = ["until_executing", "until_executed", "until_and_while_executing", "until_expired"]
-# Modes that claim their key with the enqueue: refused where the claim is not atomic.
-ENQUEUE_TIME = pytest.mark.requires("atomic_unique")
+# Rewriting a waiting copy's arguments: refused where the claim is not atomic (SQS).
+REPLACES = pytest.mark.requires("atomic_unique")
 
 
 class Runs:
@@ -86,7 +86,6 @@ def drain(app: tasuki.App, concurrency: int = 4, until: Callable[[], bool] | Non
             return
 
 
-@ENQUEUE_TIME
 @pytest.mark.parametrize("mode", ENQUEUE_MODES)
 def test_drop_returns_the_waiting_copy(app: tasuki.App, mode: str) -> None:
     runs = Runs()
@@ -98,7 +97,6 @@ def test_drop_returns_the_waiting_copy(app: tasuki.App, mode: str) -> None:
     assert runs.values == ["a"]
 
 
-@ENQUEUE_TIME
 @pytest.mark.parametrize("mode", ENQUEUE_MODES)
 def test_raise_at_enqueue(app: tasuki.App, mode: str) -> None:
     runs = Runs()
@@ -110,7 +108,7 @@ def test_raise_at_enqueue(app: tasuki.App, mode: str) -> None:
     assert app.stats()["ready"] == 1
 
 
-@ENQUEUE_TIME
+@REPLACES
 @pytest.mark.parametrize("mode", ENQUEUE_MODES)
 def test_replace_newest_payload_wins(app: tasuki.App, mode: str) -> None:
     runs = Runs()
@@ -122,7 +120,6 @@ def test_replace_newest_payload_wins(app: tasuki.App, mode: str) -> None:
     assert runs.values == ["c"]
 
 
-@ENQUEUE_TIME
 @pytest.mark.parametrize("mode", ["until_executing", "until_executed", "until_and_while_executing"])
 def test_reschedule_runs_the_duplicate_later(app: tasuki.App, mode: str) -> None:
     runs = Runs()
@@ -138,21 +135,25 @@ def test_reschedule_runs_the_duplicate_later(app: tasuki.App, mode: str) -> None
         assert not runs.overlapping()
 
 
-@ENQUEUE_TIME
 def test_until_expired_holds_after_success(app: tasuki.App) -> None:
     runs = Runs()
-    task = make_job(app, runs, "until_expired", "drop", ttl=0.5)
+    # A drain takes over a second where the backend long-polls in whole seconds (SQS):
+    # the lock must outlive the first one for "b" to meet it.
+    ttl = 0.5 + 3 * app.backend.capabilities.timer_resolution
+    task = make_job(app, runs, "until_expired", "drop", ttl=ttl)
+    before = time.monotonic()
     task.enqueue("a")
+    claimed = time.monotonic()  # the lock was taken between the two
     drain(app)
+    assert time.monotonic() - before < ttl, "the drain outlasted the lock: the test proves nothing"
     task.enqueue("b")  # still locked although "a" finished
     drain(app)
-    time.sleep(0.55)
+    time.sleep(max(0.0, claimed + ttl + 0.05 - time.monotonic()))
     task.enqueue("c")
     drain(app)
     assert runs.values == ["a", "c"]
 
 
-@ENQUEUE_TIME
 def test_until_executing_frees_the_key_when_it_starts(app: tasuki.App) -> None:
     runs = Runs()
     started = threading.Event()
@@ -170,7 +171,6 @@ def test_until_executing_frees_the_key_when_it_starts(app: tasuki.App) -> None:
     assert sorted(runs.values) == ["a", "b"]
 
 
-@ENQUEUE_TIME
 def test_until_executed_keeps_the_key_through_retries(app: tasuki.App) -> None:
     calls: list[str] = []
 
@@ -197,7 +197,6 @@ def test_until_executed_keeps_the_key_through_retries(app: tasuki.App) -> None:
     assert flaky.enqueue("c") != first  # succeeded: the key is free
 
 
-@ENQUEUE_TIME
 def test_dead_letter_frees_until_executed(app: tasuki.App) -> None:
     @app.job(unique=tasuki.Unique(mode="until_executed"), retry=tasuki.Retry(max_attempts=1))
     def doomed(n: int) -> None:
@@ -225,7 +224,6 @@ def test_while_executing_conflicts_at_run_time(app: tasuki.App, on_conflict: str
     assert app.stats()["dead"] == 0
 
 
-@ENQUEUE_TIME
 def test_three_jobs_a_runs_b_waits_c_dropped(app: tasuki.App) -> None:
     runs = Runs()
     task = make_job(app, runs, "until_and_while_executing", "drop", sleep=2.0)
@@ -246,7 +244,6 @@ def test_three_jobs_a_runs_b_waits_c_dropped(app: tasuki.App) -> None:
     assert not runs.overlapping()
 
 
-@ENQUEUE_TIME
 def test_default_key_is_job_and_arguments(app: tasuki.App) -> None:
     @app.job(unique=tasuki.Unique(mode="until_executed"))
     def resize(image_id: int, size: str = "small") -> None: ...
@@ -257,7 +254,6 @@ def test_default_key_is_job_and_arguments(app: tasuki.App) -> None:
     assert resize.enqueue(2) != a
 
 
-@ENQUEUE_TIME
 def test_purge_frees_waiting_unique_locks(app: tasuki.App) -> None:
     @app.job(unique=tasuki.Unique(mode="until_executed"))
     def job(n: int) -> None: ...

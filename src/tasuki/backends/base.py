@@ -258,6 +258,11 @@ class Backend(ABC):
         """A complete barrier's value (the JSON array of its slots), or None."""
         raise lacks(self, "workflows", "run workflows")
 
+    def flow_steps(self, steps: Sequence[FlowStep]) -> list[MessageInfo]:
+        """What `app.flow` shows of each step: `inspect` of it. A backend that cannot
+        inspect says what its flow records know (SQS: state and leases counted)."""
+        return [self.inspect(s.queue, s.message_id) for s in steps]
+
     # -- operating -------------------------------------------------------------------
     @abstractmethod
     def stats(self, queue: str) -> QueueStats: ...

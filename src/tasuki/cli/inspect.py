@@ -107,6 +107,8 @@ def print_info(info: MessageInfo) -> None:
         )
         return
     rows: list[tuple[str, str]] = [("state", info.state.replace("_", " "))]
+    if info.flow_id is not None:
+        rows.append(("flow", f"{info.flow_id}, step {info.step} (tasuki flow {info.flow_id})"))
     if info.state in ("finished", "cancelled"):
         rows.append(("id remembered until", when(info.finished_until, now)))
     else:

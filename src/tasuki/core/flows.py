@@ -21,6 +21,7 @@ group's path; its slots by the members' indexes.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -213,6 +214,22 @@ def plan(flow: Flow, flow_id: str, retention: float = FLOW_RETENTION) -> Plan:
         extra={"on_failure": on_failure} if on_failure is not None else {},
     )
     return Plan(tuple(entries), record)
+
+
+_PATH = re.compile(r"\d+(?:\.\d+)*|" + FAILURE_PATH)
+
+
+def step_candidates(message_id: str) -> list[tuple[str, str]]:
+    """The (flow id, step path) a message id could be the step of, shortest path first.
+
+    A step's id is `<flow id>.<path>` (`plan`), and a flow id may itself hold dots and
+    digits, so an id can read several ways; the flow's record, which lists its steps' ids,
+    says which (if any) is true."""
+    out = []
+    for i in range(len(message_id) - 1, 0, -1):
+        if message_id[i] == "." and _PATH.fullmatch(message_id, i + 1):
+            out.append((message_id[:i], message_id[i + 1 :]))
+    return out
 
 
 def _order(path: str) -> tuple[int, ...]:

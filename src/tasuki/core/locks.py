@@ -19,7 +19,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from tasuki.core.records import LockHolder, Receipt
+import orjson
+
+from tasuki.core.flowrecords import Effects, ResultRecord, ResultState
+from tasuki.core.records import CancelStatus, LeaseStatus, LockHolder, Progress, Receipt
+
+# The owner of a cancelled message's lease record: this prefix, then the token of the
+# lease that ran when it was cancelled ('' if none did). No lease token starts with it.
+CANCELLED_OWNER = "~cancelled~"
 
 
 class LockStore(ABC):
@@ -101,11 +108,44 @@ class Granted(NamedTuple):
     lapsed: bool
 
 
+# What `take` grants a copy of a cancelled message: not to run, to be deleted.
+CANCELLED_TAKE = Granted(-1, 0, False)
+
+
 class LeaseEnd(NamedTuple):
     """A lease to settle, and whether its message was acked (gone) or handed back."""
 
     receipt: Receipt
     acked: bool
+    # The message's result ("ok" or "failed", and its JSON), written with the settle
+    # where its lease is current and the message keeps a result (`ResultPut`).
+    result: tuple[ResultState, bytes] | None = None
+    # A workflow step's follow-ups (`Effects`): with stores that keep `flows`, applied in
+    # the same step as the token check; what it enqueues is the caller's to send.
+    effects: Effects | None = None
+
+
+class Settled(NamedTuple):
+    """What `settle_steps` did with one lease."""
+
+    current: bool  # the token was current: the lease is settled
+    # Its effects decided to go on: the caller sends `effects.enqueue` (before it deletes
+    # the message). True again for a re-run of the same message (a crash between the
+    # settle and the send), never for another message meeting a set already complete.
+    go_on: bool = False
+
+
+class ResultPut(NamedTuple):
+    """A result record to write: "pending" with `keep` (the message's keep_result, kept
+    in the record) makes one at enqueue; "pending" without `keep` makes an existing one
+    pending again (a redrive); "ok" / "failed" settle an existing one, kept `keep` s
+    from now as the record says. Where no record exists, nothing is kept."""
+
+    queue: str
+    id: str
+    state: ResultState
+    value: bytes | None = None
+    keep: float | None = None
 
 
 class IdClaim(NamedTuple):
@@ -131,8 +171,19 @@ class LeaseRecords(ABC):
     transport's own receive count also counts a receive refused as a duplicate), and
     outlives an expired lease, which is how a lease that finds a message out of
     attempts knows its last lease lapsed. An id record per message, `id:QUEUE:ID`, is the
-    id window of idempotent enqueue. Every call takes a batch.
+    id window of idempotent enqueue: its owner is the enqueue's while the message lives,
+    '' once it is finished (acked and kept, dead, cancelled). Every call takes a batch.
+
+    Stores with `controls` also cancel (a cancelled message's lease record names
+    CANCELLED_OWNER: `take` answers CANCELLED_TAKE, settles and renewals are refused),
+    keep progress in the lease record (`keep`), and keep result records,
+    `result:QUEUE:ID` (on Redis in the lease record's slot), written by the settle of
+    the current lease (`LeaseEnd.result`) and by `put_results`.
     """
+
+    controls = False
+    # Keeps workflows too (`settle_steps`, and `core/flowrecords.FlowRecords`).
+    flows = False
 
     def __init__(self, namespace: str, lifetimes: RecordLifetimes) -> None:
         self.namespace = namespace
@@ -158,9 +209,44 @@ class LeaseRecords(ABC):
         stays without an owner: for its count of leases, or, acked, for
         `lifetimes.acked`, so that a late second delivery of the same copy is refused."""
 
+    def settle_steps(self, ends: Sequence[LeaseEnd]) -> list[Settled]:
+        """`settle`, applying each current lease's `effects` in the same step (stores
+        with `flows`, `core/flowrecords.FlowRecords`)."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no workflows")
+
     @abstractmethod
     def renew(self, leases: Sequence[Receipt], visibility: float) -> list[bool]:
         """Renew each lease record whose token is still current; False where stale."""
+
+    def keep(
+        self, leases: Sequence[tuple[Receipt, Progress | None]], visibility: float
+    ) -> list[LeaseStatus]:
+        """`renew`, and the progress stored for the current lease: "held", "lost" (stale),
+        "cancelled" (the lease was current when its message was cancelled)."""
+        renewed = self.renew([receipt for receipt, _ in leases], visibility)
+        return ["held" if ok else "lost" for ok in renewed]
+
+    def cancel(self, queue: str, id: str) -> CancelStatus:
+        """Cancel a message the records know: its id finished (still known), its lease
+        record marked cancelled. "signalled" if a lease holds it now, "removed" if not
+        (the transport still holds it until it is next received), "unknown" if its id is
+        unknown or finished."""
+        raise NotImplementedError(f"{type(self).__name__} cannot cancel")
+
+    def result_key(self, queue: str, id: str) -> str:
+        return f"{self.namespace}result:{queue}:{id}"
+
+    def put_results(self, puts: Sequence[ResultPut]) -> None:
+        """Write result records (see `ResultPut`)."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no results")
+
+    def result(self, queue: str, id: str) -> ResultRecord | None:
+        """The message's result record, or None (none kept, or expired)."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no results")
+
+    def drop_results(self, messages: Sequence[tuple[str, str]]) -> None:
+        """Forget the result records of messages (queue, id) (purged)."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no results")
 
     @abstractmethod
     def forget(self, messages: Sequence[tuple[str, str]]) -> None:
@@ -173,10 +259,15 @@ class LeaseRecords(ABC):
 
     @abstractmethod
     def finish_ids(self, done: Sequence[IdFinish]) -> None:
-        """Keep each id `keep` s more, or forget it now."""
+        """Keep each id `keep` s more, finished (its owner ''), or forget it now."""
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release what the records hold of their own (a connection)."""
+
+
+def progress_json(progress: Progress) -> str:
+    """A lease's progress as its record keeps it: JSON on one line."""
+    return orjson.dumps([progress.fraction, progress.text]).decode()
 
 
 def grant(take: LeaseTake, last: tuple[int, str, str, int] | None) -> tuple[int, int]:
@@ -224,7 +315,7 @@ class PlainLeaseRecords(LeaseRecords):
         return granted
 
     def settle(self, ends: Sequence[LeaseEnd]) -> list[bool]:
-        return [self.locks.release(self.lease_key(q, i), t) for (q, i, t), _ in ends]
+        return [self.locks.release(self.lease_key(q, i), t) for (q, i, t), *_ in ends]
 
     def renew(self, leases: Sequence[Receipt], visibility: float) -> list[bool]:
         ttl = self.lifetimes.lease

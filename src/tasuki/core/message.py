@@ -11,7 +11,7 @@ import time
 import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
@@ -59,6 +59,11 @@ def new_ids(n: int) -> list[str]:
     raw[8::16] = raw[8::16].translate(_VARIANT)
     text = raw.hex()
     return [text[at : at + 32] for at in range(0, 32 * n, 32)]
+
+
+# Where a message stands, as `inspect` tells it (`MessageInfo.state`) and a flow reads its
+# steps (`FlowRecords.step_states`).
+MessageState = Literal["delayed", "ready", "in_flight", "dead", "finished", "cancelled", "unknown"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,19 +18,20 @@ from tasuki.core.envelope import (
     LimitKind,
     UniqueClaim,
 )
-from tasuki.core.message import ErrorInfo, Lease, Message
+from tasuki.core.message import ErrorInfo, Lease, Message, MessageState
 
 if TYPE_CHECKING:
     from tasuki.core.flowrecords import Effects
 
-# Made where a message is made (`core/envelope.py`), named here too: the values that
-# cross the backend seam are imported from this module.
+# Made where a message is made (`core/envelope.py`, `core/message.py`), named here too:
+# the values that cross the backend seam are imported from this module.
 __all__ = [
     "EnqueueStatus",
     "Enqueued",
     "Envelope",
     "Limit",
     "LimitKind",
+    "MessageState",
     "UniqueClaim",
 ]
 
@@ -243,7 +244,6 @@ class QueueStats:
         }
 
 
-MessageState = Literal["delayed", "ready", "in_flight", "dead", "finished", "cancelled", "unknown"]
 HistoryEvent = Literal["acked", "retried", "released", "dead", "lease lost"]
 # Entries of history a backend keeps per message: the most recent ends of its leases.
 HISTORY_LIMIT = 5
@@ -284,7 +284,8 @@ class MessageInfo:
     `visible_at` is when a waiting message becomes ready; `lease_expires_at` when the
     current lease of one in flight expires. `history` holds the ends of its last few
     leases (at most `HISTORY_LIMIT`), oldest first. `progress` is what the running job
-    last reported. Times are epoch seconds of the backend's clock.
+    last reported. `flow_id` and `step` name the workflow a step message belongs to.
+    Times are epoch seconds of the backend's clock.
     """
 
     queue: str
@@ -304,6 +305,10 @@ class MessageInfo:
     # What the running job last said of its progress (backends with `progress`).
     progress: Progress | None = None
     priority: int = 0
+    # The workflow this message is a step of, and its place in it (`app.inspect` finds
+    # them in the flow's record; a backend's own inspect leaves them None).
+    flow_id: str | None = None
+    step: str | None = None
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -331,6 +336,7 @@ class MessageInfo:
             if self.progress is None
             else {"fraction": self.progress.fraction, "text": self.progress.text},
             "priority": self.priority,
+            "flow": None if self.flow_id is None else {"id": self.flow_id, "step": self.step},
         }
 
 

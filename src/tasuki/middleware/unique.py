@@ -14,10 +14,12 @@ Modes, and where each is enforced (docs/uniqueness.md has the table with crash c
 
 Enqueue-time locks are claimed by the backend in the same atomic step as the enqueue
 (one Lua script on Redis, one transaction on SQLite), so enqueue never blocks and never
-leaves a lock without a message. `on_conflict` decides what a conflicting *enqueue* does:
-`drop` (returns the waiting copy's id), `raise` (`DuplicateJob`), `replace` (the waiting
-copy gets the new arguments), `reschedule` (it is enqueued after `reschedule_delay` and
-claims the lock when it runs, waiting its turn). For `while_executing`, whose conflicts
+leaves a lock without a message. SQS (`atomic_unique=False`) claims just before the send,
+a pending claim confirmed after it (docs/uniqueness.md#on-sqs), and refuses `replace`.
+`on_conflict` decides what a conflicting *enqueue* does: `drop` (returns the waiting
+copy's id), `raise` (`DuplicateJob`), `replace` (the waiting copy gets the new
+arguments), `reschedule` (it is enqueued after `reschedule_delay` and claims the lock
+when it runs, waiting its turn). For `while_executing`, whose conflicts
 happen at run time, `drop` skips the run, `raise` fails it with `DuplicateJob`, and
 `reschedule`/`replace` defer it.
 """

@@ -56,6 +56,9 @@ class Finisher:
             # A flow step's result goes on to the next step or its group, kept or not.
             _keep(task, outcome)
         self.chain.after(task, outcome)
+        # The lease is the settle's from here: a keep still under way that meets the
+        # settle done (the message acked, say) tells nothing about this run.
+        self.keeper.discard(task.held)
         self.settle(task, outcome)
 
     def settle(self, task: Task, outcome: Outcome) -> None:

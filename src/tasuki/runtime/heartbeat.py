@@ -270,7 +270,13 @@ class LeaseKeeper:
         return max(0.0, left)
 
     def _end(self, helds: list[Held], statuses: list[LeaseStatus]) -> None:
-        """Leases the backend no longer holds for their runs: lost, or cancelled."""
+        """Leases the backend no longer holds for their runs: lost, or cancelled. A lease
+        discarded while its keep was under way belongs to a run that is over and being
+        settled: the keep met that settle (on SQS, a visibility change of a message its
+        own ack deleted is refused), not another delivery, so it is no lost lease."""
+        with self._mutex:
+            ending = [(h, s) for h, s in zip(helds, statuses, strict=True) if h in self._held]
+        helds, statuses = [h for h, _ in ending], [s for _, s in ending]
         lost = [h for h, status in zip(helds, statuses, strict=True) if status == "lost"]
         cancelled = [h for h, status in zip(helds, statuses, strict=True) if status != "lost"]
         if lost:

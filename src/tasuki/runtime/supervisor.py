@@ -23,17 +23,12 @@ that got the signal twice would take it as "exit now" and skip its grace.
   the grace and `STOP_MARGIN`, kills what is still running, and exits 0 when every child
   stopped cleanly, 1 otherwise. A second signal is passed on too: the workers' own rule
   (a second signal exits at once) then applies to each.
-- **One `/metrics` for the group**: the children count in prometheus_client's
-  multiprocess mode, each in its own files under a directory the supervisor makes and
-  removes, and the supervisor sums them at scrape time. A child that died still counts:
-  its files stay, so the group's counters never go back (per-child endpoints summed
-  by the supervisor would lose a dead child's counts, which Prometheus reads as a
-  counter reset). The queue gauges, the same for every child, come from one child.
-  Measured on a 2-core machine: a run's counter and histogram cost 13-15 us in
-  multiprocess mode against 12.5-13 us in memory, and a scrape of two children 3-8 ms.
-- **`/livez` and `/readyz` for the group**: each child serves its own on a private
-  port (127.0.0.1, chosen by the system, written to the run directory) and the
-  supervisor `combine`s their reports: live only while every running child is live.
+- **One `/metrics`, `/livez` and `/readyz` for the group**, served here from the
+  children's own (`runtime/group_endpoints.py`): the children count in prometheus_client's
+  multiprocess mode under a directory the supervisor makes and removes, and each serves
+  its probes on a private port (127.0.0.1, written to the run directory).
+
+The slots of the group and their exit statuses are `runtime/children.py`.
 """
 
 from __future__ import annotations
@@ -45,63 +40,26 @@ import subprocess
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Any
-
-import orjson
 
 from tasuki import logs
 from tasuki.errors import TasukiError
-from tasuki.runtime.health import Check, Report, combine
-from tasuki.runtime.probes import WSGIApp, serve, wsgi_app
+from tasuki.runtime.children import RESTART_FIRST, Child, Entry, describe_exit
+from tasuki.runtime.group_endpoints import serve_group_endpoints
 from tasuki.runtime.supervised import DIR_ENV, INDEX_ENV, PID_ENV, SERVES_ENV
 
-if TYPE_CHECKING:
-    from prometheus_client.core import Metric
-
-RESTART_FIRST = 0.5
 RESTART_MAX = 30.0
 STABLE_AFTER = 60.0  # a child that lived this long resets the pause before the next start
 FAILED_START = 10.0  # a child that exits sooner than this after its start failed to start
 GIVE_UP_AFTER = 4  # failed starts in a row of one child before the group gives up
 STOP_MARGIN = 20.0  # beyond the grace: releasing, flushing to a slow backend, threads ending
-PROBE_TIMEOUT = 5.0
-STARTING_LIMIT = 60.0  # a child not serving its probes by then is stuck starting
 USAGE_ERROR = (
     2  # click's exit status for a usage error  # a child's own probe answers within its ping's 2 s
 )
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
-
-
-def describe_exit(returncode: int) -> str:
-    """`status 1` or `signal SIGKILL`, as `Popen.returncode` tells it."""
-    if returncode < 0:
-        try:
-            return f"signal {signal.Signals(-returncode).name}"
-        except ValueError:
-            return f"signal {-returncode}"
-    return f"status {returncode}"
-
-
-@dataclass
-class Child:
-    """One slot of the group: the process in it now, and how its starts went."""
-
-    index: int
-    proc: subprocess.Popen[bytes] | None = None
-    started: float = 0.0
-    failed_starts: int = 0  # in a row
-    pause: float = RESTART_FIRST
-    restart_at: float | None = None
-    last_exit: str = ""
-    restarts: int = 0
 
 
 class Supervisor:
@@ -149,67 +107,13 @@ class Supervisor:
         return env
 
     def serve_ports(self) -> None:
-        if (
-            self.metrics is not None
-            and self.health is not None
-            and self.metrics[1] == self.health[1]
-        ):
-            raise TasukiError(
-                f"--health-port {self.health[1]} is the metrics port: the metrics port serves "
-                "/livez and /readyz already; drop --health-port or give it another port"
-            )
-        if self.metrics is not None:
-            self.metrics_dir.mkdir()
-            serve(self._probes_app(self._metrics_app()), *self.metrics, what="metrics")
-        if self.health is not None:
-            serve(self._probes_app(None), *self.health, what="health checks")
+        serve_group_endpoints(self, self.metrics, self.health, self.metrics_dir)
 
-    def _probes_app(self, fallback: WSGIApp | None) -> WSGIApp:
-        return wsgi_app(GroupHealth(self), fallback)
-
-    def _metrics_app(self) -> WSGIApp:
-        try:
-            from prometheus_client import CollectorRegistry, exposition
-            from prometheus_client.multiprocess import MultiProcessCollector
-        except ImportError as exc:
-            raise TasukiError(
-                "metrics need prometheus-client: pip install 'tasuki[metrics]'"
-            ) from exc
-        registry = CollectorRegistry()
-        MultiProcessCollector(registry, path=str(self.metrics_dir))  # type: ignore[no-untyped-call]
-        registry.register(GroupCollector(self))
-
-        def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-            body = exposition.generate_latest(registry) + self._queue_gauges()
-            start_response(
-                "200 OK",
-                [("Content-Type", exposition.CONTENT_TYPE_LATEST),
-                 ("Content-Length", str(len(body)))],
-            )  # fmt: skip
-            return [body]
-
-        return app
-
-    def _queue_gauges(self) -> bytes:
-        """The queue gauges, read by the first child that answers (they are the backend's)."""
-        for child in self.snapshot():
-            port = self.probe_port(child)
-            if port is None:
-                continue
-            try:
-                with urllib.request.urlopen(
-                    f"http://127.0.0.1:{port}/metrics", timeout=PROBE_TIMEOUT
-                ) as resp:
-                    return resp.read()  # type: ignore[no-any-return]
-            except OSError:
-                continue
-        return b""
-
-    def snapshot(self) -> list[tuple[Child, subprocess.Popen[bytes] | None]]:
+    def snapshot(self) -> list[Entry]:
         with self._mutex:
             return [(c, c.proc) for c in self.children]
 
-    def probe_port(self, entry: tuple[Child, subprocess.Popen[bytes] | None]) -> int | None:
+    def probe_port(self, entry: Entry) -> int | None:
         """The private port of the child's probes, once it serves them."""
         _, proc = entry
         if proc is None or proc.poll() is not None:
@@ -359,92 +263,3 @@ class Supervisor:
                     proc.kill()
                     proc.wait()
             shutil.rmtree(self.run_dir, ignore_errors=True)
-
-
-class GroupHealth:
-    """The children's own reports, combined: what `wsgi_app` asks a `WorkerHealth` for."""
-
-    def __init__(self, supervisor: Supervisor) -> None:
-        self.supervisor = supervisor
-
-    def live(self) -> Report:
-        return self._combined("/livez")
-
-    def ready(self) -> Report:
-        report = self._combined("/readyz")
-        if not self.supervisor.stopping:
-            return report
-        return Report(False, {"supervisor": Check(False, "stopping"), **report.checks})
-
-    def _combined(self, path: str) -> Report:
-        entries = self.supervisor.snapshot()
-        with ThreadPoolExecutor(max_workers=len(entries)) as pool:
-            reports = list(pool.map(lambda e: self._ask(e, path), entries))
-        return combine({f"worker {c.index}": r for (c, _), r in zip(entries, reports, strict=True)})
-
-    def _ask(self, entry: tuple[Child, subprocess.Popen[bytes] | None], path: str) -> Report:
-        child, proc = entry
-        live = path == "/livez"
-        if proc is None or proc.poll() is not None:
-            # The supervisor is starting it again: restarting the group would do no better.
-            if self.supervisor.stopping:
-                detail = "stopped"
-            elif child.last_exit:
-                detail = f"exited with {child.last_exit}, being started again"
-            else:
-                detail = "not started yet"
-            return Report(live, {"process": Check(live, detail)})
-        port = self.supervisor.probe_port(entry)
-        if port is None:
-            age = time.monotonic() - child.started
-            ok = live and age <= STARTING_LIMIT
-            detail = f"starting (pid {proc.pid}, {age:.1f}s)" + (
-                "" if age <= STARTING_LIMIT else f", stuck (more than {STARTING_LIMIT:g}s)"
-            )
-            return Report(ok, {"process": Check(ok, detail)})
-        try:
-            with urllib.request.urlopen(
-                f"http://127.0.0.1:{port}{path}", timeout=PROBE_TIMEOUT
-            ) as resp:
-                body = resp.read()
-        except urllib.error.HTTPError as err:
-            body = err.read()
-        except OSError as exc:
-            return Report(False, {"process": Check(False, f"pid {proc.pid}: no answer: {exc}")})
-        return parse_report(body)
-
-
-def parse_report(body: bytes) -> Report:
-    """A `Report` back from its JSON (`Report.as_dict`)."""
-    data = orjson.loads(body)
-    checks = {n: Check(bool(c["ok"]), str(c["detail"])) for n, c in data["checks"].items()}
-    return Report(bool(data["ok"]), checks)
-
-
-class GroupCollector:
-    """The supervisor's own numbers: workers running, and how often each was restarted."""
-
-    def __init__(self, supervisor: Supervisor) -> None:
-        self.supervisor = supervisor
-
-    def collect(self) -> Iterator[Metric]:
-        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-
-        running = GaugeMetricFamily(
-            "tasuki_worker_processes", "Worker processes of this supervisor, by state.",
-            labels=("state",),
-        )  # fmt: skip
-        restarts = CounterMetricFamily(
-            "tasuki_worker_restarts",
-            "Worker processes this supervisor started again after they exited.",
-        )
-        entries = self.supervisor.snapshot()
-        up = sum(1 for _, p in entries if p is not None and p.poll() is None)
-        running.add_metric(("running",), up)
-        running.add_metric(("down",), len(entries) - up)
-        restarts.add_metric((), sum(c.restarts for c, _ in entries))
-        yield running
-        yield restarts
-
-    def describe(self) -> list[Metric]:
-        return []

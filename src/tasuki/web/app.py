@@ -37,9 +37,10 @@ from tasuki.app import App
 from tasuki.backends.urls import redact
 from tasuki.core.flows import FlowState
 from tasuki.core.job import check_message_id, check_queue
-from tasuki.core.reliability import Histogram, Reliability
+from tasuki.core.reliability import Reliability
 from tasuki.errors import TasukiError, UnknownFlow
 from tasuki.web.chart import rate_chart
+from tasuki.web.formatting import ago, bound, seconds, when
 from tasuki.web.sampler import Sampler
 from tasuki.web.security import COOKIE, Guard, same_origin
 
@@ -54,49 +55,6 @@ ACTIONS = {
 }
 # States in which a message can be cancelled (`app.cancel`).
 CANCELLABLE = ("ready", "delayed", "in_flight")
-
-
-def ago(seconds: float) -> str:
-    if seconds < 1:
-        return "0s"
-    if seconds < 120:
-        return f"{seconds:.0f}s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
-def seconds(value: float | None) -> str:
-    """A duration for a table cell: `-` when there is none, else 3 significant digits,
-    never in exponent notation (0.9996 s rounds to `1 s`, not `1e+03 ms`; 1234 s is
-    `1234 s`)."""
-    if value is None:
-        return "-"
-    if abs(value) < 5e-7:  # below what 3 digits of milliseconds can show
-        return "0 ms"
-    ms = f"{value * 1000:.3g}"
-    if "e" not in ms and abs(float(ms)) < 1000:
-        return f"{ms} ms"
-    whole = f"{value:.3g}"
-    return f"{whole} s" if "e" not in whole else f"{value:.0f} s"
-
-
-def bound(hist: Histogram, q: float) -> str:
-    """The bucket a quantile falls in, as its upper bound (`≤ 0.25 s`, `> 300 s`)."""
-    top = hist.quantile(q)
-    if top is None:
-        return "-"
-    if top == float("inf"):
-        return f"> {seconds(hist.bounds[-1])}"
-    return f"≤ {seconds(top)}"
-
-
-def when(at: float | None) -> str:
-    if at is None:
-        return "-"
-    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))
-    delta = at - time.time()
-    return f"{stamp} ({'in ' + ago(delta) if delta >= 0 else ago(-delta) + ' ago'})"
 
 
 def create_app(
@@ -212,7 +170,7 @@ def create_app(
         message_id = check_message_id(request.path_params["id"])
 
         def read() -> tuple[Any, Any]:
-            info = app.backend.inspect(queue, message_id)
+            info = app.inspect(queue, message_id)
             letter = app.backend.dead_letter(queue, message_id) if info.state == "dead" else None
             return info, letter
 

@@ -61,7 +61,13 @@ def test_without_the_option_nothing_is_archived(url: str) -> None:
     [d] = backend.lease("q", 1, 30.0)
     assert backend.ack([d.receipt]) == [True]
     assert _archived(backend) == []
-    assert {s.name for s in backend.maintenance()} == {"expired", "history", "results", "flows"}
+    assert {s.name for s in backend.maintenance()} == {
+        "expired",
+        "history",
+        "results",
+        "flows",
+        "limits",
+    }
     backend.close()
 
 
@@ -81,6 +87,7 @@ def test_rows_past_archive_days_are_pruned_in_batches_by_the_maintenance_service
         "history",
         "results",
         "flows",
+        "limits",
         "archive",
     }
     now = [0.0]

@@ -4,6 +4,7 @@ the planner's statistics are."""
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from typing import Any
@@ -110,3 +111,60 @@ def test_with_mixed_priorities_the_lease_walks_the_rank_index_highest_first(
     assert_walks_the_rank_index(lease_plan(backend, "mixed", now))
     # Level 9 first (m9, m19 ...), FIFO within it.
     assert [d.id for d in backend.lease("mixed", 3)] == ["m9", "m19", "m29"]
+
+
+def test_parked_messages_cost_the_lease_nothing(backend: PostgresBackend) -> None:
+    """100,000 messages parked over a concurrency limit (not due until their slot frees)
+    ahead of the ready ones: the lease's walk starts past them, and leases the ready."""
+    now = time.time()
+    with backend.postgres.write() as conn:
+        conn.execute(
+            "INSERT INTO tasuki_messages"
+            " (queue, id, body, headers, visible_at, enqueued_at, max_attempts, limits,"
+            "  parked_on)"
+            " SELECT 'deep', 'p' || i, '{}'::bytea, '{}', %(now)s + 3600, %(now)s - 7200, 10,"
+            "  '[[\"concurrency:t\",\"concurrency\",1,0.0]]', 'concurrency:t'"
+            " FROM generate_series(1, %(count)s) AS i",
+            {"now": now, "count": DEPTH},
+        )
+    fill(backend, "deep", 1_000, now)
+    for analyzed in (False, True):
+        if analyzed:
+            with backend.postgres.write() as conn:
+                conn.execute("ANALYZE tasuki_messages")
+        plan = lease_plan(backend, "deep", now)
+        picking = plan[plan.index("CTE due") : plan.index("CTE changed")]
+        assert "Seq Scan" not in picking and "Bitmap" not in picking, plan
+        # Whichever index the planner takes (the rank walk, or the due range sorted when
+        # it knows only 1,000 rows are due), it reads no parked row.
+        [scan] = [line for line in picking.splitlines() if "Index Scan using" in line]
+        read = int(re.search(r"actual time=\S+ rows=(\d+)", scan).group(1))  # type: ignore[union-attr]
+        assert read <= 1_000, plan
+    assert [d.id for d in backend.lease("deep", 3)] == ["m1", "m2", "m3"]
+
+
+def test_admission_finds_its_messages_by_their_key_at_depth(backend: PostgresBackend) -> None:
+    """The statements that lock, lease and park the messages a lease held for admission
+    seek each by (queue, id), never a range of the queue's 100,000 due messages."""
+    now = time.time()
+    fill(backend, "deep", DEPTH, now)
+    with backend.postgres.write() as conn:
+        conn.execute("ANALYZE tasuki_messages")
+    params = {
+        "queue": "deep",
+        "ids": ["m5", "m7"],
+        "untils": [now + 60.0, now + 60.0],
+        "keys": ["concurrency:k", None],
+        "now": now,
+        "nonce": "x",
+        "visibility_timeout": 30.0,
+    }
+    with backend.postgres.read() as conn:
+        cursor: Any = conn
+        with cursor.transaction(force_rollback=True):
+            for name in ("limit_candidates", "limit_lease", "limit_park"):
+                rows = conn.execute("EXPLAIN " + backend.q[name], params).fetchall()
+                plan = "\n".join(row[0] for row in rows)
+                assert "Index Scan using tasuki_messages_id on tasuki_messages m" in plan, plan
+                for bad in ("Seq Scan", "Bitmap", "tasuki_messages_due", "tasuki_messages_rank"):
+                    assert bad not in plan, plan

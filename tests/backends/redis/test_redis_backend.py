@@ -98,7 +98,7 @@ def test_a_lease_under_way_survives_a_script_flush(
 def test_a_large_enqueue_is_pipelined_in_order(backend: Backend) -> None:
     """Several script calls on one socket, each sent before the last one's reply: Redis
     runs them in order, so the batch keeps its enqueue order."""
-    from tasuki.backends.redis.backend import PIPELINED
+    from tasuki.backends.redis.producing import PIPELINED
 
     [first] = backend.enqueue([_envelope("q")])  # scripts loaded: no fallback below
     batch = [_envelope("q") for _ in range(2 * PIPELINED + 17)]
@@ -112,7 +112,7 @@ def test_a_large_enqueue_is_pipelined_in_order(backend: Backend) -> None:
 def test_a_pipelined_enqueue_recovers_from_a_flush_or_a_lost_socket(
     backend: Backend, redis_server: RedisServer, trouble: str
 ) -> None:
-    from tasuki.backends.redis.backend import PIPELINED
+    from tasuki.backends.redis.producing import PIPELINED
 
     backend.enqueue([_envelope("q")])  # a pooled socket, scripts loaded
     admin = redis.Redis(port=redis_server.port)

@@ -185,6 +185,9 @@ def test_limits_on_every_master(backend: Backend, queues: list[str]) -> None:
         assert backend.ack([d.receipt for d in leased if d.id == "c0"]) == [True]
         assert [d.id for d in backend.lease(q, 10, 30.0, wait=2.0)] == ["c2"]
         assert stats(backend, q) == (0, 5, 1, 0)  # r3 waits for a token a minute away
+        backend.purge(q)  # the purged holders' slots go at once, on any master
+        backend.enqueue([env(q, f"n{i}", limits=(two,)) for i in range(3)])
+        assert sorted(d.id for d in backend.lease(q, 10, 30.0)) == ["n0", "n1"]
 
 
 def _flow(flow_id: str, *steps: tuple[str, str]) -> FlowRecord:
@@ -321,6 +324,33 @@ def test_lease_records_across_slots(backend: Backend) -> None:
     assert records.claim_ids(claims) == [False] * 20
     records.finish_ids([IdFinish("q", f"m{i}", "o", 0.0) for i in range(20)])
     assert records.claim_ids(claims) == [True] * 20
+
+
+def test_sqs_refuses_workflows_on_a_cluster_lock_store(
+    backend: Backend, cluster: RedisCluster, request: pytest.FixtureRequest
+) -> None:
+    """A step's settle must touch its lease record and its flow's keys in one script,
+    and on a Cluster they live in different slots: the records keep no workflows there,
+    and SQS says so by its capability, naming the Cluster."""
+    records: Any = backend.locks.lease_records("ns:", RecordLifetimes(60, 60))
+    assert records.flows is False
+    with pytest.raises(InvalidArgument, match="Cluster"):
+        records.settle_steps([LeaseEnd(Receipt("q", "f.0", "t"), True)])
+    with pytest.raises(InvalidArgument, match="Cluster"):
+        records.start_flow(FlowRecord("f", time.time(), 60.0, ()))
+    server = request.getfixturevalue("sqs_server")
+    url = (
+        f"sqs://us-east-1?endpoint_url={server.endpoint}&prefix=c{uuid.uuid4().hex[:8]}-"
+        f"&locks={cluster.url()}"
+    )
+    sqs = backend_from_url(url)
+    try:
+        assert sqs.capabilities.workflows is False
+        assert sqs.capabilities.results is True  # its lease records work as before
+        with pytest.raises(InvalidArgument, match="Redis Cluster"):
+            sqs.flow("any")
+    finally:
+        sqs.close()
 
 
 def test_unique_key_outside_the_queue_slot_is_refused(backend: Backend, queues: list[str]) -> None:

@@ -63,3 +63,64 @@ def test_a_message_leased_by_its_timer_leaves_the_parked_set(backend: RedisBacke
     [again] = backend.lease("q", 1, 30.0)
     assert (first.id, again.id) == ("m0", "m1")
     assert backend._command("ZCARD", parked) == 0
+
+
+RATE = Limit("rate:q:job", "rate", 5, 0.5)
+
+
+def _limit_keys(backend: RedisBackend, queue: str) -> dict[str, int]:
+    """The queue's limit keys (`lim:` and `park:`), each with its PTTL."""
+    base = backend.keys.queue(queue).base
+    found = backend._command("KEYS", base.replace("{", "\\{").replace("}", "\\}") + "*")
+    names = [k.decode() if isinstance(k, bytes) else k for k in found]
+    return {
+        n[len(base) :]: backend._command("PTTL", n)
+        for n in names
+        if n[len(base) :].startswith(("lim:", "park:"))
+    }
+
+
+def test_limit_keys_go_once_nothing_can_need_them(backend: RedisBackend) -> None:
+    backend.enqueue([env("q", f"m{i}", limits=(ONE, RATE)) for i in range(2)])
+    [dying] = backend.lease("q", 10, 0.2)
+    assert backend.lease("q", 10, 30.0) == []  # m1 parked for the slot
+    ttls = _limit_keys(backend, "q")
+    assert set(ttls) == {"lim:" + ONE.key, "park:" + ONE.key, "lim:" + RATE.key}
+    assert all(ttl > 0 for ttl in ttls.values()), ttls  # none lives forever
+    # Its worker died: past the lease, the window and the parked timer (+ the slack),
+    # nothing of the limits is left, per tenant or otherwise.
+    time.sleep(1.7)
+    assert _limit_keys(backend, "q") == {}
+    [again] = backend.lease("q", 10, 30.0)  # and the limits hold as before
+    assert backend.lease("q", 10, 30.0) == []
+    backend.ack([again.receipt])
+    assert dying.id in ("m0", "m1")
+    assert list(_limit_keys(backend, "q")) == ["lim:" + RATE.key]  # the window: `per` more
+
+
+def test_a_kept_holder_outlives_its_slot_key_s_first_ttl(backend: RedisBackend) -> None:
+    backend.enqueue([env("q", f"m{i}", limits=(ONE,)) for i in range(2)])
+    [held] = backend.lease("q", 10, 0.2)
+    first_ttl = _limit_keys(backend, "q")["lim:" + ONE.key]
+    assert backend.keep([Keep(held.receipt, 3.0)]) == ["held"]
+    time.sleep(first_ttl / 1000 + 0.3)  # past the TTL the key got with the lease
+    assert backend.lease("q", 10, 30.0) == []  # the slot is still the running holder's
+    assert backend.keep([Keep(held.receipt, 3.0)]) == ["held"]
+    assert _limit_keys(backend, "q")["lim:" + ONE.key] > 3000
+    backend.ack([held.receipt])
+    assert [d.id for d in backend.lease("q", 10, 30.0, wait=1.0)] == ["m1"]
+
+
+@pytest.mark.parametrize("how", ["purge", "cancel"])
+def test_a_removed_message_leaves_no_limit_state(backend: RedisBackend, how: str) -> None:
+    backend.enqueue([env("q", f"m{i}", limits=(ONE,)) for i in range(3)])
+    [held] = backend.lease("q", 10, 30.0)
+    assert backend.lease("q", 10, 30.0) == []  # m1, m2 parked for the slot
+    if how == "purge":
+        backend.purge("q")
+    else:
+        assert [backend.cancel("q", m) for m in ("m0", "m1", "m2")].count("removed") == 2
+    assert _limit_keys(backend, "q") == {}  # the slot freed, nobody left parked on it
+    backend.enqueue([env("q", "n0", limits=(ONE,))])
+    assert [d.id for d in backend.lease("q", 10, 30.0)] == ["n0"]
+    assert held.id == "m0"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tasuki.backends.base import Envelope, QueueStats, Settle, UniqueClaim
+from tasuki.backends.base import Envelope, Limit, QueueStats, Settle, UniqueClaim
 from tasuki.backends.sqlite import SQLiteBackend
 from tasuki.backends.sqlite.backend import Q
 from tasuki.core.message import ErrorInfo
@@ -39,9 +39,12 @@ def backend(tmp_path: Path) -> SQLiteBackend:
 
 def test_stats_keep_up_with_every_kind_of_write(backend: SQLiteBackend, tmp_path: Path) -> None:
     """Enqueues (plain, batched, unique, replacing, in the caller's transaction committed
-    or rolled back), leases (dead-lettering the exhausted, finding lost leases), settles of every
-    verdict, extends, cancels, redrives and purges, in a random order: after each, the stats read
+    or rolled back, with limits or without), leases (dead-lettering the exhausted, finding
+    lost leases, admitting and parking limited messages), settles of every verdict,
+    extends, cancels, redrives and purges, in a random order: after each, the stats read
     from the counts are what counting the messages says."""
+    slot = Limit("concurrency:c", "concurrency", 2)
+    rate = Limit("rate:r", "rate", 3, 2.0)
     rng = random.Random(20)
     now = [1_000.0]
     backend.clock = lambda: now[0]
@@ -61,6 +64,7 @@ def test_stats_keep_up_with_every_kind_of_write(backend: SQLiteBackend, tmp_path
                 max_attempts=rng.choice([1, 2, 5]),
                 visibility_timeout=rng.choice([None, 1.0]),
                 unique=UniqueClaim("u", 3.0, rng.random() < 0.5) if rng.random() < 0.2 else None,
+                limits=rng.choice([(), (), (slot,), (rate,), (slot, rate)]),
             )
             for _ in range(rng.choice([1, 1, 3]))
         ]

@@ -598,6 +598,26 @@ def test_a_refused_duplicate_does_not_dead_letter_a_message_on_its_last_attempt(
     assert stats(locked, queue) == (0, 0, 0, 0)
 
 
+def test_a_refused_duplicate_comes_back_when_the_holders_lease_lapses(
+    locked: SqsBackend, queue: str
+) -> None:
+    """A copy refused because another lease holds the message keeps the visibility its
+    receive gave it: a worker's receive asks for far longer than a short job's own lease,
+    so the message stayed hidden for that long after its holder had gone (a zombie, its
+    store lease a little behind SQS's clock). It is made visible after the message's own
+    visibility timeout instead, by when the holder's lease has lapsed."""
+    locked.enqueue([env(queue, "short", visibility_timeout=1.0)])
+    info, early = _receive_raw(locked, queue, visibility=0)
+    _, late = _receive_raw(locked, queue, visibility=30)
+    [held] = locked._admit(info, [early], 1.0)  # the holder, silent from here on
+    assert locked._admit(info, [late], 30.0) == []  # refused, under a 30 s receive
+    started = time.monotonic()
+    [back] = locked.lease(queue, 1, 30.0, wait=5.0)
+    assert back.id == "short" and back.fencing_token > held.fencing_token
+    assert time.monotonic() - started < 4.0
+    assert locked.ack([back.receipt]) == [True]
+
+
 def test_a_queue_first_used_while_the_server_is_down_raises_backend_unavailable(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -67,6 +67,7 @@ class MemoryBackend(Operating, Backend):
         self._changed = threading.Condition(self._mutex)
         self._queues: dict[str, Queue] = {}
         self._seq = itertools.count()
+        self._tokens = itertools.count()
         self._locks = MemoryLockStore(self._mutex)
         self._admission = Admission()
         self._flows = FlowStore(self._changed)
@@ -154,6 +155,9 @@ class MemoryBackend(Operating, Backend):
             self._wake(key, now)
         queue.promote(now, aging)
         leased: list[Delivery] = []
+        # One system call per lease, not per message (os.urandom releases the GIL, and a
+        # busy worker then waits to get it back): a random prefix and a counter.
+        prefix = os.urandom(4).hex()
         ready = queue.ready
         while ready and len(leased) < max_messages:
             record = queue.current(heapq.heappop(ready))
@@ -184,7 +188,7 @@ class MemoryBackend(Operating, Backend):
             if record.attempt > 1:
                 reliability.add(queue.meters, {reliability.REDELIVERIES: 1})
             record.fence += 1
-            record.token = os.urandom(8).hex()
+            record.token = f"{prefix}{next(self._tokens):08x}"
             queue.schedule(record, now + vt)
             if env.limits:
                 self._admission.take((env.queue, env.id), env.limits, now, now + vt)

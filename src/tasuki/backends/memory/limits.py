@@ -8,10 +8,14 @@ believes. A rate limit is a sliding log of the starts of the last `per` seconds:
 - over a concurrency limit: until a slot frees (a settle, a cancel, or a holder's lease
   found expired), one parked message per freed slot, and at the latest when the
   earliest current holder's lease expires.
+A key holds state only while it is in use: a concurrency key's holders go when they are
+freed or their leases lapse, a rate key's log when its last start is `per` old (checked
+at the times `_idle` says, on each lease call), so per-tenant keys never pile up.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections import deque
 from collections.abc import Iterable
 
@@ -32,6 +36,8 @@ class Admission:
         self._starts: dict[str, deque[float]] = {}
         # key -> ids of messages waiting for a slot of it, oldest first
         self.parked: dict[str, deque[Ident]] = {}
+        # (when, key, per): when the key's state may be all stale; per < 0: concurrency
+        self._idle: list[tuple[float, str, float]] = []
 
     def admit(self, msg_id: Ident, limits: Iterable[Limit], now: float) -> Parked | None:
         """None when every limit lets the message start now; else why and until when."""
@@ -51,8 +57,10 @@ class Admission:
         for limit in limits:
             if limit.kind == "concurrency":
                 self._holders.setdefault(limit.key, {})[msg_id] = expires_at
+                heapq.heappush(self._idle, (expires_at, limit.key, -1.0))
             else:
                 self._starts.setdefault(limit.key, deque()).append(now)
+                heapq.heappush(self._idle, (now + limit.per, limit.key, limit.per))
 
     def extend(self, msg_id: Ident, limits: Iterable[Limit], expires_at: float) -> None:
         for limit in limits:
@@ -60,6 +68,7 @@ class Admission:
                 holders = self._holders.get(limit.key)
                 if holders is not None and msg_id in holders:
                     holders[msg_id] = expires_at
+                    heapq.heappush(self._idle, (expires_at, limit.key, -1.0))
 
     def free(self, msg_id: Ident, limits: Iterable[Limit]) -> list[str]:
         """The lease ended (settled, cancelled): its slots go; the keys that freed one."""
@@ -69,6 +78,8 @@ class Admission:
                 holders = self._holders.get(limit.key)
                 if holders is not None and holders.pop(msg_id, None) is not None:
                     freed.append(limit.key)
+                    if not holders:
+                        del self._holders[limit.key]
         return freed
 
     def park(self, key: str, msg_id: Ident) -> None:
@@ -94,17 +105,33 @@ class Admission:
                 if expires_at <= now:
                     del holders[msg_id]
                     freed.append(key)
+            if not holders:
+                self._holders.pop(key, None)
+        while self._idle and self._idle[0][0] <= now:
+            _, key, per = heapq.heappop(self._idle)
+            if per < 0:
+                self._live(key, now)
+            else:
+                self._window(key, per, now)
         return freed
+
+    def keys(self) -> int:
+        """How many keys hold any state: what a key costs while it is in use."""
+        return len(self._holders) + len(self._starts) + len(self.parked)
 
     def _live(self, key: str, now: float) -> dict[Ident, float]:
         holders = self._holders.get(key, {})
         for msg_id, expires_at in list(holders.items()):
             if expires_at <= now:
                 del holders[msg_id]
+        if not holders:
+            self._holders.pop(key, None)
         return holders
 
     def _window(self, key: str, per: float, now: float) -> deque[float]:
-        starts = self._starts.setdefault(key, deque())
+        starts = self._starts.get(key, deque())
         while starts and starts[0] <= now - per:
             starts.popleft()
+        if not starts:
+            self._starts.pop(key, None)
         return starts

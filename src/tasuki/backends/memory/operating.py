@@ -12,6 +12,7 @@ from tasuki.backends.memory.codec import (
     DEAD,
     IN_FLIGHT,
     WAITING,
+    Record,
     dead_letter,
     lease_info,
     message_info,
@@ -35,6 +36,9 @@ class Operating:
     _flows: FlowStore
 
     def _queue(self, name: str) -> Queue:
+        raise NotImplementedError
+
+    def _free(self, record: Record) -> None:
         raise NotImplementedError
 
     def stats(self, queue: str) -> QueueStats:
@@ -140,12 +144,19 @@ class Operating:
         with self._mutex:
             q = self._queue(queue)
             count = len(q.records)
+            holding = []
             for record in q.records.values():
                 env = record.envelope
                 if env.unique is not None and record.state == WAITING:
                     self._locks.drop_if_owned(env.unique.key, env.id)
+                if record.state == IN_FLIGHT:
+                    holding.append(record)
                 self._flows.forget(queue, env.id)
             q.records.clear()
             q.timers.clear()
             q.ready.clear()
+            # A purged lease's slots go at once, to parked messages that still exist (the
+            # ones purged here are skipped), not when that lease would have expired.
+            for record in holding:
+                self._free(record)
             return count

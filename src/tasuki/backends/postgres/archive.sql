@@ -9,7 +9,7 @@ WITH gone AS (
     USING unnest(%(queues)b::text[], %(ids)b::text[], %(tokens)b::text[]) AS r(queue, id, token)
     WHERE m.queue = r.queue AND m.id = r.id AND m.token = r.token AND m.state = 1
     RETURNING m.queue, m.id, m.token, m.keep_id, m.body, m.headers, m.attempt,
-              m.max_attempts, m.fence, m.enqueued_at
+              m.max_attempts, m.fence, m.enqueued_at, m.limits IS NOT NULL AS limited
 ), kept AS (
     INSERT INTO tasuki_finished (queue, id, expires_at)
     SELECT queue, id, %(now)s + keep_id FROM gone WHERE keep_id > 0
@@ -33,7 +33,7 @@ WITH gone AS (
     SELECT queue, id, body, headers, attempt, max_attempts, fence, enqueued_at, %(now)s
     FROM gone
 )
-SELECT queue, id, token, keep_id FROM gone;
+SELECT queue, id, token, keep_id, limited FROM gone;
 
 -- name: prune_archive
 -- Maintenance (`ArchivePruner`): archived rows acked before `before`, at most `limit` of

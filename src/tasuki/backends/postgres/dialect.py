@@ -25,11 +25,12 @@ from tasuki.errors import BackendError, BackendUnavailable, InvalidArgument, Inv
 Q = load_dialect_queries(
     "tasuki.backends.postgres",
     cte_writes=True,
-    files=("queries.sql", "archive.sql", "results.sql", "flows.sql"),
+    files=("queries.sql", "archive.sql", "results.sql", "flows.sql", "limits.sql"),
 )
 
 _TABLE = re.compile(
-    r"\b(tasuki_(?:messages|finished|locks|history|counts|meters|archive|results|flows|flow_barriers|flow_slots))\b"
+    r"\b(tasuki_(?:messages|finished|locks|history|counts|meters|archive|results|flows"
+    r"|flow_barriers|flow_slots|slots|rate_starts))\b"
 )
 # A worker's GIL slice (`Capabilities.gil_slice`): at 0.5 ms instead of 5 the next
 # lease's rows and the acks get through while the fetcher runs jobs, 12 % more no-op
@@ -85,6 +86,8 @@ class PostgresDialect:
             results=True,
             progress=True,
             workflows=True,
+            rate_limits=True,
+            concurrency_limits=True,
         )
         if archive:  # acks move the rows to the archive (`ack_archive`)
             self.queries = {**Q, "ack": Q["ack_archive"]}
@@ -212,6 +215,12 @@ class PostgresDialect:
         """An autocommit connection: a statement that does a whole step (the lease, a
         batch of acks) is its own transaction, one round trip without BEGIN and COMMIT."""
         return self.read()
+
+    @contextlib.contextmanager
+    def atomic(self, conn: Connection) -> Iterator[Connection]:
+        pg: Any = conn
+        with pg.transaction():
+            yield conn
 
     def joined(self, connection: object) -> tuple[Connection, Queries]:
         """The caller's psycopg connection; queries name our schema (its search_path is

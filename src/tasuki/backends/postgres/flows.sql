@@ -46,9 +46,12 @@ INSERT INTO tasuki_flow_slots (flow, barrier, slot, value, expires_at)
 VALUES (%(flow)s, %(barrier)s, %(slot)s, %(value)s, %(expires_at)s)
 ON CONFLICT (flow, barrier, slot) DO NOTHING;
 
--- name: flow_slot_count
-SELECT count(*) AS filled FROM tasuki_flow_slots
-WHERE flow = %(flow)s AND barrier = %(barrier)s;
+-- name: flow_slot_taken
+-- Run only after `flow_fill` took a slot, in its transaction, under the barrier's lock
+-- (`flow_barrier`): the number of slots filled, kept with the set rather than counted
+-- from it by every settle (a group of n members counted n²/2 rows that way).
+UPDATE tasuki_flow_barriers SET filled = filled + 1
+WHERE flow = %(flow)s AND barrier = %(barrier)s RETURNING filled;
 
 -- name: flow_slots
 SELECT value FROM tasuki_flow_slots

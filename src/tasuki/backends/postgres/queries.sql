@@ -15,10 +15,10 @@ LIMIT 1;
 -- name: insert_message
 INSERT INTO tasuki_messages
     (queue, id, body, headers, visible_at, enqueued_at, max_attempts,
-     visibility_timeout, keep_id, unique_key, priority, head_start)
+     visibility_timeout, keep_id, unique_key, priority, head_start, limits)
 VALUES
     (%(queue)s, %(id)s, %(body)s, %(headers)s, %(now)s + %(delay)s, %(now)s, %(max_attempts)s,
-     %(visibility_timeout)s, %(keep_id)s, %(unique_key)s, %(priority)s, %(head_start)s)
+     %(visibility_timeout)s, %(keep_id)s, %(unique_key)s, %(priority)s, %(head_start)s, %(limits)s)
 ON CONFLICT (queue, id) DO NOTHING;
 
 -- name: insert_batch
@@ -38,20 +38,22 @@ WITH b AS (
            p.vts[least(v.n, cardinality(p.vts))] AS visibility_timeout,
            p.keep_ids[least(v.n, cardinality(p.keep_ids))] AS keep_id,
            p.priorities[least(v.n, cardinality(p.priorities))] AS priority,
-           p.head_starts[least(v.n, cardinality(p.head_starts))] AS head_start
+           p.head_starts[least(v.n, cardinality(p.head_starts))] AS head_start,
+           p.limits[least(v.n, cardinality(p.limits))] AS limits
     FROM unnest(%(ids)b::text[], %(bodies)b::bytea[]) WITH ORDINALITY AS v(id, body, n),
          (SELECT %(queues)b::text[] AS queues, %(headers)b::text[] AS headers,
                  %(delays)b::float8[] AS delays,
                  %(max_attempts)b::integer[] AS max_attempts,
                  %(visibility_timeouts)b::float8[] AS vts, %(keep_ids)b::float8[] AS keep_ids,
                  %(priorities)b::smallint[] AS priorities,
-                 %(head_starts)b::float8[] AS head_starts) p
+                 %(head_starts)b::float8[] AS head_starts,
+                 %(limits)b::text[] AS limits) p
 ), inserted AS (
     INSERT INTO tasuki_messages
         (queue, id, body, headers, visible_at, enqueued_at, max_attempts, visibility_timeout,
-         keep_id, priority, head_start)
+         keep_id, priority, head_start, limits)
     SELECT b.queue, b.id, b.body, b.headers, %(now)s + b.delay, %(now)s, b.max_attempts,
-           b.visibility_timeout, b.keep_id, b.priority, b.head_start
+           b.visibility_timeout, b.keep_id, b.priority, b.head_start, b.limits
     FROM b
     WHERE NOT EXISTS (
         SELECT 1 FROM tasuki_finished f
@@ -79,20 +81,22 @@ WITH b AS (
            p.vts[least(v.n, cardinality(p.vts))] AS visibility_timeout,
            p.keep_ids[least(v.n, cardinality(p.keep_ids))] AS keep_id,
            p.priorities[least(v.n, cardinality(p.priorities))] AS priority,
-           p.head_starts[least(v.n, cardinality(p.head_starts))] AS head_start
+           p.head_starts[least(v.n, cardinality(p.head_starts))] AS head_start,
+           p.limits[least(v.n, cardinality(p.limits))] AS limits
     FROM unnest(%(ids)b::text[], %(bodies)b::bytea[]) WITH ORDINALITY AS v(id, body, n),
          (SELECT %(queues)b::text[] AS queues, %(headers)b::text[] AS headers,
                  %(delays)b::float8[] AS delays,
                  %(max_attempts)b::integer[] AS max_attempts,
                  %(visibility_timeouts)b::float8[] AS vts, %(keep_ids)b::float8[] AS keep_ids,
                  %(priorities)b::smallint[] AS priorities,
-                 %(head_starts)b::float8[] AS head_starts) p
+                 %(head_starts)b::float8[] AS head_starts,
+                 %(limits)b::text[] AS limits) p
 ), inserted AS (
     INSERT INTO tasuki_messages
         (queue, id, body, headers, visible_at, enqueued_at, max_attempts, visibility_timeout,
-         keep_id, priority, head_start)
+         keep_id, priority, head_start, limits)
     SELECT b.queue, b.id, b.body, b.headers, %(now)s + b.delay, %(now)s, b.max_attempts,
-           b.visibility_timeout, b.keep_id, b.priority, b.head_start
+           b.visibility_timeout, b.keep_id, b.priority, b.head_start, b.limits
     FROM b
     WHERE NOT EXISTS (
         SELECT 1 FROM tasuki_finished f
@@ -118,10 +122,14 @@ WHERE queue = %(queue)s AND id = %(id)s AND state = 0;
 -- here cost every lease a fifth more server time), `unique_key` is the lock still to
 -- drop (none: the statement dropped them), `lost_at` the expiry of a lease found lost
 -- (written to the history here, and counted by the reliability meters).
+-- A row with limits is held, not leased (`held`: only its seq, id and lost_at are
+-- returned): its admission (`sql/limits.py`) locks it again, in a transaction, and
+-- leases or parks it. Rows without limits pay one column read for it.
 -- The token is unique per lease: a per-batch random nonce plus the message's new fence.
 WITH due AS (
     -- The locked rows as they are now: in flight here means the lease lapsed.
-    SELECT ctid, attempt >= max_attempts AS dead, state, id, visible_at, fence
+    SELECT ctid, attempt >= max_attempts AS dead, state, id, visible_at, fence, seq,
+           limits IS NOT NULL AND attempt < max_attempts AS held
     FROM tasuki_messages
     WHERE queue = %(queue)s AND state < 2 AND visible_at - head_start <= %(now)s
       AND visible_at <= %(now)s
@@ -153,7 +161,7 @@ WITH due AS (
         error_traceback = CASE WHEN due.dead THEN NULL ELSE m.error_traceback END,
         progress = NULL
     FROM due
-    WHERE m.ctid = due.ctid
+    WHERE m.ctid = due.ctid AND NOT due.held
     RETURNING due.dead, m.seq, m.id, m.body, m.headers, m.attempt, m.max_attempts,
               m.enqueued_at, m.token, m.fence,
               coalesce(m.visibility_timeout, %(visibility_timeout)s) AS vt, m.unique_key
@@ -163,8 +171,13 @@ WITH due AS (
 )
 SELECT c.dead, c.seq, c.id, c.body, c.headers, c.attempt, c.max_attempts, c.enqueued_at,
        c.token, c.fence, c.vt AS visibility_timeout, NULL::text AS unique_key,
-       lost.at AS lost_at
-FROM changed c LEFT JOIN lost ON lost.id = c.id;
+       lost.at AS lost_at, false AS held
+FROM changed c LEFT JOIN lost ON lost.id = c.id
+UNION ALL
+SELECT false, h.seq, h.id, NULL, NULL, NULL, NULL, NULL, NULL, h.fence, NULL, NULL,
+       lost.at, true
+FROM due h LEFT JOIN lost ON lost.id = h.id
+WHERE h.held;
 
 -- name: next_visible_at
 SELECT min(visible_at) AS next_at FROM tasuki_messages WHERE queue = %(queue)s AND state < 2;
@@ -179,7 +192,7 @@ WITH gone AS (
     DELETE FROM tasuki_messages m
     USING unnest(%(queues)b::text[], %(ids)b::text[], %(tokens)b::text[]) AS r(queue, id, token)
     WHERE m.queue = r.queue AND m.id = r.id AND m.token = r.token AND m.state = 1
-    RETURNING m.queue, m.id, m.token, m.keep_id, m.fence
+    RETURNING m.queue, m.id, m.token, m.keep_id, m.fence, m.limits IS NOT NULL AS limited
 ), kept AS (
     INSERT INTO tasuki_finished (queue, id, expires_at)
     SELECT queue, id, %(now)s + keep_id FROM gone WHERE keep_id > 0
@@ -199,7 +212,7 @@ WITH gone AS (
     SELECT queue, %(shard)s, count(*), 0 FROM gone GROUP BY queue
     ON CONFLICT (queue, shard) DO UPDATE SET acked = tasuki_counts.acked + excluded.acked
 )
-SELECT queue, id, token, keep_id FROM gone;
+SELECT queue, id, token, keep_id, limited FROM gone;
 
 -- name: extend
 UPDATE tasuki_messages SET visible_at = %(now)s + %(visibility_timeout)s
@@ -220,7 +233,7 @@ WHERE queue = %(queue)s AND id = %(id)s AND cancelled = %(token)s AND expires_at
 -- name: cancel
 -- A waiting or leased message, deleted: the caller remembers it as cancelled.
 DELETE FROM tasuki_messages WHERE queue = %(queue)s AND id = %(id)s AND state < 2
-RETURNING state, visible_at, token, keep_id, unique_key;
+RETURNING state, visible_at, token, keep_id, unique_key, limits IS NOT NULL AS limited;
 
 -- name: remember_cancelled
 -- A cancelled message's id, remembered for `window`: enqueued again it is a duplicate,
@@ -233,14 +246,15 @@ SET expires_at = excluded.expires_at, cancelled = excluded.cancelled;
 -- name: release
 UPDATE tasuki_messages
 SET state = 0, token = NULL, visible_at = %(now)s + %(delay)s, attempt = attempt - %(refund)s
-WHERE queue = %(queue)s AND id = %(id)s AND token = %(token)s AND state = 1;
+WHERE queue = %(queue)s AND id = %(id)s AND token = %(token)s AND state = 1
+RETURNING limits IS NOT NULL AS limited;
 
 -- name: dead
 UPDATE tasuki_messages
 SET state = 2, token = NULL, died_at = %(now)s, reason = %(reason)s,
     error_type = %(error_type)s, error_message = %(error_message)s, error_traceback = %(error_traceback)s
 WHERE queue = %(queue)s AND id = %(id)s AND token = %(token)s AND state = 1
-RETURNING id, unique_key;
+RETURNING id, unique_key, limits IS NOT NULL AS limited;
 
 -- name: stats
 SELECT

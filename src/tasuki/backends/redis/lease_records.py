@@ -14,7 +14,9 @@ from typing import Any
 from tasuki.backends.redis.codec import ms, records
 from tasuki.backends.redis.plumbing import RedisBase
 from tasuki.backends.redis.slots import key_slot
+from tasuki.core.flowrecords import ResultRecord
 from tasuki.core.locks import (
+    CANCELLED_TAKE,
     Granted,
     IdClaim,
     IdFinish,
@@ -22,8 +24,10 @@ from tasuki.core.locks import (
     LeaseRecords,
     LeaseTake,
     RecordLifetimes,
+    ResultPut,
+    progress_json,
 )
-from tasuki.core.records import Receipt
+from tasuki.core.records import CancelStatus, LeaseStatus, Progress, Receipt
 
 # Records per script call: a bound on how long one call holds the Redis server.
 CHUNK = 500
@@ -31,10 +35,37 @@ CHUNK = 500
 
 def granted(fence: int, receives: int, lapsed: int) -> Granted | None:
     """records_take.lua's `granted` record: None where the lease was refused."""
+    if fence == -1:
+        return CANCELLED_TAKE
     return Granted(fence, receives, lapsed == 1) if fence > 0 else None
 
 
+def result_slot_key(lease_key: str) -> str:
+    """A message's result key, in its lease record's Cluster slot (so one script call
+    settles both): the lease key's hash tag kept, or the lease key made the tag."""
+    key = lease_key + ":result"
+    if key_slot(key.encode()) == key_slot(lease_key.encode()):
+        return key
+    return "{" + lease_key + "}:result"
+
+
+def result_record(raw: Any) -> ResultRecord | None:
+    """A result record's text, "state\nkeep_ms\nexpires_ms\nvalue", read."""
+    if raw is None:
+        return None
+    data = raw if isinstance(raw, bytes) else str(raw).encode()
+    state, _, expires, value = data.split(b"\n", 3)
+    if state == b"pending":
+        return ResultRecord("pending")
+    return ResultRecord("ok" if state == b"ok" else "failed", value, int(expires) / 1000)
+
+
+KEPT: dict[int, LeaseStatus] = {0: "lost", 1: "held", 2: "cancelled"}
+
+
 class RedisLeaseRecords(LeaseRecords):
+    controls = True
+
     def __init__(self, backend: RedisBase, namespace: str, lifetimes: RecordLifetimes) -> None:
         super().__init__(namespace, lifetimes)
         self._backend = backend
@@ -45,13 +76,16 @@ class RedisLeaseRecords(LeaseRecords):
         keys: list[str],
         fields: Callable[[int], Sequence[Any]],
         head: Sequence[Any] = (),
+        results: bool = False,
     ) -> list[Any]:
         """`script` over the records `keys`: ARGV is `head`, then `fields(i)` of each
-        record i. One call per CHUNK records (per slot on a Cluster); the replies'
-        elements put back in the records' order."""
+        record i; KEYS the records' keys, then (`results`) their result keys. One call
+        per CHUNK records (per slot on a Cluster); the replies' elements put back in the
+        records' order."""
         if not keys:
             return []
         full = [self._backend.keys.lock(k) for k in keys]
+        extra = [result_slot_key(k) for k in full] if results else []
         if self._backend._connection().cluster:
             groups: dict[int, list[int]] = {}
             for n, key in enumerate(full):
@@ -66,7 +100,8 @@ class RedisLeaseRecords(LeaseRecords):
                 args = list(head)
                 for n in chunk:
                     args += fields(n)
-                reply = self._backend._eval(script, [full[n] for n in chunk], args)
+                chunk_keys = [full[n] for n in chunk] + [extra[n] for n in chunk if extra]
+                reply = self._backend._eval(script, chunk_keys, args)
                 if not isinstance(reply, list):  # a script that answers nothing per record
                     continue
                 width = len(reply) // len(chunk)
@@ -85,20 +120,68 @@ class RedisLeaseRecords(LeaseRecords):
         return list(records(reply, granted))
 
     def settle(self, ends: Sequence[LeaseEnd]) -> list[bool]:
-        keys = [self.lease_key(r.queue, r.id) for r, _ in ends]
+        keys = [self.lease_key(r.queue, r.id) for r, *_ in ends]
 
         def fields(n: int) -> tuple[Any, ...]:
-            receipt, acked = ends[n]
-            return (receipt.token, 1 if acked else 0)
+            end = ends[n]
+            state, value = end.result if end.result is not None else ("", b"")
+            return (end.receipt.token, 1 if end.acked else 0, state, value)
 
         head = [ms(self.lifetimes.acked), ms(self.lifetimes.lease)]
-        return [r == 1 for r in self._run("records_settle", keys, fields, head)]
+        reply = self._run("records_settle", keys, fields, head, results=True)
+        return [r == 1 for r in reply]
+
+    def put_results(self, puts: Sequence[ResultPut]) -> None:
+        keys = [self.lease_key(p.queue, p.id) for p in puts]
+
+        def fields(n: int) -> tuple[Any, ...]:
+            p = puts[n]
+            return (p.state, p.value or b"", "" if p.keep is None else ms(p.keep))
+
+        self._run("records_put_results", keys, fields, [ms(self.lifetimes.id)], results=True)
+
+    def result(self, queue: str, id: str) -> ResultRecord | None:
+        key = result_slot_key(self._backend.keys.lock(self.lease_key(queue, id)))
+        return result_record(self._backend._command("GET", key))
+
+    def drop_results(self, messages: Sequence[tuple[str, str]]) -> None:
+        full = [result_slot_key(self._backend.keys.lock(self.lease_key(q, i))) for q, i in messages]
+        if full:
+            self._backend._connection().pipeline([("DEL", key) for key in full])
 
     def renew(self, leases: Sequence[Receipt], visibility: float) -> list[bool]:
         keys = [self.lease_key(q, i) for q, i, _ in leases]
         head = [ms(self.lifetimes.lease), ms(visibility)]
         reply = self._run("records_renew", keys, lambda n: (leases[n].token,), head)
         return [r == 1 for r in reply]
+
+    def keep(
+        self, leases: Sequence[tuple[Receipt, Progress | None]], visibility: float
+    ) -> list[LeaseStatus]:
+        keys = [self.lease_key(q, i) for (q, i, _), _ in leases]
+
+        def fields(n: int) -> tuple[Any, ...]:
+            receipt, progress = leases[n]
+            return (receipt.token, "" if progress is None else progress_json(progress))
+
+        head = [ms(self.lifetimes.lease), ms(visibility)]
+        return [KEPT[int(r)] for r in self._run("records_keep", keys, fields, head)]
+
+    def cancel(self, queue: str, id: str) -> CancelStatus:
+        """The id record first, then the lease record: two keys, in two slots on a
+        Cluster, so two script calls (an id finished in between is caught by the lease
+        record: acked a moment ago)."""
+        id_key = self._backend.keys.lock(self.id_key(queue, id))
+        owner = self._backend._command("GET", id_key)
+        if not owner:
+            return "unknown"
+        ttl = max(int(self._backend._command("PTTL", id_key)), ms(self.lifetimes.lease))
+        key = self._backend.keys.lock(self.lease_key(queue, id))
+        done = int(self._backend._eval("records_cancel", [key, result_slot_key(key)], [ttl]))
+        if done == 0:
+            return "unknown"
+        self._backend._command("SET", id_key, "", "KEEPTTL", "XX")
+        return "signalled" if done == 2 else "removed"
 
     def forget(self, messages: Sequence[tuple[str, str]]) -> None:
         full = [self._backend.keys.lock(self.lease_key(q, i)) for q, i in messages]

@@ -1,5 +1,5 @@
 """Operating a Redis queue: counts, dead letters, inspection, redrive and purge, each a
-call of its read-only or chunked script, the reply read by `codec.py`."""
+call of its read-only or chunked script, the reply read by `codec/`."""
 
 from __future__ import annotations
 

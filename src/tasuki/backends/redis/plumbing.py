@@ -1,10 +1,12 @@
-"""What the parts of the Redis backend stand on: the connection, script calls, and the
-grouping of a batch by queue. `RedisBackend` (backend.py) is this plus its operating
-part (operating.py) and its hot path: enqueue, lease, settle, extend."""
+"""What the parts of the Redis backend stand on: the connection, script calls, the
+grouping of a batch by queue, and the wait on a notify list. `RedisBackend` (backend.py)
+is this plus its parts: producing.py, workflows.py, operating.py and its own lease,
+settle and results."""
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -19,6 +21,9 @@ T = TypeVar("T")
 
 # Messages (or receipts) per script call: bounds how long one call holds Redis.
 CHUNK = 1000
+# A blocked wait never sleeps less than this in Redis (BLPOP, BLMOVE); shorter pauses
+# sleep locally.
+MIN_BLOCK = 0.01
 
 
 class RedisBase(Backend):
@@ -87,6 +92,16 @@ class RedisBase(Backend):
                 for n, r in zip(part, call(keys, [items[n] for n in part]), strict=True):
                     out[n] = r == 1
         return out
+
+    def _wait_on(self, notify: str, remaining: float) -> None:
+        """Wait up to `remaining` seconds (at most `_max_block`) for a push to the notify
+        list `notify`: one BLMOVE of the list onto itself, so every waiter wakes and the
+        token stays for the next one."""
+        block = min(remaining, self._max_block)
+        if block < MIN_BLOCK:
+            time.sleep(block)
+        else:
+            self._command("BLMOVE", notify, notify, "RIGHT", "LEFT", block)
 
     def ping(self) -> None:
         self._command("PING")

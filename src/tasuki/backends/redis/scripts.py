@@ -38,8 +38,17 @@ NAMES = (
     "records_take",
     "records_settle",
     "records_renew",
+    "records_keep",
+    "records_cancel",
+    "records_put_results",
     "records_claim_ids",
     "records_finish_ids",
+    "records_settle_steps",
+    "records_start_flow",
+    "records_cancel_flow",
+    "records_claim_sends",
+    "records_sent",
+    "records_steps",
     "start_flow",
     "cancel_flow",
 )
@@ -86,8 +95,17 @@ class Scripts:
     records_take: Script
     records_settle: Script
     records_renew: Script
+    records_keep: Script
+    records_cancel: Script
+    records_put_results: Script
     records_claim_ids: Script
     records_finish_ids: Script
+    records_settle_steps: Script
+    records_start_flow: Script
+    records_cancel_flow: Script
+    records_claim_sends: Script
+    records_sent: Script
+    records_steps: Script
     start_flow: Script
     cancel_flow: Script
 

@@ -47,6 +47,7 @@ from tasuki.backends.sql.locks import SQLLockStore
 from tasuki.backends.sql.maintenance.expired import ExpiredCleaner
 from tasuki.backends.sql.maintenance.flows import FlowsCleaner
 from tasuki.backends.sql.maintenance.history import HistoryCleaner
+from tasuki.backends.sql.maintenance.limits import LimitsCleaner
 from tasuki.backends.sql.maintenance.results import ResultsCleaner
 from tasuki.backends.sql.steps import add_meters
 from tasuki.core.flowrecords import FlowRecord, ResultRecord
@@ -70,6 +71,7 @@ class SQLBackend(Backend):
             HistoryCleaner(dialect, self._now),
             ResultsCleaner(dialect, self._now),
             FlowsCleaner(dialect, self._now),
+            LimitsCleaner(dialect, self._now),
         ]
 
     def _now(self) -> float:

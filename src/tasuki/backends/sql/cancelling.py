@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tasuki.backends.base import CancelStatus
+from tasuki.backends.sql import limits
 from tasuki.backends.sql.dialect import Dialect, named_rows
 from tasuki.backends.sql.steps import Depth, drop_unique_locks
 from tasuki.core.records import CANCELLED_WINDOW
@@ -22,10 +23,12 @@ def cancel(dialect: Dialect, queue: str, id: str, clock: Callable[[], float]) ->
     with dialect.write() as conn:
         now = clock()
         cursor = conn.execute(q["cancel"], {"queue": queue, "id": id})
-        rows = named_rows(cursor, "state", "visible_at", "token", "keep_id", "unique_key")
+        rows = named_rows(
+            cursor, "state", "visible_at", "token", "keep_id", "unique_key", "limited"
+        )
         if not rows:
             return "unknown"
-        [(state, visible_at, token, keep_id, unique_key)] = rows
+        [(state, visible_at, token, keep_id, unique_key, limited)] = rows
         running = state == 1 and visible_at > now
         conn.execute(
             q["remember_cancelled"],
@@ -44,4 +47,11 @@ def cancel(dialect: Dialect, queue: str, id: str, clock: Callable[[], float]) ->
             depth = Depth()
             depth.add(queue, waiting=-1)
             depth.write(conn, dialect)
+        woken: set[str] = set()
+        if limited and token:  # a running holder's slots go with it
+            woken = limits.free(conn, dialect, [(queue, id, token)], now)
+        if woken:
+            dialect.changed(conn, sorted(woken))
+    if woken:
+        dialect.committed()
     return "signalled" if running else "removed"

@@ -83,13 +83,29 @@ QueryName = Literal[
     "flow_finish",
     "flow_barrier",
     "flow_fill",
-    "flow_slot_count",
+    "flow_slot_taken",
     "flow_slots",
     "flow_barrier_value",
     "flow_group_value",
     "flow_slots_forget_expired",
     "flow_barriers_forget_expired",
     "flows_forget_expired",
+    # limits.sql: admission of rate and concurrency limits, slots, wake-ups (`sql/limits.py`)
+    "limit_candidates",
+    "limit_due",
+    "limit_lease",
+    "limit_park",
+    "slot_holders",
+    "slots_prune",
+    "slot_take",
+    "slots_free",
+    "limit_parked_keys",
+    "limit_wake",
+    "rate_window",
+    "rate_take",
+    "rate_prune",
+    "slots_forget_dead",
+    "rate_forget_expired",
 ]
 # Every SQL engine's query file defines these.
 REQUIRED: frozenset[QueryName] = frozenset(get_args(QueryName))
@@ -103,8 +119,12 @@ SEPARATE_STEPS: frozenset[SeparateStep] = frozenset(get_args(SeparateStep))
 # What only one engine does, in queries only its file defines.
 # PostgreSQL: a plain batch enqueued (and announced) in one statement, `insert_batch`, and
 # the same for ids of our own making without the id arbiter, `insert_batch_new`; the
-# archive of acked messages, `ack_archive` and `prune_archive`.
-PostgresExtra = Literal["insert_batch", "insert_batch_new", "ack_archive", "prune_archive"]
+# archive of acked messages, `ack_archive` and `prune_archive`; the locks that serialize
+# the admissions and wake-ups of a limit's key, `limit_lock_keys` (SQLite's writes are
+# serialized already).
+PostgresExtra = Literal[
+    "insert_batch", "insert_batch_new", "ack_archive", "prune_archive", "limit_lock_keys"
+]
 # SQLite: each queue's count of waiting and dead messages, kept with the writes that
 # change them (`count_depth`, `reset_depth` on purge), so that its stats read two numbers
 # instead of counting a million index entries. (Kept in PostgreSQL, a count row per queue
@@ -213,6 +233,10 @@ class Dialect(Protocol):
         """A connection for writes whose every statement is atomic on its own: no
         transaction around them where the engine can spare its round trips (PostgreSQL's
         autocommit), else `write()`."""
+
+    def atomic(self, conn: Connection) -> AbstractContextManager[Connection]:
+        """Statements on a `statements()` connection as one transaction: PostgreSQL's
+        BEGIN ... COMMIT on its autocommit connection; SQLite's is open already."""
 
     def joined(self, connection: object) -> tuple[Connection, Queries]:
         """The caller's connection, checked, and the queries to run on it."""

@@ -132,7 +132,7 @@ def apply(
         slot = {**key, "slot": fill.slot, "value": value, "expires_at": expires_at}
         if conn.execute(q["flow_fill"], slot).rowcount != 1:
             return  # the slot was filled before: that settle went on, if any did
-        [(filled,)] = named_rows(conn.execute(q["flow_slot_count"], key), "filled")
+        [(filled,)] = named_rows(conn.execute(q["flow_slot_taken"], key), "filled")
         if filled < fill.size:
             return
         slots = named_rows(conn.execute(q["flow_slots"], key), "value")

@@ -7,7 +7,8 @@ messages' history, the dead messages' unique locks dropped — is taken by the s
 itself where the engine can (`Dialect.cte_writes`), else by statements beside it in the
 same transaction; the dead are counted by a statement after it, when there are any.
 The reliability meters (redeliveries, lost leases, how long a lost lease waited) are
-counted from its rows.
+counted from its rows. Rows with rate or concurrency limits it holds, unchanged
+(`held`): `limits.admit` leases or parks them right after, in one transaction.
 """
 
 from __future__ import annotations
@@ -15,13 +16,14 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from itertools import takewhile
 from operator import itemgetter
 from typing import Any
 
 import orjson
 
 from tasuki.backends.base import Delivery
-from tasuki.backends.sql import results
+from tasuki.backends.sql import limits, results
 from tasuki.backends.sql.dialect import Connection, Dialect, columns, named_rows
 from tasuki.backends.sql.steps import (
     Depth,
@@ -47,8 +49,16 @@ LEASE_COLUMNS = (
     "visibility_timeout",
     "unique_key",
     "lost_at",
+    "held",
 )
 _SEQ = itemgetter(LEASE_COLUMNS.index("seq"))
+# After a lease parked messages over their limits, how many due messages the next round
+# looks at for limited ones to decide at once (`limit_due`): many messages parked
+# together become due together (their slot's holder's lease expiry) and are parked again
+# a few hundred per transaction, not a worker's batch at a time. Only those ahead of
+# every unlimited one may be leased by it (the lease's order holds); the others over a
+# limit are parked, the others within theirs left for the lease to take in its turn.
+SWEEP = 256
 
 
 def lease(
@@ -84,6 +94,7 @@ def lease_now(
     q = dialect.queries
     leased: list[Delivery] = []
     depth = Depth()
+    sweep = False
     with dialect.statements() as conn:
         now = clock()
         while len(leased) < max_messages:
@@ -93,7 +104,27 @@ def lease_now(
                 "limit": max_messages - len(leased),
                 "nonce": os.urandom(6).hex(),
                 "visibility_timeout": vt,
+                "scan": SWEEP,
             }
+            if sweep:  # the last round parked some: decide the run of limited ones ahead
+                sweep = False
+                cursor = conn.execute(q["limit_due"], params)
+                due = named_rows(cursor, "id", "held")
+                lead = sum(1 for _ in takewhile(itemgetter(1), due))
+                ahead = [msg_id for msg_id, held in due if held]
+                if ahead:  # those after an unlimited one are only parked, if over
+                    with dialect.atomic(conn):
+                        admitted = limits.admit(
+                            conn, dialect, queue, ahead, params, LEASE_COLUMNS, clock,
+                            room=max_messages - len(leased), lead=lead,
+                        )  # fmt: skip
+                    more, _, _ = _leased(queue, sorted(admitted.rows, key=_SEQ), {})
+                    leased.extend(more)
+                    depth.add(queue, waiting=admitted.to_waiting - admitted.from_waiting)
+                    if redelivered := sum(1 for d in more if d.attempt > 1):
+                        _count_lease_meters(conn, dialect, queue, more, {}, redelivered, now)
+                    sweep = admitted.parked > 0
+                    continue
             lost: dict[str, float] = {}
             if not dialect.cte_writes:
                 cursor = conn.execute(q["record_lost_leases"], params)
@@ -102,10 +133,22 @@ def lease_now(
             rows = sorted(map(columns(cursor, *LEASE_COLUMNS), cursor.fetchall()), key=_SEQ)
             if not rows:
                 break
-            deliveries, dead = _leased(queue, rows, lost)
+            deliveries, dead, held = _leased(queue, rows, lost)
+            # The rows changed that were not in flight (lost) were waiting.
+            held_lost = sum(1 for msg_id in held if msg_id in lost)
+            depth.add(queue, waiting=len(lost) - held_lost - len(rows) + len(held), dead=len(dead))
+            parked = 0
+            if held:  # rows with limits: admitted (leased) or parked, in one transaction
+                with dialect.atomic(conn):
+                    admitted = limits.admit(
+                        conn, dialect, queue, held, params, LEASE_COLUMNS, clock
+                    )
+                more, _, _ = _leased(queue, sorted(admitted.rows, key=_SEQ), {})
+                rank = {row[2]: n for n, row in enumerate(rows)}  # the lease's order
+                deliveries = sorted(deliveries + more, key=lambda d: rank[d.id])
+                depth.add(queue, waiting=admitted.to_waiting - admitted.from_waiting)
+                parked = len(held) - len(more)
             leased.extend(deliveries)
-            # The rows that were not in flight (lost) were waiting.
-            depth.add(queue, waiting=len(lost) - len(rows), dead=len(dead))
             if dead:  # seldom: a statement or two after the lease, not inside it
                 drop_unique_locks(conn, dialect, dead)
                 count_settled(conn, dialect, queue, dead=len(dead))
@@ -113,27 +156,30 @@ def lease_now(
             redelivered = sum(1 for d in deliveries if d.attempt > 1)
             if lost or redelivered:
                 _count_lease_meters(conn, dialect, queue, deliveries, lost, redelivered, now)
-            if not dead:
+            if not dead and not parked:  # else fill the places they took
                 break
+            sweep = parked > 0
         depth.write(conn, dialect)
     return leased
 
 
 def _leased(
     queue: str, rows: list[tuple[Any, ...]], lost: dict[str, float]
-) -> tuple[list[Delivery], list[tuple[str, str | None]]]:
-    """The deliveries among a `lease` statement's rows (oldest first), and the (id,
-    unique key) of the messages it dead-lettered; `lost` gains the leases it found lost."""
+) -> tuple[list[Delivery], list[tuple[str, str | None]], list[str]]:
+    """The deliveries among a `lease` statement's rows (oldest first), the (id, unique
+    key) of the messages it dead-lettered, and the ids of those it held for admission
+    (oldest first); `lost` gains the leases it found lost."""
     loads = orjson.loads
     deliveries = [
         Delivery(queue, msg_id, bytes(body), loads(headers), attempt, max_attempts,
                  float(enqueued_at), token, fence, float(vt))
         for (dead, _seq, msg_id, body, headers, attempt, max_attempts, enqueued_at, token,
-             fence, vt, _key, _lost) in rows
-        if not dead
+             fence, vt, _key, _lost, held) in rows
+        if not dead and not held
     ]  # fmt: skip
-    lost.update((msg_id, at) for _dead, _seq, msg_id, *_, at in rows if at is not None)
-    return deliveries, [(msg_id, key) for dead, _seq, msg_id, *_, key, _at in rows if dead]
+    lost.update((msg_id, at) for _dead, _seq, msg_id, *_, at, _held in rows if at is not None)
+    dead = [(msg_id, key) for dead, _seq, msg_id, *_, key, _at, _held in rows if dead]
+    return deliveries, dead, [msg_id for _d, _s, msg_id, *_, held in rows if held]
 
 
 def _count_lease_meters(

@@ -17,6 +17,7 @@ import orjson
 from tasuki.backends.base import Enqueued, Envelope
 from tasuki.backends.sql import results as kept_results
 from tasuki.backends.sql.dialect import Connection, Dialect, Queries, named_rows
+from tasuki.backends.sql.limits import limits_json
 from tasuki.backends.sql.steps import Depth
 
 _EMPTY_HEADERS_JSON = "{}"
@@ -224,6 +225,7 @@ def insert_params(
         "unique_key": unique_key,
         "priority": env.priority,
         "head_start": float(env.priority * aging),
+        "limits": limits_json(env.limits),
     }
 
 
@@ -245,6 +247,7 @@ def _batch_params(
         "keep_ids": values(_shared([e.keep_id for e in envelopes])),
         "priorities": values(_shared([e.priority for e in envelopes])),
         "head_starts": values(_shared([float(e.priority * aging) for e in envelopes])),
+        "limits": values(_shared([limits_json(e.limits) for e in envelopes])),
     }
 
 

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 import orjson
 
 from tasuki.backends.base import Effects, Keep, LeaseStatus, Progress, Receipt, Settle
-from tasuki.backends.sql import flows
+from tasuki.backends.sql import flows, limits
 from tasuki.backends.sql import results as kept_results
 from tasuki.backends.sql.dialect import Connection, Dialect, named_rows
 from tasuki.backends.sql.steps import (
@@ -80,6 +80,8 @@ class _Batch:
         self.died: Counter[str] = Counter()
         self.woken: set[str] = set()
         self.results = False  # a result record was written: its waiters are woken
+        # The leases ended here whose messages have limits: their slots are freed.
+        self.freeing: list[tuple[str, str, str]] = []
 
     def ack(self, items: list[Settle]) -> list[bool]:
         """One `ack` statement deletes the batch's messages whose lease is current;
@@ -100,16 +102,17 @@ class _Batch:
             "keep": HISTORY_LIMIT,
         }
         cursor = self.conn.execute(dialect.queries["ack"], params)
-        rows = named_rows(cursor, "queue", "id", "token", "keep_id")
+        rows = named_rows(cursor, "queue", "id", "token", "keep_id", "limited")
+        self.freeing += [(queue, msg_id, token) for queue, msg_id, token, _, lim in rows if lim]
         if not dialect.cte_writes:
-            kept = [(q, i, t, keep) for q, i, t, keep in rows if keep > 0]
+            kept = [(q, i, t, keep) for q, i, t, keep, _ in rows if keep > 0]
             remember = [{"queue": q, "id": i, "now": now, "keep_id": k} for q, i, _, k in kept]
             if remember:
                 dialect.many(self.conn, dialect.queries["remember_finished"], remember)
             for queue, msg_id, token, _ in kept:  # a caller-given id's history outlives
                 self.history.add(queue, msg_id, "acked", fence(token), "")  # the message
             self.acked.update(queue for queue, *_ in rows)
-        deleted = {Receipt(queue, msg_id, token) for queue, msg_id, token, _ in rows}
+        deleted = {Receipt(queue, msg_id, token) for queue, msg_id, token, *_ in rows}
         acked_values = [
             (item.receipt.queue, item.receipt.id, item.effects.result)
             for item in items
@@ -134,11 +137,13 @@ class _Batch:
             }
             for item in items
         ]
-        runs = self.dialect.many(self.conn, self.dialect.queries["release"], params)
-        results = [count == 1 for count, _ in runs]
-        for item, released in zip(items, results, strict=True):
-            if released:
+        runs = self.dialect.many(self.conn, self.dialect.queries["release"], params, ("limited",))
+        results = [bool(rows) for _, rows in runs]
+        for item, (_, rows) in zip(items, runs, strict=True):
+            if rows:
                 r = item.receipt
+                if rows[0][0]:
+                    self.freeing.append((r.queue, r.id, r.token))
                 event, detail = release_event(item.delay, item.penalty, error_summary(item.error))
                 self.history.add(r.queue, r.id, event, fence(r.token), detail)
                 self.depth.add(r.queue, waiting=1)
@@ -162,13 +167,15 @@ class _Batch:
                 }
             )
         q = self.dialect.queries
-        runs = self.dialect.many(self.conn, q["dead"], params, ("id", "unique_key"))
+        runs = self.dialect.many(self.conn, q["dead"], params, ("id", "unique_key", "limited"))
         results = []
         for item, (_, rows) in zip(items, runs, strict=True):
             results.append(bool(rows))
             if rows:
                 r = item.receipt
-                drop_unique_locks(self.conn, self.dialect, rows)
+                drop_unique_locks(self.conn, self.dialect, [(i, key) for i, key, _ in rows])
+                if rows[0][2]:
+                    self.freeing.append((r.queue, r.id, r.token))
                 self.history.add(
                     r.queue, r.id, "dead", fence(r.token), death_detail(item.reason, item.error)
                 )
@@ -191,6 +198,9 @@ class _Batch:
         self.depth.write(conn, dialect)
         for queue in sorted(self.acked.keys() | self.died.keys()):
             count_settled(conn, dialect, queue, acked=self.acked[queue], dead=self.died[queue])
+        if self.freeing:  # after the verdicts: see `limits` for the order of the locks
+            with dialect.atomic(conn):
+                self.woken |= limits.free(conn, dialect, self.freeing, self.now)
         if self.woken:
             dialect.changed(conn, sorted(self.woken))
         if self.results or self.applied.flows:

@@ -38,7 +38,9 @@ from tasuki.backends.sqlite.locks import SQLiteLockStore
 from tasuki.errors import BackendError, BackendUnavailable, InvalidArgument, InvalidURL
 
 Q = load_dialect_queries(
-    "tasuki.backends.sqlite", cte_writes=False, files=("queries.sql", "results.sql", "flows.sql")
+    "tasuki.backends.sqlite",
+    cte_writes=False,
+    files=("queries.sql", "results.sql", "flows.sql", "limits.sql"),
 )
 SCHEMA = resources.files("tasuki.backends.sqlite").joinpath("schema.sql").read_text("utf-8")
 
@@ -57,9 +59,18 @@ ADDED_COLUMNS = {
         ("priority", "INTEGER NOT NULL DEFAULT 0"),
         ("head_start", "REAL NOT NULL DEFAULT 0"),
         ("progress", "TEXT"),
+        ("limits", "TEXT"),
+        ("parked_on", "TEXT"),
     ),
     "tasuki_finished": (("cancelled", "TEXT"),),
+    "tasuki_flow_barriers": (("filled", "INTEGER NOT NULL DEFAULT 0"),),
 }
+
+
+BARRIER_FILLED = (
+    "UPDATE tasuki_flow_barriers SET filled = (SELECT count(*) FROM tasuki_flow_slots s"
+    " WHERE s.flow = tasuki_flow_barriers.flow AND s.barrier = tasuki_flow_barriers.barrier)"
+)
 
 
 def _missing_columns(conn: sqlite3.Connection) -> list[tuple[str, str, str]]:
@@ -80,6 +91,8 @@ def _add_columns(conn: sqlite3.Connection) -> None:
     try:
         for table, name, kind in _missing_columns(conn):
             conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
+            if name == "filled":  # the slots its groups' members filled so far
+                conn.execute(BARRIER_FILLED)
         conn.execute("DROP INDEX IF EXISTS tasuki_messages_due")
     except BaseException:
         conn.execute("ROLLBACK")
@@ -140,6 +153,8 @@ class SQLiteDialect:
             results=True,
             progress=True,
             workflows=True,
+            rate_limits=True,
+            concurrency_limits=True,
         )
         self._synchronous = synchronous
         self._busy_timeout = busy_timeout
@@ -179,6 +194,11 @@ class SQLiteDialect:
     @contextlib.contextmanager
     def read(self) -> Iterator[Connection]:
         yield self.conn()
+
+    @staticmethod
+    def atomic(conn: Connection) -> AbstractContextManager[Connection]:
+        """`statements()` is a transaction already."""
+        return contextlib.nullcontext(conn)
 
     def statements(self) -> AbstractContextManager[Connection]:
         """SQLite's writes are local: the same short transaction as `write()`."""

@@ -40,8 +40,11 @@ INSERT INTO tasuki_flow_slots (flow, barrier, slot, value, expires_at)
 VALUES (:flow, :barrier, :slot, :value, :expires_at)
 ON CONFLICT (flow, barrier, slot) DO NOTHING;
 
--- name: flow_slot_count
-SELECT count(*) AS filled FROM tasuki_flow_slots WHERE flow = :flow AND barrier = :barrier;
+-- name: flow_slot_taken
+-- Run only after `flow_fill` took a slot, in its transaction, under the barrier's lock:
+-- the number of slots filled, kept with the set rather than counted from it each time.
+UPDATE tasuki_flow_barriers SET filled = filled + 1
+WHERE flow = :flow AND barrier = :barrier RETURNING filled;
 
 -- name: flow_slots
 SELECT value FROM tasuki_flow_slots WHERE flow = :flow AND barrier = :barrier ORDER BY slot;

@@ -17,7 +17,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 from tasuki.backends.sqlfiles import load_queries
+from tasuki.backends.sqlite import flow_records as flows
+from tasuki.core.flowrecords import FlowRecord, FlowRecords, ResultRecord
 from tasuki.core.locks import (
+    CANCELLED_OWNER,
+    CANCELLED_TAKE,
     Granted,
     IdClaim,
     IdFinish,
@@ -25,25 +29,38 @@ from tasuki.core.locks import (
     LeaseRecords,
     LeaseTake,
     RecordLifetimes,
+    ResultPut,
+    Settled,
     grant,
+    progress_json,
 )
-from tasuki.core.records import Receipt
+from tasuki.core.records import CancelStatus, LeaseStatus, MessageState, Progress, Receipt
 
 QUERY_NAMES = (
     "create_table",
     "columns",
     "add_copy",
     "add_receives",
+    "add_progress",
+    "add_value",
     "sweep",
     "read_lease",
     "write_lease",
     "settle_acked",
     "settle_released",
     "renew_lease",
+    "keep_lease",
+    "read_record",
+    "cancel_lease",
+    "finish_id",
     "forget",
     "claim_id",
     "keep_id",
     "drop_id",
+    "pend_result",
+    "reopen_result",
+    "settle_result",
+    "read_result",
 )
 SQL = load_queries("tasuki.backends.sqlite", "lease_records.sql", QUERY_NAMES)
 # Expired records are swept every this many writes.
@@ -53,7 +70,10 @@ SWEEP_EVERY = 2000
 Params = Mapping[str, object]
 
 
-class SQLiteLeaseRecords(LeaseRecords):
+class SQLiteLeaseRecords(LeaseRecords, FlowRecords):
+    controls = True
+    flows = True
+
     def __init__(self, path: str, namespace: str, lifetimes: RecordLifetimes) -> None:
         super().__init__(namespace, lifetimes)
         self._db = sqlite3.connect(
@@ -64,9 +84,10 @@ class SQLiteLeaseRecords(LeaseRecords):
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute(SQL["create_table"])
         columns = {row["name"] for row in self._db.execute(SQL["columns"])}
-        for column in ("copy", "receives"):
+        for column in ("copy", "receives", "progress", "value"):
             if column not in columns:  # a table made before the column
                 self._db.execute(SQL[f"add_{column}"])
+        flows.make_tables(self._db)
         self._mutex = threading.Lock()
         self._writes = 0
 
@@ -90,6 +111,7 @@ class SQLiteLeaseRecords(LeaseRecords):
                 if self._writes >= SWEEP_EVERY:
                     self._writes = 0
                     db.execute(SQL["sweep"], {"now": time.time()})
+                    flows.sweep(db, time.time())
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
@@ -106,6 +128,9 @@ class SQLiteLeaseRecords(LeaseRecords):
                 row = db.execute(SQL["read_lease"], {"key": key}).fetchone()
                 if row is not None and row["expires"] <= now:
                     row = None  # expired: no record
+                if row is not None and row["owner"].startswith(CANCELLED_OWNER):
+                    granted.append(CANCELLED_TAKE)
+                    continue
                 # A live lease holds it, or (no owner) this very copy was acked: either
                 # way a duplicate delivery, not to run.
                 if (
@@ -139,22 +164,72 @@ class SQLiteLeaseRecords(LeaseRecords):
         return granted
 
     def settle(self, ends: Sequence[LeaseEnd]) -> list[bool]:
+        return [s.current for s in self.settle_steps(ends)]
+
+    def settle_steps(self, ends: Sequence[LeaseEnd]) -> list[Settled]:
         if not ends:
             return []
         now = time.time()
         until = now + self.lifetimes.acked
         expires = now + self.lifetimes.lease
         with self._transaction(len(ends)) as db:
-            out = []
-            for receipt, acked in ends:
+            out: list[Settled] = []
+            for end in ends:
+                receipt = end.receipt
                 key = self.lease_key(receipt.queue, receipt.id)
                 params = {"key": key, "owner": receipt.token, "now": now}
-                if acked:
+                if end.acked:
                     cursor = db.execute(SQL["settle_acked"], {**params, "until": until})
                 else:
                     cursor = db.execute(SQL["settle_released"], {**params, "expires": expires})
-                out.append(cursor.rowcount > 0)
+                if cursor.rowcount == 0:
+                    out.append(Settled(False))
+                    continue
+                if end.result is not None:
+                    self._settle_result(db, receipt.queue, receipt.id, end.result, now)
+                go_on = end.effects is not None and flows.apply(
+                    db, end.effects, self.namespace, f"{receipt.queue}:{receipt.id}", now
+                )
+                out.append(Settled(True, go_on))
             return out
+
+    def _settle_result(
+        self, db: sqlite3.Connection, queue: str, id: str, result: tuple[str, bytes], now: float
+    ) -> None:
+        state, value = result
+        db.execute(
+            SQL["settle_result"],
+            {"key": self.result_key(queue, id), "state": state, "value": value, "now": now},
+        )
+
+    def put_results(self, puts: Sequence[ResultPut]) -> None:
+        if not puts:
+            return
+        now = time.time()
+        with self._transaction(len(puts)) as db:
+            for queue, id, state, value, keep in puts:
+                key = self.result_key(queue, id)
+                expires = now + self.lifetimes.id
+                if state != "pending":
+                    self._settle_result(db, queue, id, (state, value or b""), now)
+                elif keep is not None:
+                    db.execute(SQL["pend_result"], {"key": key, "expires": expires, "keep": keep})
+                else:
+                    db.execute(SQL["reopen_result"], {"key": key, "expires": expires, "now": now})
+
+    def result(self, queue: str, id: str) -> ResultRecord | None:
+        with self._mutex:
+            row = self._db.execute(
+                SQL["read_result"], {"key": self.result_key(queue, id), "now": time.time()}
+            ).fetchone()
+        if row is None:
+            return None
+        if row["owner"] == "pending":
+            return ResultRecord("pending")
+        return ResultRecord(row["owner"], bytes(row["value"] or b""), row["expires"])
+
+    def drop_results(self, messages: Sequence[tuple[str, str]]) -> None:
+        self._write("forget", [{"key": self.result_key(q, i)} for q, i in messages])
 
     def renew(self, leases: Sequence[Receipt], visibility: float) -> list[bool]:
         now = time.time()
@@ -172,6 +247,64 @@ class SQLiteLeaseRecords(LeaseRecords):
                 for q, i, t in leases
             ],
         )
+
+    def keep(
+        self, leases: Sequence[tuple[Receipt, Progress | None]], visibility: float
+    ) -> list[LeaseStatus]:
+        if not leases:
+            return []
+        now = time.time()
+        expires, until = now + self.lifetimes.lease, now + visibility
+        out: list[LeaseStatus] = []
+        with self._transaction(len(leases)) as db:
+            for (queue, id, token), progress in leases:
+                key = self.lease_key(queue, id)
+                params = {
+                    "expires": expires,
+                    "until": until,
+                    "key": key,
+                    "owner": token,
+                    "now": now,
+                    "progress": None if progress is None else progress_json(progress),
+                }
+                if db.execute(SQL["keep_lease"], params).rowcount > 0:
+                    out.append("held")
+                    continue
+                row = db.execute(SQL["read_record"], {"key": key, "now": now}).fetchone()
+                cancelled = row is not None and row["owner"] == CANCELLED_OWNER + token
+                out.append("cancelled" if cancelled and token else "lost")
+        return out
+
+    def cancel(self, queue: str, id: str) -> CancelStatus:
+        now = time.time()
+        with self._transaction(1) as db:
+            id_key = self.id_key(queue, id)
+            known = db.execute(SQL["read_record"], {"key": id_key, "now": now}).fetchone()
+            if known is None or known["owner"] == "":
+                return "unknown"
+            key = self.lease_key(queue, id)
+            row = db.execute(SQL["read_lease"], {"key": key}).fetchone()
+            if row is not None and row["expires"] <= now:
+                row = None
+            if row is not None and (
+                row["owner"].startswith(CANCELLED_OWNER)
+                or (row["owner"] == "" and row["lease_until"] > now)  # acked a moment ago
+            ):
+                return "unknown"
+            running = row is not None and row["owner"] != "" and row["lease_until"] > now
+            holder, until = (row["owner"], row["lease_until"]) if row and running else ("", 0.0)
+            db.execute(
+                SQL["cancel_lease"],
+                {
+                    "key": key,
+                    "owner": CANCELLED_OWNER + holder,
+                    "expires": max(known["expires"], now + self.lifetimes.lease),
+                    "until": until,
+                },
+            )
+            db.execute(SQL["finish_id"], {"key": id_key})
+            db.execute(SQL["forget"], {"key": self.result_key(queue, id)})  # keeps none
+            return "signalled" if running else "removed"
 
     def forget(self, messages: Sequence[tuple[str, str]]) -> None:
         self._write("forget", [{"key": self.lease_key(q, i)} for q, i in messages])
@@ -197,6 +330,52 @@ class SQLiteLeaseRecords(LeaseRecords):
         drop = [{"key": self.id_key(d.queue, d.id), "owner": d.owner} for d in done if d.keep <= 0]
         self._write("keep_id", keep)
         self._write("drop_id", drop)
+
+    # -- workflows (`FlowRecords`, flow_records.py) ---------------------------------------
+    def start_flow(self, record: FlowRecord) -> bool:
+        with self._transaction(1) as db:
+            return flows.start(db, self.namespace + record.id, record, time.time())
+
+    def flow(self, flow_id: str) -> FlowRecord | None:
+        with self._mutex:
+            return flows.read(self._db, self.namespace + flow_id, time.time())
+
+    def cancel_flow(self, flow_id: str) -> bool:
+        with self._transaction(1) as db:
+            return flows.cancel(db, self.namespace + flow_id, time.time())
+
+    def group_value(self, flow_id: str, barrier: str) -> bytes | None:
+        with self._mutex:
+            return flows.group_value(self._db, self.namespace + flow_id, barrier, time.time())
+
+    def step_states(self, steps: Sequence[tuple[str, str]]) -> list[tuple[MessageState, int]]:
+        now = time.time()
+        with self._mutex:
+            return [
+                flows.step_state(
+                    self._db,
+                    self.namespace,
+                    self.lease_key(queue, id),
+                    self.id_key(queue, id),
+                    f"{queue}:{id}",
+                    now,
+                )
+                for queue, id in steps
+            ]
+
+    def claim_sends(self, queue: str, ids: Sequence[str], sender: str) -> list[bool]:
+        if not ids:
+            return []
+        now = time.time()
+        expires = now + self.lifetimes.id
+        with self._transaction(len(ids)) as db:
+            return [flows.claim_send(db, self.id_key(queue, i), sender, expires, now) for i in ids]
+
+    def sent(self, queue: str, ids: Sequence[str], sender: str) -> None:
+        if ids:
+            with self._transaction(len(ids)) as db:
+                for i in ids:
+                    flows.mark_sent(db, self.id_key(queue, i), sender)
 
     def close(self) -> None:
         with self._mutex:

@@ -8,7 +8,11 @@
 -- A lease record: `owner` the lease token ('' once settled), `lease_until` when that
 -- lease (or an ack's grace) ends, `copy` the SQS MessageId leased, `receives` the
 -- leases granted on that copy (0: not counted), `fence` the last lease's fencing
--- number. An id record: `owner` the id's random owner.
+-- number, `progress` the current lease's progress (JSON, '' for none). A cancelled
+-- message's `owner` is '~cancelled~' + the token of the lease that ran then. An id
+-- record: `owner` the id's random owner, '' once the message is finished. A result
+-- record: `owner` its state (pending, ok, failed), `lease_until` the message's
+-- keep_result in seconds, `value` its JSON.
 CREATE TABLE IF NOT EXISTS tasuki_sqs_records (
     key TEXT PRIMARY KEY,
     owner TEXT NOT NULL,
@@ -16,7 +20,9 @@ CREATE TABLE IF NOT EXISTS tasuki_sqs_records (
     fence INTEGER NOT NULL DEFAULT 0,
     lease_until REAL NOT NULL DEFAULT 0,
     copy TEXT NOT NULL DEFAULT '',
-    receives INTEGER NOT NULL DEFAULT 0
+    receives INTEGER NOT NULL DEFAULT 0,
+    progress TEXT NOT NULL DEFAULT '',
+    value BLOB
 ) WITHOUT ROWID;
 
 -- name: columns
@@ -28,6 +34,12 @@ ALTER TABLE tasuki_sqs_records ADD COLUMN copy TEXT NOT NULL DEFAULT '';
 
 -- name: add_receives
 ALTER TABLE tasuki_sqs_records ADD COLUMN receives INTEGER NOT NULL DEFAULT 0;
+
+-- name: add_progress
+ALTER TABLE tasuki_sqs_records ADD COLUMN progress TEXT NOT NULL DEFAULT '';
+
+-- name: add_value
+ALTER TABLE tasuki_sqs_records ADD COLUMN value BLOB;
 
 -- name: sweep
 DELETE FROM tasuki_sqs_records WHERE expires <= :now;
@@ -56,6 +68,28 @@ WHERE key = :key AND owner = :owner AND expires > :now;
 UPDATE tasuki_sqs_records SET expires = :expires, lease_until = :until
 WHERE key = :key AND owner = :owner AND expires > :now;
 
+-- name: keep_lease
+-- A renewal that stores the lease's progress (NULL keeps what is there).
+UPDATE tasuki_sqs_records
+SET expires = :expires, lease_until = :until, progress = coalesce(:progress, progress)
+WHERE key = :key AND owner = :owner AND expires > :now;
+
+-- name: read_record
+SELECT owner, expires FROM tasuki_sqs_records WHERE key = :key AND expires > :now;
+
+-- name: cancel_lease
+-- The lease record of a cancelled message, kept as long as its id could be: a copy
+-- received later is deleted, never run.
+INSERT INTO tasuki_sqs_records (key, owner, expires, lease_until)
+VALUES (:key, :owner, :expires, :until)
+ON CONFLICT (key) DO UPDATE SET
+    owner = excluded.owner, expires = excluded.expires, lease_until = excluded.lease_until,
+    progress = '';
+
+-- name: finish_id
+-- A cancelled message's id: still known (its TTL unchanged), finished.
+UPDATE tasuki_sqs_records SET owner = '' WHERE key = :key;
+
 -- name: forget
 DELETE FROM tasuki_sqs_records WHERE key = :key;
 
@@ -66,9 +100,27 @@ ON CONFLICT (key) DO UPDATE SET owner = excluded.owner, expires = excluded.expir
 WHERE tasuki_sqs_records.expires <= :now;
 
 -- name: keep_id
--- `:owner` '' for whoever holds it.
-UPDATE tasuki_sqs_records SET expires = :expires
+-- `:owner` '' for whoever holds it. A kept id is a finished message's: no owner.
+UPDATE tasuki_sqs_records SET expires = :expires, owner = ''
 WHERE key = :key AND (owner = :owner OR :owner = '');
 
 -- name: drop_id
 DELETE FROM tasuki_sqs_records WHERE key = :key AND (owner = :owner OR :owner = '');
+
+-- name: pend_result
+-- A result record made at enqueue: pending, with the message's keep_result.
+INSERT OR REPLACE INTO tasuki_sqs_records (key, owner, expires, lease_until)
+VALUES (:key, 'pending', :expires, :keep);
+
+-- name: reopen_result
+-- Pending again (a redrive), keeping its keep_result.
+UPDATE tasuki_sqs_records SET owner = 'pending', value = NULL, expires = :expires
+WHERE key = :key AND expires > :now;
+
+-- name: settle_result
+-- Settled: kept its keep_result from now.
+UPDATE tasuki_sqs_records SET owner = :state, value = :value, expires = :now + lease_until
+WHERE key = :key AND expires > :now;
+
+-- name: read_result
+SELECT owner, expires, value FROM tasuki_sqs_records WHERE key = :key AND expires > :now;

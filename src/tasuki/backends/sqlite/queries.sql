@@ -13,10 +13,10 @@ LIMIT 1;
 -- name: insert_message
 INSERT INTO tasuki_messages
     (queue, id, body, headers, visible_at, enqueued_at, max_attempts,
-     visibility_timeout, keep_id, unique_key, priority, head_start)
+     visibility_timeout, keep_id, unique_key, priority, head_start, limits)
 VALUES
     (:queue, :id, :body, :headers, :now + :delay, :now, :max_attempts,
-     :visibility_timeout, :keep_id, :unique_key, :priority, :head_start);
+     :visibility_timeout, :keep_id, :unique_key, :priority, :head_start, :limits);
 
 -- name: replace_waiting_payload
 UPDATE tasuki_messages SET body = :body, headers = :headers
@@ -30,9 +30,12 @@ WHERE queue = :queue AND id = :id AND state = 0;
 -- cost a step each only while their rank is already past. Returns every row it changed:
 -- `dead` marks the dead-lettered ones, `unique_key` the lock the caller still has to drop;
 -- `record_lost_leases`, run just before, found the lost leases (`lost_at` is NULL here).
+-- A row with limits is held, not leased (`held`, left as it was): its admission
+-- (`sql/limits.py`) leases or parks it in the same transaction.
 -- The token is unique per lease: a per-batch random nonce plus the message's new fence.
 WITH due AS (
-    SELECT seq, attempt >= max_attempts AS dead
+    SELECT seq, CASE WHEN attempt >= max_attempts THEN 1
+                     WHEN limits IS NOT NULL THEN 2 ELSE 0 END AS act
     FROM tasuki_messages
     WHERE queue = :queue AND state < 2 AND visible_at - head_start <= :now
       AND visible_at <= :now
@@ -40,27 +43,28 @@ WITH due AS (
     LIMIT :limit
 )
 UPDATE tasuki_messages AS m
-SET state = CASE WHEN due.dead THEN 2 ELSE 1 END,
-    attempt = m.attempt + CASE WHEN due.dead THEN 0 ELSE 1 END,
-    fence = m.fence + CASE WHEN due.dead THEN 0 ELSE 1 END,
-    token = CASE WHEN due.dead THEN NULL ELSE :nonce || '.' || (m.fence + 1) END,
-    visible_at = CASE WHEN due.dead THEN m.visible_at
-        ELSE :now + coalesce(m.visibility_timeout, :visibility_timeout) END,
-    died_at = CASE WHEN due.dead THEN :now ELSE m.died_at END,
+SET state = CASE due.act WHEN 0 THEN 1 WHEN 1 THEN 2 ELSE m.state END,
+    attempt = m.attempt + (due.act = 0),
+    fence = m.fence + (due.act = 0),
+    token = CASE due.act WHEN 0 THEN :nonce || '.' || (m.fence + 1)
+                         WHEN 1 THEN NULL ELSE m.token END,
+    visible_at = CASE WHEN due.act = 0
+        THEN :now + coalesce(m.visibility_timeout, :visibility_timeout) ELSE m.visible_at END,
+    died_at = CASE WHEN due.act = 1 THEN :now ELSE m.died_at END,
     reason = CASE
-        WHEN NOT due.dead THEN m.reason
+        WHEN due.act <> 1 THEN m.reason
         WHEN m.state = 1 THEN 'lease_expired'
         ELSE 'attempts_exhausted'
     END,
-    error_type = CASE WHEN due.dead THEN NULL ELSE m.error_type END,
-    error_message = CASE WHEN due.dead THEN NULL ELSE m.error_message END,
-    error_traceback = CASE WHEN due.dead THEN NULL ELSE m.error_traceback END,
-    progress = NULL
+    error_type = CASE WHEN due.act = 1 THEN NULL ELSE m.error_type END,
+    error_message = CASE WHEN due.act = 1 THEN NULL ELSE m.error_message END,
+    error_traceback = CASE WHEN due.act = 1 THEN NULL ELSE m.error_traceback END,
+    progress = CASE WHEN due.act = 2 THEN m.progress END
 FROM due
 WHERE m.seq = due.seq
 RETURNING state = 2 AS dead, seq, id, body, headers, attempt, max_attempts, enqueued_at, token,
           fence, coalesce(visibility_timeout, :visibility_timeout) AS visibility_timeout,
-          unique_key, NULL AS lost_at;
+          unique_key, NULL AS lost_at, limits IS NOT NULL AND state < 2 AS held;
 
 -- name: next_visible_at
 -- The first entries of the state index for states 0 and 1: two seeks (one range over
@@ -84,7 +88,7 @@ WHERE seq IN (
     WHERE m.queue = json_extract(r.value, '$[0]') AND m.id = json_extract(r.value, '$[1]')
       AND m.token = json_extract(r.value, '$[2]') AND m.state = 1
 )
-RETURNING queue, id, token, keep_id;
+RETURNING queue, id, token, keep_id, limits IS NOT NULL AS limited;
 
 -- name: remember_finished
 INSERT INTO tasuki_finished (queue, id, expires_at) VALUES (:queue, :id, :now + :keep_id)
@@ -108,7 +112,7 @@ WHERE queue = :queue AND id = :id AND cancelled = :token AND expires_at > :now;
 -- name: cancel
 -- A waiting or leased message, deleted: the caller remembers it as cancelled.
 DELETE FROM tasuki_messages WHERE queue = :queue AND id = :id AND state < 2
-RETURNING state, visible_at, token, keep_id, unique_key;
+RETURNING state, visible_at, token, keep_id, unique_key, limits IS NOT NULL AS limited;
 
 -- name: remember_cancelled
 -- A cancelled message's id, remembered for `:window`: enqueued again it is a duplicate,
@@ -121,14 +125,15 @@ SET expires_at = excluded.expires_at, cancelled = excluded.cancelled;
 -- name: release
 UPDATE tasuki_messages
 SET state = 0, token = NULL, visible_at = :now + :delay, attempt = attempt - :refund
-WHERE queue = :queue AND id = :id AND token = :token AND state = 1;
+WHERE queue = :queue AND id = :id AND token = :token AND state = 1
+RETURNING limits IS NOT NULL AS limited;
 
 -- name: dead
 UPDATE tasuki_messages
 SET state = 2, token = NULL, died_at = :now, reason = :reason,
     error_type = :error_type, error_message = :error_message, error_traceback = :error_traceback
 WHERE queue = :queue AND id = :id AND token = :token AND state = 1
-RETURNING id, unique_key;
+RETURNING id, unique_key, limits IS NOT NULL AS limited;
 
 -- name: stats
 -- The waiting and dead counts are read (`count_depth` keeps them); what is counted is

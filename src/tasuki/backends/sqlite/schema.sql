@@ -5,7 +5,9 @@
 -- index finds both new work and expired leases. `head_start` is how many seconds of
 -- waiting its priority is worth (priority x the backend's `priority_aging` when it was
 -- enqueued): the lease takes due messages by rank, visible_at - head_start. `progress`
--- is what the current lease's job last reported (JSON [fraction, text]).
+-- is what the current lease's job last reported (JSON [fraction, text]). `limits`: the
+-- JSON [[key, kind, limit, per], ...] of a message enqueued with rate or concurrency
+-- limits (NULL without); `parked_on`, the concurrency key a parked message waits for.
 CREATE TABLE IF NOT EXISTS tasuki_messages (
     seq                INTEGER PRIMARY KEY,
     queue              TEXT    NOT NULL,
@@ -29,7 +31,9 @@ CREATE TABLE IF NOT EXISTS tasuki_messages (
     died_at            REAL,
     priority           INTEGER NOT NULL DEFAULT 0,
     head_start         REAL    NOT NULL DEFAULT 0,
-    progress           TEXT
+    progress           TEXT,
+    limits             TEXT,
+    parked_on          TEXT
 );
 
 CREATE UNIQUE INDEX IF NOT EXISTS tasuki_messages_id ON tasuki_messages (queue, id);
@@ -44,6 +48,11 @@ CREATE INDEX IF NOT EXISTS tasuki_messages_rank
 -- and the oldest ready message are its first entries of states 0 and 1.
 CREATE INDEX IF NOT EXISTS tasuki_messages_state ON tasuki_messages (queue, state, visible_at);
 
+-- Messages parked for a slot of a concurrency key (`parked_on`), oldest first: a freed
+-- slot wakes the first of them. Only parked messages have an entry.
+CREATE INDEX IF NOT EXISTS tasuki_messages_parked
+    ON tasuki_messages (parked_on, seq) WHERE parked_on IS NOT NULL;
+
 -- Ids of finished messages, remembered for their window so a retried enqueue is a no-op.
 -- `cancelled` is NULL for an acked message; for a cancelled one the token of the lease
 -- it was running under ('' if it was waiting), so that lease's keeper learns it.
@@ -56,6 +65,32 @@ CREATE TABLE IF NOT EXISTS tasuki_finished (
 ) WITHOUT ROWID;
 
 CREATE INDEX IF NOT EXISTS tasuki_finished_expiry ON tasuki_finished (expires_at);
+
+-- Concurrency slots (`sql/limits.py`): one row per lease holding a key. A row holds its
+-- slot while its lease does: the message (queue, id) is in flight under that `token` and
+-- its lease has not expired (`visible_at`, which keep and extend move, so a slot lives
+-- exactly as long as its lease with nothing else to update). A fenced-out or lapsed
+-- lease's row holds nothing; settles delete their rows, admission and the periodic
+-- clean-up (`LimitsCleaner`) the dead ones.
+CREATE TABLE IF NOT EXISTS tasuki_slots (
+    key   TEXT NOT NULL,
+    queue TEXT NOT NULL,
+    id    TEXT NOT NULL,
+    token TEXT NOT NULL,
+    PRIMARY KEY (key, queue, id)
+) WITHOUT ROWID;
+
+CREATE INDEX IF NOT EXISTS tasuki_slots_message ON tasuki_slots (queue, id);
+
+-- Rate limits: the starts of each key within its last window (a sliding log), each with
+-- the time it leaves the window (`until`: its time plus the limit's `per`); pruned by the
+-- admission that adds to its key, and by the periodic clean-up (`LimitsCleaner`).
+CREATE TABLE IF NOT EXISTS tasuki_rate_starts (
+    key   TEXT NOT NULL,
+    until REAL NOT NULL
+);
+
+CREATE INDEX IF NOT EXISTS tasuki_rate_starts_key ON tasuki_rate_starts (key, until);
 
 -- Locks with an owner and an expiry: dedup guards and uniqueness.
 CREATE TABLE IF NOT EXISTS tasuki_locks (
@@ -152,6 +187,7 @@ CREATE TABLE IF NOT EXISTS tasuki_flow_barriers (
     flow       TEXT    NOT NULL,
     barrier    TEXT    NOT NULL,
     size       INTEGER NOT NULL,
+    filled     INTEGER NOT NULL DEFAULT 0,  -- its slots filled: kept by `flow_slot_taken`
     value      BLOB,
     expires_at REAL    NOT NULL,
     PRIMARY KEY (flow, barrier)

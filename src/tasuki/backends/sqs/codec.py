@@ -28,7 +28,7 @@ import orjson
 
 from tasuki.core.message import DeadLetter, ErrorInfo
 from tasuki.core.reasons import describe
-from tasuki.core.records import Delivery, Envelope
+from tasuki.core.records import Delivery, Envelope, Limit
 
 log = logging.getLogger("tasuki.sqs")
 
@@ -72,6 +72,8 @@ class Meta:
     max_attempts: int = 10
     visibility_timeout: float | None = None
     keep_id: float = 0.0
+    # The message keeps a result record (in the lock store) this long after it settles.
+    keep_result: float = 0.0
     enqueued_at: float = 0.0
     # Attempts and fencing numbers used by earlier copies of this message (a re-send
     # starts SQS's ApproximateReceiveCount again at 0).
@@ -79,6 +81,10 @@ class Meta:
     fence_before: int = 0
     unique_key: str | None = None
     id_owner: str = ""
+    # The priority level (its SQS queue: queues.py), kept for re-sends and redrives.
+    priority: int = 0
+    # The rate and concurrency limits it counts against (admitted by limits.py).
+    limits: tuple[Limit, ...] = ()
     encoding: str = TEXT
     # On a dead letter.
     reason: str = ""
@@ -96,6 +102,8 @@ class Meta:
             doc["vt"] = self.visibility_timeout
         if self.keep_id:
             doc["k"] = self.keep_id
+        if self.keep_result:
+            doc["r"] = self.keep_result
         if self.attempts_before:
             doc["a"] = self.attempts_before
         if self.fence_before:
@@ -104,6 +112,10 @@ class Meta:
             doc["u"] = self.unique_key
         if self.id_owner:
             doc["n"] = self.id_owner
+        if self.priority:
+            doc["p"] = self.priority
+        if self.limits:
+            doc["l"] = [list(limit) for limit in self.limits]
         if self.encoding:
             doc["e"] = self.encoding
         if self.reason:
@@ -126,11 +138,16 @@ class Meta:
             max_attempts=int(doc.get("ma", 10)),
             visibility_timeout=doc.get("vt"),
             keep_id=float(doc.get("k", 0.0)),
+            keep_result=float(doc.get("r", 0.0)),
             enqueued_at=float(doc.get("t", 0.0)),
             attempts_before=int(doc.get("a", 0)),
             fence_before=int(doc.get("f", 0)),
             unique_key=doc.get("u"),
             id_owner=doc.get("n", ""),
+            priority=int(doc.get("p", 0)),
+            limits=tuple(
+                Limit(str(k), kind, int(n), float(per)) for k, kind, n, per in doc.get("l", ())
+            ),
             encoding=doc.get("e", TEXT),
             reason=doc.get("dr", ""),
             error=ErrorInfo(error[0], error[1], error[2]) if error else None,
@@ -188,15 +205,26 @@ def stored(env: Envelope, now: float, id_owner: str) -> Meta:
         max_attempts=env.max_attempts,
         visibility_timeout=env.visibility_timeout,
         keep_id=env.keep_id,
+        keep_result=env.keep_result,
         enqueued_at=now,
         id_owner=id_owner,
+        priority=env.priority,
+        limits=tuple(env.limits),
     )
 
 
 def delivery(
-    queue: str, message: dict[str, Any], meta: Meta, attempt: int, fence: int, vt: float
+    queue: str,
+    message: dict[str, Any],
+    meta: Meta,
+    attempt: int,
+    fence: int,
+    vt: float,
+    token: str | None = None,
 ) -> Delivery:
-    """A received message as leased: its attempt and fencing number as counted."""
+    """A received message as leased (`token`: its receipt handle tagged with its
+    priority level, queues.level_token; the handle itself by default): its attempt and
+    fencing number as counted."""
     return Delivery(
         queue=queue,
         id=meta.id,
@@ -205,7 +233,7 @@ def delivery(
         attempt=attempt,
         max_attempts=meta.max_attempts,
         enqueued_at=meta.enqueued_at,
-        token=message["ReceiptHandle"],
+        token=message["ReceiptHandle"] if token is None else token,
         fencing_token=fence,
         visibility_timeout=vt,
     )

@@ -10,11 +10,10 @@ from typing import Any
 
 from tasuki.backends.sqs.codec import dead_letter
 from tasuki.backends.sqs.codec import received_meta as _received_meta
-from tasuki.backends.sqs.options import SQS_BATCH
-from tasuki.backends.sqs.plumbing import BROWSE_VISIBILITY, SqsBase, _Move
+from tasuki.backends.sqs.plumbing import SqsBase, _Move
 from tasuki.backends.sqs.queues import QueueInfo
-from tasuki.core.locks import IdFinish
-from tasuki.core.message import DeadLetter
+from tasuki.core.locks import IdClaim, IdFinish, ResultPut
+from tasuki.core.message import DeadLetter, new_id
 
 
 class DeadLetters(SqsBase):
@@ -22,15 +21,7 @@ class DeadLetters(SqsBase):
         """Every dead letter SQS hands out now, each held briefly (see dead_letters)."""
         seen: dict[str, dict[str, Any]] = {}
         while True:
-            got = self._call(
-                "receive_message",
-                QueueUrl=info.dead_url,
-                MaxNumberOfMessages=SQS_BATCH,
-                VisibilityTimeout=BROWSE_VISIBILITY,
-                WaitTimeSeconds=0,
-                MessageAttributeNames=["All"],
-                MessageSystemAttributeNames=["All"],
-            ).get("Messages", [])
+            got = self._receive_now(info.dead_url)
             if not got:
                 return list(seen.values())
             for message in got:
@@ -79,11 +70,32 @@ class DeadLetters(SqsBase):
             )
             moves.append(_Move(message, fresh, extra))
         self._show_again(info, others)
-        entries = [self._entry(info, n, move) for n, move in enumerate(moves)]
-        failed = set(self._send(info.url, entries))
-        sent = [n for n in range(len(moves)) if str(n) not in failed]
-        self._delete(info.dead_url, [moves[n].message["ReceiptHandle"] for n in sent])
-        return len(sent)
+        records = self._records
+        if records is not None and moves:
+            # Their ids live again (a redriven message can be cancelled): forgotten, then
+            # claimed by their owners.
+            records.finish_ids([IdFinish(queue, m.meta.id, "", 0.0) for m in moves])
+            records.claim_ids(
+                [IdClaim(queue, m.meta.id, m.meta.id_owner or new_id()) for m in moves]
+            )
+            kept = [ResultPut(queue, m.meta.id, "pending") for m in moves if m.meta.keep_result]
+            if kept and records.controls:
+                records.put_results(kept)
+        # Back to the priority level each came from (its SQS queue).
+        by_level: dict[int, list[_Move]] = {}
+        for move in moves:
+            by_level.setdefault(move.meta.priority, []).append(move)
+        sent = 0
+        for level, part in by_level.items():
+            target = self._info(queue, level)
+            entries = [self._entry(target, n, move) for n, move in enumerate(part)]
+            failed = set(self._send(target.url, entries))
+            done = [part[n] for n in range(len(part)) if str(n) not in failed]
+            if done:
+                self._levels.used(queue, level)
+            self._delete(info.dead_url, [move.message["ReceiptHandle"] for move in done])
+            sent += len(done)
+        return sent
 
     def purge_dead(self, queue: str) -> int:
         info = self._queues.get(queue, create=False)
@@ -94,7 +106,7 @@ class DeadLetters(SqsBase):
         if self._records is not None:
             self._records.finish_ids(
                 [
-                    IdFinish(queue, letter.id, _received_meta(message)[0].id_owner, 0.0)
+                    IdFinish(queue, letter.id, "", 0.0)
                     for (letter, message), ok in zip(found, done, strict=True)
                     if ok
                 ]

@@ -1,7 +1,8 @@
 """What every part of the SQS backend stands on: the boto3 client, the batch calls by
 receipt handle, sends in batches, and the move (send, then delete) that re-sends,
-dead-letters and redrives are made of. `SqsBackend` (backend.py) is this plus its
-receiving, settling and dead-letter parts, each a module of its own.
+dead-letters and redrives are made of, and the lock store's parts. `SqsBackend`
+(backend.py) is this plus its producing, receiving, settling, flow, dead-letter and
+operating parts, each a module of its own.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tasuki.backends.base import Backend, Capabilities, LockStore
+from tasuki.backends.base import Backend, Capabilities, LockStore, lacks
 from tasuki.backends.sqs.codec import Meta, attributes, attributes_size
+from tasuki.backends.sqs.levels import Levels
+from tasuki.backends.sqs.limits import Admission
 from tasuki.backends.sqs.options import (
     RECORDS,
     SQS_BATCH,
@@ -25,8 +28,10 @@ from tasuki.backends.sqs.options import (
     SqsOptions,
 )
 from tasuki.backends.sqs.queues import DEFAULT_MAX_SIZE, QueueInfo, Queues, unreachable
-from tasuki.core.locks import LeaseRecords
+from tasuki.core.flowrecords import FlowRecords, error_json
+from tasuki.core.locks import IdFinish, LeaseRecords, ResultPut
 from tasuki.core.message import GROUP_HEADER, JOB_HEADER, ErrorInfo
+from tasuki.core.records import CANCELLED_WINDOW
 
 log = logging.getLogger("tasuki.sqs")
 
@@ -94,6 +99,7 @@ class SqsBase(Backend):
             "sqs", region_name=options.region, endpoint_url=options.endpoint_url, config=config
         )
         self._queues = Queues(self._client, options)
+        self._levels = Levels(self._queues.levels)
         # With `locks=`: its lock store (unique claims) and the lease and id records
         # SQS cannot keep, in that store (fencing, the id window).
         self._lock_backend: Backend | None = None
@@ -106,6 +112,14 @@ class SqsBase(Backend):
             self._locks = self._lock_backend.locks
             self._records = self._locks.lease_records(f"tasuki-sqs:{options.prefix}", RECORDS)
         kept = self._records is not None
+        # Limits are admitted in the lock store after the receive (limits.py).
+        self._admission = (
+            Admission(self._locks, f"tasuki-sqs:{options.prefix}")
+            if self._locks is not None
+            else None
+        )
+        # Cancel and progress need lease records that keep them (SQLite's, Redis's).
+        controls = self._records is not None and self._records.controls
         self.capabilities = Capabilities(
             max_message_size=DEFAULT_MAX_SIZE,
             max_delay=options.max_delay,
@@ -124,6 +138,15 @@ class SqsBase(Backend):
             inspection=False,
             settled_counts=False,
             reliability_counts=False,
+            cancel=controls,
+            progress=controls,
+            results=controls,
+            # Flow records and barriers in the lock store (SQLite's; Redis's, one server).
+            workflows=self._records is not None and self._records.flows,
+            # One SQS queue per level in use (levels.py).
+            priorities=True,
+            rate_limits=kept,
+            concurrency_limits=kept,
         )
         self._held: dict[str, _Held] = {}
         self._held_mutex = threading.Lock()
@@ -132,8 +155,9 @@ class SqsBase(Backend):
         self._mutex_pool = threading.Lock()
 
     # -- plumbing --------------------------------------------------------------------
-    def _info(self, queue: str) -> QueueInfo:
-        info = self._queues.get(queue)
+    def _info(self, queue: str, level: int = 0) -> QueueInfo:
+        """The SQS queue of `queue`'s priority `level`, created on first use."""
+        info = self._queues.get(queue, level=level)
         assert info is not None
         return info
 
@@ -145,6 +169,34 @@ class SqsBase(Backend):
             if down is not None:
                 raise down from exc
             raise
+
+    def _receive_now(self, url: str) -> list[dict[str, Any]]:
+        """One ReceiveMessage that neither waits nor holds long (BROWSE_VISIBILITY): how
+        dead letters are browsed and visible messages purged."""
+        got: list[dict[str, Any]] = self._call(
+            "receive_message",
+            QueueUrl=url,
+            MaxNumberOfMessages=SQS_BATCH,
+            VisibilityTimeout=BROWSE_VISIBILITY,
+            WaitTimeSeconds=0,
+            MessageAttributeNames=["All"],
+            MessageSystemAttributeNames=["All"],
+        ).get("Messages", [])
+        return got
+
+    def _flow_store(self) -> FlowRecords:
+        """The lock store's flow records, which producing, settling and flows share."""
+        records: Any = self._records
+        if records is None or not records.flows:
+            raise lacks(
+                self,
+                "workflows",
+                "run workflows (they need locks=sqlite:///... or locks=redis://... on one"
+                " Redis server: on a Redis Cluster a step's lease record and its flow's"
+                " records live in different slots, which no one script can settle together)",
+            )
+        store: FlowRecords = records
+        return store
 
     def _hold(self, token: str, held: _Held) -> None:
         with self._held_mutex:
@@ -262,6 +314,17 @@ class SqsBase(Backend):
         ok = dict(zip(sent, deleted, strict=True))
         return [ok.get(n, False) for n in range(len(moves))]
 
+    def _free_limits(self, tokens: Sequence[str]) -> None:
+        """Leases ended: their concurrency slots go, and one message put back per slot
+        freed is made visible at once (limits.py)."""
+        if self._admission is None or not tokens:
+            return
+        by_queue: dict[tuple[str, int], list[str]] = {}
+        for queue, level, handle in self._admission.free(tokens):
+            by_queue.setdefault((queue, level), []).append(handle)
+        for (queue, level), handles in by_queue.items():
+            self._visibility(self._info(queue, level).url, handles, 0)
+
     def _dead_meta(
         self, meta: Meta, fence: int, reason: str, error: ErrorInfo | None, attempt: int
     ) -> Meta:
@@ -279,11 +342,44 @@ class SqsBase(Backend):
         self._dead_lettered([(info.name, m.meta) for m, ok in zip(moves, done, strict=True) if ok])
         return done
 
-    def _dead_lettered(self, gone: Sequence[tuple[str, Meta]]) -> None:
-        """Messages now in a dead-letter queue: their lease records go (a redrive sends a
-        new copy), and so do the uniqueness locks they hold."""
+    def _cancelled_gone(self, queue: str, gone: Sequence[tuple[str, Meta | None]]) -> None:
+        """Cancelled messages (id, meta where known) deleted from SQS: their ids stay
+        known for their window (at least CANCELLED_WINDOW), their uniqueness locks go."""
         if self._records is None or self._locks is None or not gone:
             return
+        self._records.finish_ids(
+            [
+                IdFinish(queue, id, "", max(meta.keep_id if meta else 0.0, CANCELLED_WINDOW))
+                for id, meta in gone
+            ]
+        )
+        for id, meta in gone:
+            if meta is not None and meta.unique_key is not None:
+                self._locks.release(meta.unique_key, id)
+
+    def _dead_lettered(
+        self, gone: Sequence[tuple[str, Meta]], finished: Sequence[IdFinish] = ()
+    ) -> None:
+        """Messages now in a dead-letter queue: their lease records go (a redrive sends a
+        new copy), their ids are finished (still known while SQS keeps the dead letter:
+        nothing to cancel), their results fail, and the uniqueness locks they hold go;
+        with the ids `finished` by the caller, in the same call. The result is written
+        once the dead letter is there, so a waiter told "failed" finds it; only this
+        message's receiver can move it, under its lease."""
+        if self._records is None or self._locks is None or not (gone or finished):
+            return
+        self._records.finish_ids(
+            [*finished, *(IdFinish(queue, meta.id, "", RECORDS.id) for queue, meta in gone)]
+        )
+        if not gone:
+            return
+        failed = [
+            ResultPut(queue, meta.id, "failed", error_json(meta.error, meta.reason))
+            for queue, meta in gone
+            if meta.keep_result > 0
+        ]
+        if failed and self._records.controls:
+            self._records.put_results(failed)
         self._records.forget([(queue, meta.id) for queue, meta in gone])
         for _, meta in gone:
             if meta.unique_key is not None:

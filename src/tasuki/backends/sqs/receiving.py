@@ -13,14 +13,18 @@ from typing import Any
 from tasuki.backends.base import DEFAULT_VISIBILITY_TIMEOUT, Delivery
 from tasuki.backends.sqs.codec import Meta, delivery
 from tasuki.backends.sqs.codec import received_meta as _received_meta
+from tasuki.backends.sqs.limits import Parked
 from tasuki.backends.sqs.options import RECORDS, SQS_BATCH, SQS_MAX_WAIT
 from tasuki.backends.sqs.plumbing import SqsBase, _Held, _Move, _seconds, log
-from tasuki.backends.sqs.queues import QueueInfo
+from tasuki.backends.sqs.queues import QueueInfo, level_token
 from tasuki.core.locks import Granted, LeaseTake
 from tasuki.core.reasons import ATTEMPTS_EXHAUSTED, LEASE_EXPIRED
 
 # ReceiveMessage calls one lease keeps in flight at once when a backlog fills them.
 RECEIVES_IN_FLIGHT = 4
+# With priority levels in use, an idle lease long-polls level 0 for at most this many
+# seconds before asking the higher levels again (their latency when idle).
+LEVEL_POLL = 5.0
 
 
 class Receiving(SqsBase):
@@ -34,10 +38,44 @@ class Receiving(SqsBase):
         """Up to `max_messages`, 10 per ReceiveMessage. The first receive is one call
         (a long poll when the caller waits), so an idle queue costs one request; once a
         reply comes back full (a backlog), the rest of the room is asked for by several
-        receives in flight at once (at most RECEIVES_IN_FLIGHT)."""
+        receives in flight at once (at most RECEIVES_IN_FLIGHT). With priority levels
+        in use, each level is such a lease in turn, in levels.py's order."""
         if max_messages <= 0:
             return []
         info = self._info(queue)
+        levels = self._levels.in_use(queue)
+        if levels == [0]:
+            return self._lease_level(info, max_messages, visibility_timeout, wait)
+        return self._lease_levels(info, max_messages, visibility_timeout, wait)
+
+    def _lease_levels(
+        self, base: QueueInfo, max_messages: int, visibility_timeout: float, wait: float
+    ) -> list[Delivery]:
+        """Several levels in use: each asked in turn (levels.py: from the highest down,
+        aged lower levels before), until the batch is full. Idle, one long poll of level
+        0, at most LEVEL_POLL seconds, then the higher levels are asked again."""
+        deadline = time.monotonic() + wait
+        leased: list[Delivery] = []
+        while True:
+            for level in self._levels.order(base.name, self.priority_aging):
+                room = max_messages - len(leased)
+                if room <= 0:
+                    return leased
+                info = base if level == 0 else self._info(base.name, level)
+                leased.extend(self._lease_level(info, room, visibility_timeout, 0.0))
+            remaining = deadline - time.monotonic()
+            if leased or remaining < 0.5:
+                return leased
+            leased = self._lease_level(
+                base, max_messages, visibility_timeout, min(remaining, LEVEL_POLL)
+            )
+            if leased:
+                return leased
+
+    def _lease_level(
+        self, info: QueueInfo, max_messages: int, visibility_timeout: float, wait: float
+    ) -> list[Delivery]:
+        """The lease from one SQS queue (see lease)."""
         deadline = time.monotonic() + wait
         leased: list[Delivery] = []
         full = False
@@ -73,7 +111,7 @@ class Receiving(SqsBase):
     def _receive(
         self, info: QueueInfo, asked: int, visibility_timeout: float, poll: int = 0
     ) -> list[dict[str, Any]]:
-        return list(
+        got = list(
             self._call(
                 "receive_message",
                 QueueUrl=info.url,
@@ -84,6 +122,8 @@ class Receiving(SqsBase):
                 MessageSystemAttributeNames=["All"],
             ).get("Messages", [])
         )
+        self._levels.asked(info.name, info.level, got, asked)
+        return got
 
     def _receive_many(
         self, info: QueueInfo, asks: list[int], visibility_timeout: float
@@ -144,6 +184,8 @@ class Receiving(SqsBase):
             meta, others = _received_meta(message)
             attrs = message.get("Attributes", {})
             received.append((message, meta, others, int(attrs.get("ApproximateReceiveCount", 1))))
+        if self._admission is not None:
+            received = self._admit_limits(info, received, default_vt)
         # SQS's counts, or what the records granted
         granted: list[Granted | None] = [
             Granted(meta.fence_before + count, count, False) for _, meta, _, count in received
@@ -158,7 +200,7 @@ class Receiving(SqsBase):
                     LeaseTake(
                         queue=info.name,
                         id=meta.id,
-                        token=message["ReceiptHandle"],
+                        token=level_token(info.level, message["ReceiptHandle"]),
                         copy=str(message.get("MessageId", "")),
                         receive_count=count,
                         fence=meta.fence_before + count,
@@ -169,11 +211,25 @@ class Receiving(SqsBase):
             granted = self._records.take(takes)
         deliveries: list[Delivery] = []
         dead: list[_Move] = []
+        cancelled: list[tuple[dict[str, Any], Meta]] = []
         own_vt: dict[float, list[str]] = {}
+        unheld: list[str] = []  # admitted by its limits, yet not leased
         for (message, meta, others, _), given in zip(received, granted, strict=True):
             if given is None:
-                # SQS handed out a message another lease still holds: not delivered.
+                # SQS handed out a message another lease still holds: not delivered. It
+                # comes back after its own visibility timeout, by when that lease has
+                # lapsed unless kept alive, not after this receive's (often far longer).
                 log.info("sqs: %s delivered again while leased: not run twice", meta.id)
+                vt = meta.visibility_timeout or default_vt
+                if _seconds(vt) != _seconds(default_vt):
+                    own_vt.setdefault(vt, []).append(message["ReceiptHandle"])
+                if meta.limits:
+                    unheld.append(level_token(info.level, message["ReceiptHandle"]))
+                continue
+            if given.fence == -1:  # cancelled (CANCELLED_TAKE): deleted, never run
+                cancelled.append((message, meta))
+                if meta.limits:
+                    unheld.append(level_token(info.level, message["ReceiptHandle"]))
                 continue
             fence, receives, lapsed = given
             attempt = meta.attempts_before + receives
@@ -183,18 +239,65 @@ class Receiving(SqsBase):
                 dead.append(
                     _Move(message, self._dead_meta(meta, fence, reason, None, used), others)
                 )
+                if meta.limits:
+                    unheld.append(level_token(info.level, message["ReceiptHandle"]))
                 continue
-            token = message["ReceiptHandle"]
+            token = level_token(info.level, message["ReceiptHandle"])
             vt = meta.visibility_timeout or default_vt
             if meta.visibility_timeout and _seconds(vt) != _seconds(default_vt):
-                own_vt.setdefault(vt, []).append(token)
+                own_vt.setdefault(vt, []).append(message["ReceiptHandle"])
             self._hold(
                 token,
                 _Held(info, message, meta, others, attempt, fence, time.monotonic() + vt + 60),
             )
-            deliveries.append(delivery(info.name, message, meta, attempt, fence, vt))
+            deliveries.append(delivery(info.name, message, meta, attempt, fence, vt, token))
         for vt, tokens in own_vt.items():
             self._visibility(info.url, tokens, vt)
         if dead:
             self._dead_letter_moves(info, dead)
+        if cancelled:
+            self._drop_cancelled(info, cancelled)
+        self._free_limits(unheld)
         return deliveries
+
+    def _drop_cancelled(self, info: QueueInfo, messages: list[tuple[dict[str, Any], Meta]]) -> None:
+        """Delete received copies of cancelled messages: never run."""
+        done = self._delete(info.url, [m["ReceiptHandle"] for m, _ in messages])
+        self._cancelled_gone(
+            info.name, [(meta.id, meta) for (_, meta), ok in zip(messages, done, strict=True) if ok]
+        )
+
+    def _admit_limits(
+        self,
+        info: QueueInfo,
+        received: list[tuple[dict[str, Any], Meta, dict[str, Any], int]],
+        default_vt: float,
+    ) -> list[tuple[dict[str, Any], Meta, dict[str, Any], int]]:
+        """The received messages their limits let start (limits.py); the others are put
+        back until a token or slot is expected, unleased, so they cost no attempt."""
+        admission = self._admission
+        assert admission is not None
+        kept: list[tuple[dict[str, Any], Meta, dict[str, Any], int]] = []
+        back: dict[float, list[str]] = {}
+        parked: dict[tuple[str, float], list[Parked]] = {}
+        waits: dict[str, float] = {}
+        for item in received:
+            message, meta = item[0], item[1]
+            if not meta.limits:
+                kept.append(item)
+                continue
+            handle = message["ReceiptHandle"]
+            vt = meta.visibility_timeout or default_vt
+            over = admission.admit(level_token(info.level, handle), meta.limits, vt, waits)
+            if over is None:
+                kept.append(item)
+                continue
+            wait, key = over
+            back.setdefault(wait, []).append(handle)
+            if key is not None:
+                parked.setdefault((key, wait), []).append((info.name, info.level, handle))
+        for wait, handles in back.items():
+            self._visibility(info.url, handles, wait)
+        for (key, wait), entries in parked.items():
+            admission.park(key, entries, wait)
+        return kept

@@ -8,21 +8,26 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 
-from tasuki.backends.base import Receipt, Settle
+from tasuki.backends.base import CancelStatus, Keep, LeaseStatus, Receipt, Settle, lacks
 from tasuki.backends.sqs.codec import Meta
+from tasuki.backends.sqs.flows import Flows
 from tasuki.backends.sqs.options import SQS_MAX_VISIBILITY
-from tasuki.backends.sqs.plumbing import SqsBase, _Held, _Move, log
-from tasuki.core.locks import IdFinish, LeaseEnd
+from tasuki.backends.sqs.plumbing import _Held, _Move, log
+from tasuki.backends.sqs.queues import split_token
+from tasuki.core.flowrecords import ResultState
+from tasuki.core.locks import IdFinish, LeaseEnd, Settled
 from tasuki.core.message import NOT_BEFORE_HEADER
 
 
-class Settling(SqsBase):
-    def _claim(self, ends: Sequence[LeaseEnd]) -> list[_Held | bool]:
-        """Per lease: its _Held (or True when held elsewhere) if current, else False.
+class Settling(Flows):
+    def _claim(self, ends: Sequence[LeaseEnd]) -> tuple[list[_Held | bool], list[bool]]:
+        """Per lease: its _Held (or True when held elsewhere) if current, else False; and
+        whether its workflow effects go on (their steps to be sent before the delete).
 
         With a lock store every lease record is compare-and-settled here, in one call
-        (kept a while as the record of an ack where `acked`), so a stale handle is
-        refused before SQS sees it; a receipt repeated in one batch settles once.
+        (kept a while as the record of an ack where `acked`), with the effects of the
+        current ones where any has some, so a stale handle is refused before SQS sees
+        it; a receipt repeated in one batch settles once.
         """
         seen: set[str] = set()
         first: list[int] = []
@@ -30,48 +35,76 @@ class Settling(SqsBase):
             if end.receipt.token not in seen:
                 seen.add(end.receipt.token)
                 first.append(n)
-        verdicts = (
-            self._records.settle([ends[n] for n in first])
-            if self._records is not None
-            else [True] * len(first)
-        )
-        current = [False] * len(ends)
-        for n, ok in zip(first, verdicts, strict=True):
-            current[n] = ok
+        verdicts: list[Settled]
+        if self._records is None:
+            verdicts = [Settled(True)] * len(first)
+        elif any(ends[n].effects is not None for n in first):
+            verdicts = self._records.settle_steps([ends[n] for n in first])
+        else:
+            verdicts = [Settled(ok) for ok in self._records.settle([ends[n] for n in first])]
+        current = [Settled(False)] * len(ends)
+        for n, verdict in zip(first, verdicts, strict=True):
+            current[n] = verdict
         out: list[_Held | bool] = []
-        for end, ok in zip(ends, current, strict=True):
-            held = self._take_held(end.receipt.token) if ok else None
-            out.append(held if held is not None else ok)
-        return out
+        for end, verdict in zip(ends, current, strict=True):
+            held = self._take_held(end.receipt.token) if verdict.current else None
+            out.append(held if held is not None else verdict.current)
+        return out, [v.go_on for v in current]
+
+    @staticmethod
+    def _end(item: Settle) -> LeaseEnd:
+        """The lease record's settle, with an ack's result value where it has one and a
+        workflow step's effects (ack or dead). (A dead letter's result is written once
+        the message is in the dead-letter queue: `_dead_lettered`.)"""
+        acked = item.verdict == "ack"
+        effects = item.effects
+        result: tuple[ResultState, bytes] | None = None
+        if acked and effects is not None and effects.result is not None:
+            result = ("ok", effects.result)
+        step = effects is not None and effects.flow is not None and item.verdict != "release"
+        return LeaseEnd(item.receipt, acked, result, effects if step else None)
+
+    def _go_on(self, items: Sequence[Settle], go_on: list[bool]) -> None:
+        """Send what the workflow steps that go on enqueue, before their messages are
+        deleted, each under its sender's claims (flows.py)."""
+        for item, yes in zip(items, go_on, strict=True):
+            if yes and item.effects is not None and item.effects.enqueue:
+                receipt = item.receipt
+                self._send_steps(item.effects.enqueue, f"{receipt.queue}:{receipt.id}")
 
     def settle(self, items: Sequence[Settle]) -> list[bool]:
         """The claims of the whole batch, then the SQS calls: deletes (acks), re-sends
         and visibility changes (releases), moves to the dead-letter queues; then the ids
         of acked messages are kept for their window, and the records and locks of dead
         ones dropped."""
-        claims = self._claim([LeaseEnd(item.receipt, item.verdict == "ack") for item in items])
+        claims, go_on = self._claim([self._end(item) for item in items])
+        self._go_on(items, go_on)
         results = [False] * len(items)
         now = time.time()
-        deletes: dict[str, list[int]] = {}
-        moves: dict[tuple[str, bool], list[tuple[int, _Move]]] = {}  # (queue, to dead)
-        hide: dict[tuple[str, float], list[int]] = {}
+        # Per SQS queue: (tasuki queue, priority level), the level read from the token.
+        deletes: dict[tuple[str, int], list[int]] = {}
+        moves: dict[tuple[str, int, bool], list[tuple[int, _Move]]] = {}  # (..., to dead)
+        hide: dict[tuple[str, int, float], list[int]] = {}
+        handles = [split_token(item.receipt.token)[1] for item in items]
         for n, (item, claim) in enumerate(zip(items, claims, strict=True)):
             if claim is False:
                 continue
             queue = item.receipt.queue
+            level = split_token(item.receipt.token)[0]
             if item.verdict == "ack":
-                deletes.setdefault(queue, []).append(n)
+                deletes.setdefault((queue, level), []).append(n)
             elif item.verdict == "release":
                 move = self._release_move(item, claim, now)
                 if move is not None:
-                    moves.setdefault((queue, False), []).append((n, move))
+                    moves.setdefault((queue, level, False), []).append((n, move))
                 else:
-                    hide.setdefault((queue, min(item.delay, SQS_MAX_VISIBILITY)), []).append(n)
+                    delay = min(item.delay, SQS_MAX_VISIBILITY)
+                    hide.setdefault((queue, level, delay), []).append(n)
             elif isinstance(claim, _Held):
                 meta = self._dead_meta(
                     claim.meta, claim.fence, item.reason, item.error, claim.attempt
                 )
-                moves.setdefault((queue, True), []).append(
+                moves.setdefault((queue, level, True), []).append(
                     (n, _Move(claim.message, meta, claim.others))
                 )
             else:
@@ -81,8 +114,8 @@ class Settling(SqsBase):
                     item.receipt.id,
                 )
         finished: list[IdFinish] = []
-        for queue, positions in deletes.items():
-            done = self._delete(self._info(queue).url, [items[n].receipt.token for n in positions])
+        for (queue, level), positions in deletes.items():
+            done = self._delete(self._info(queue, level).url, [handles[n] for n in positions])
             for n, ok in zip(positions, done, strict=True):
                 results[n] = ok
                 claim = claims[n]
@@ -92,22 +125,22 @@ class Settling(SqsBase):
                 elif ok:
                     finished.append(IdFinish(queue, items[n].receipt.id, "", 0.0))
         moved: list[tuple[str, Meta]] = []
-        for (queue, dead), part in moves.items():
-            info = self._info(queue)
+        for (queue, level, dead), part in moves.items():
+            info = self._info(queue, level)
             target = info.dead_url if dead else info.url
             done = self._move(info, info.url, target, [m for _, m in part])
             for (n, move), ok in zip(part, done, strict=True):
                 results[n] = ok
                 if ok and dead:
                     moved.append((queue, move.meta))
-        for (queue, delay), positions in hide.items():
-            url = self._info(queue).url
-            done = self._visibility(url, [items[n].receipt.token for n in positions], delay)
+        for (queue, level, delay), positions in hide.items():
+            url = self._info(queue, level).url
+            done = self._visibility(url, [handles[n] for n in positions], delay)
             for n, ok in zip(positions, done, strict=True):
                 results[n] = ok
-        if self._records is not None and finished:
-            self._records.finish_ids(finished)
-        self._dead_lettered(moved)
+        self._dead_lettered(moved, finished)
+        # The leases ended, whatever SQS answered: their concurrency slots go.
+        self._free_limits([item.receipt.token for item, c in zip(items, claims, strict=True) if c])
         return results
 
     def _release_move(self, item: Settle, claim: _Held | bool, now: float) -> _Move | None:
@@ -134,28 +167,96 @@ class Settling(SqsBase):
             )
         return None
 
-    def extend(self, receipts: Sequence[Receipt], visibility_timeout: float) -> list[bool]:
+    def keep(self, items: Sequence[Keep]) -> list[LeaseStatus]:
+        """With lease records that keep progress and cancels (`controls`): each batch of
+        one visibility timeout is one records call (renew, store the progress, tell a
+        cancelled lease), then ChangeMessageVisibilityBatch for the leases still held,
+        and DeleteMessageBatch for the cancelled ones."""
+        records = self._records
+        if records is None or not records.controls:
+            return super().keep(items)
+        out: list[LeaseStatus] = ["lost"] * len(items)
+        by_vt: dict[float, list[int]] = {}
+        for n, item in enumerate(items):
+            by_vt.setdefault(item.visibility_timeout, []).append(n)
+        for vt, positions in by_vt.items():
+            kept = records.keep([(items[n].receipt, items[n].progress) for n in positions], vt)
+            held = [n for n, status in zip(positions, kept, strict=True) if status == "held"]
+            for n, status in zip(positions, kept, strict=True):
+                out[n] = status
+            changed = self._change([items[n].receipt for n in held], vt)
+            for n, ok in zip(held, changed, strict=True):
+                out[n] = "held" if ok else "lost"
+        self._delete_cancelled([items[n].receipt for n, s in enumerate(out) if s == "cancelled"])
+        return out
+
+    def _delete_cancelled(self, receipts: list[Receipt]) -> None:
+        """A cancelled lease's holder still has its receipt handle: its message is deleted
+        now rather than when its lease lapses and SQS hands it out again."""
+        by_queue: dict[tuple[str, int], list[Receipt]] = {}
+        for receipt in receipts:
+            by_queue.setdefault((receipt.queue, split_token(receipt.token)[0]), []).append(receipt)
+        self._free_limits([r.token for r in receipts])
+        for (queue, level), part in by_queue.items():
+            url = self._info(queue, level).url
+            done = self._delete(url, [split_token(r.token)[1] for r in part])
+            gone = []
+            for receipt, ok in zip(part, done, strict=True):
+                held = self._take_held(receipt.token)
+                if ok:
+                    gone.append((receipt.id, None if held is None else held.meta))
+            self._cancelled_gone(queue, gone)
+
+    def _change(self, receipts: Sequence[Receipt], vt: float) -> list[bool]:
+        """The visibility of each lease set to `vt` from now (batched per queue), and the
+        `_Held` of each one SQS took pushed out with it: one place for extend and keep, so
+        a long job kept with progress is never pruned as a lapsed lease."""
         results = [False] * len(receipts)
-        by_queue: dict[str, list[int]] = {}
+        by_queue: dict[tuple[str, int], list[int]] = {}
+        for n, receipt in enumerate(receipts):
+            by_queue.setdefault((receipt.queue, split_token(receipt.token)[0]), []).append(n)
+        for (queue, level), part in by_queue.items():
+            url = self._info(queue, level).url
+            done = self._visibility(url, [split_token(receipts[n].token)[1] for n in part], vt)
+            for n, ok in zip(part, done, strict=True):
+                results[n] = ok
+                if ok and self._admission is not None:  # its concurrency slots too
+                    self._admission.extend(receipts[n].token, vt)
+        deadline = time.monotonic() + vt + 60
+        with self._held_mutex:
+            for receipt, ok in zip(receipts, results, strict=True):
+                held = self._held.get(receipt.token)
+                if ok and held is not None:
+                    held.deadline = deadline
+        return results
+
+    def cancel(self, queue: str, id: str) -> CancelStatus:
+        """Marked in the lease records (SQS cannot delete a message it did not receive):
+        a waiting message is deleted the next time it is received, never run; a running
+        one's lease is fenced out. Its uniqueness lock is freed when it is deleted."""
+        records = self._records
+        if records is None or not records.controls:
+            raise lacks(self, "cancel", "cancel a message (it needs locks=sqlite or redis)")
+        status = records.cancel(queue, id)
+        if status == "signalled" and self._admission is not None:
+            # Its lease is fenced out: the concurrency slots it holds go now where this
+            # process holds them (elsewhere, at the holder's next keep, or with the lease).
+            with self._held_mutex:
+                tokens = [
+                    t for t, h in self._held.items() if (h.info.name, h.meta.id) == (queue, id)
+                ]
+            self._free_limits(tokens)
+        return status
+
+    def extend(self, receipts: Sequence[Receipt], visibility_timeout: float) -> list[bool]:
         current = (
             self._records.renew(receipts, visibility_timeout)
             if self._records is not None
             else [True] * len(receipts)
         )
-        for n, receipt in enumerate(receipts):
-            if current[n]:
-                by_queue.setdefault(receipt.queue, []).append(n)
-        for queue, positions in by_queue.items():
-            info = self._info(queue)
-            done = self._visibility(
-                info.url, [receipts[n].token for n in positions], visibility_timeout
-            )
-            for n, ok in zip(positions, done, strict=True):
-                results[n] = ok
-        deadline = time.monotonic() + visibility_timeout + 60
-        with self._held_mutex:
-            for n, ok in enumerate(results):
-                held = self._held.get(receipts[n].token)
-                if ok and held is not None:
-                    held.deadline = deadline
+        results = [False] * len(receipts)
+        positions = [n for n, ok in enumerate(current) if ok]
+        changed = self._change([receipts[n] for n in positions], visibility_timeout)
+        for n, ok in zip(positions, changed, strict=True):
+            results[n] = ok
         return results

@@ -17,7 +17,10 @@ class TestCancel:
         assert backend.cancel(queue, "w") == "removed"
         assert backend.cancel(queue, "later") == "removed"
         assert backend.lease(queue, 10, 30.0) == []
-        assert stats(backend, queue) == (0, 0, 0, 0)
+        if backend.capabilities.exact_stats:
+            # SQS cannot delete a message it did not receive: the delayed one is counted
+            # until it is received (then deleted, never run).
+            assert stats(backend, queue) == (0, 0, 0, 0)
         if backend.capabilities.inspection:
             assert backend.inspect(queue, "w").state == "cancelled"
         # Its id stays known: enqueueing it again is a no-op.

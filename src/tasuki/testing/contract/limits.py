@@ -89,6 +89,21 @@ class TestLimits:
         backend.ack([holder.receipt])
         assert [d.id for d in backend.lease(queue, 10, 30.0, wait=2.0)] == ["s1"]
 
+    @pytest.mark.requires("concurrency_limits")
+    def test_a_purged_holder_frees_its_slot(self, backend: Backend, queue: str) -> None:
+        backend.enqueue([env(queue, f"a{i}", limits=(TWO,)) for i in range(4)])
+        held = backend.lease(queue, 10, 30.0)
+        assert len(held) == 2
+        assert backend.lease(queue, 10, 30.0) == []  # the other two wait for a slot
+        backend.purge(queue)
+        # The purged leases held the key's slots: they go with them, at once, and the
+        # parked messages purged with the queue are never woken for a slot.
+        backend.enqueue([env(queue, f"n{i}", limits=(TWO,)) for i in range(3)])
+        assert _lease_ids(backend, queue) == ["n0", "n1"]
+        # The purged run's late ack frees nothing the live leases hold.
+        assert backend.settle([Settle.ack(held[0].receipt)]) == [False]
+        assert backend.lease(queue, 10, 30.0) == []
+
     @pytest.mark.requires("rate_limits")
     def test_at_most_n_starts_in_any_window(self, backend: Backend, queue: str) -> None:
         per = max(1.0, 2 * backend.capabilities.timer_resolution)

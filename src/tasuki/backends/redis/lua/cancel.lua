@@ -20,7 +20,7 @@
 -- `x:<id>` remembers the id for the window, holding the token of the lease that was
 -- fenced out ('' if none): enqueue treats the id as known, `inspect` says cancelled,
 -- and `keep` answers "cancelled" to that token. The concurrency slots the lease held go
--- to the next parked messages at once.
+-- to the next parked messages at once; a parked message leaves its parked sets.
 --
 -- Returns 'removed', 'signalled' or 'unknown' (no such message: never enqueued,
 -- finished, dead, or cancelled already).
@@ -48,12 +48,12 @@ else
   end
   redis.call('ZREM', KEYS[2], id)
   redis.call('HDEL', KEYS[3], id)
-  local lims = redis.call('HGET', KEYS[8], id)
-  if lims then
-    free_slots(base, id, cjson.decode(lims), now_us())
-  end
 end
-redis.call('HDEL', KEYS[8], id)
+local lims = redis.call('HGET', KEYS[8], id)
+if lims then
+  forget_limits(base, id, cjson.decode(lims), now_us())
+  redis.call('HDEL', KEYS[8], id)
+end
 local window = tonumber(ARGV[3])
 local own = tonumber(redis.call('HGET', KEYS[5], id))
 if own and own > window then

@@ -13,7 +13,8 @@
 -- timeout and its progress is stored (tagged with its fence, so `inspect` shows it
 -- only while that lease is the message's latest). A stale token changes nothing, and
 -- learns whether the message was cancelled under it (`x:<id>` holds the token the
--- cancel fenced out). A kept lease keeps its concurrency slots until its new expiry.
+-- cancel fenced out). A kept lease keeps its concurrency slots until its new expiry,
+-- and their keys live at least that long.
 --
 -- Returns one code per item: 1 held, 0 lost, 2 cancelled.
 
@@ -54,7 +55,7 @@ if #held > 0 and redis.call('EXISTS', KEYS[3]) == 1 then
   local lims = hmget_many(KEYS[3], held)
   for k, id in ipairs(held) do
     if lims[k] then
-      extend_slots(base, id, cjson.decode(lims[k]), held_until[k])
+      extend_slots(base, id, cjson.decode(lims[k]), held_until[k], now)
     end
   end
 end

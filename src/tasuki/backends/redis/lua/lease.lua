@@ -140,7 +140,7 @@ while got < want and budget > 0 do
         parked[#parked + 1] = wake
         parked[#parked + 1] = id
         if slot then
-          park(base, id, slot, now)
+          park(base, id, slot, now, wake)
         end
       else
         attempt = attempt + 1

@@ -18,15 +18,21 @@
 -- A waiting message's uniqueness lock goes with it (if it still owns it); a message in
 -- flight keeps its lock, which belongs to the running job now. Finished-id records
 -- (`done:<id>`) keep their windows. Leases of purged messages die with them, and so do
--- their result records, pending or not.
+-- their result records, pending or not. The concurrency slots a purged lease held go at
+-- once, to parked messages that are still there, and a purged parked message leaves
+-- its parked sets (includes/limits.lua).
 --
 -- Returns the number deleted; fewer than `limit` means the queue is empty.
 
+--- @include "clock"
 --- @include "batch"
+--- @include "signal"
+--- @include "limits"
 
 local base = ARGV[1]
 local limit = tonumber(ARGV[2])
 local removed = 0
+local now = now_us()
 for _, k in ipairs({1, 7, 2, 3}) do
   if removed >= limit then
     break
@@ -45,6 +51,12 @@ for _, k in ipairs({1, 7, 2, 3}) do
     doomed[#doomed + 1] = base .. 'r:' .. id
   end
   del_many(doomed)
+  local lims = hmget_many(KEYS[10], ids)
+  for i, id in ipairs(ids) do
+    if lims[i] then
+      forget_limits(base, id, cjson.decode(lims[i]), now)
+    end
+  end
   if k == 2 then
     hdel_many(KEYS[4], ids)
   end

@@ -1,4 +1,5 @@
--- records_finish_ids: keep each finished id for its window, or forget it (one batch).
+-- records_finish_ids: keep each finished id for its window (its owner '' from then on:
+-- finished), or forget it (one batch).
 --
 -- KEYS[i]        the id record of message i
 --
@@ -11,7 +12,7 @@ for i, key in ipairs(KEYS) do
   local owner, keep = ARGV[2 * i - 1], tonumber(ARGV[2 * i])
   if owner == '' or redis.call('GET', key) == owner then
     if keep > 0 then
-      redis.call('PEXPIRE', key, keep)
+      redis.call('SET', key, '', 'PX', keep, 'XX')
     else
       redis.call('DEL', key)
     end

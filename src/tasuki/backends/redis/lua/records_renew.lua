@@ -15,9 +15,10 @@ local vt = tonumber(ARGV[2])
 local out = {}
 for i, key in ipairs(KEYS) do
   local token = ARGV[2 + i]
-  local copy, receives, fence = held_lease(key, token)
+  local copy, receives, fence, progress = held_lease(key, token)
   if copy then
-    redis.call('SET', key, lease_text(token, now + vt, copy, receives, fence), 'PX', ARGV[1])
+    redis.call('SET', key, lease_text(token, now + vt, copy, receives, fence, progress), 'PX',
+      ARGV[1])
     out[i] = 1
   else
     out[i] = 0

@@ -23,8 +23,11 @@
 -- higher than the counted one; the receives one more than the record's for the same
 -- copy, the receive count where another copy's lease was never settled (or the count
 -- is unknown), else ARGV[7+6(i-1)]: the rule of `tasuki.core.locks.grant`.
+-- A cancelled message (its record's owner starts with CANCELLED) is refused as such: not
+-- to run, to be deleted; its record stays.
 -- Returns a `granted` record per message: the fence and receives granted (0 and 0:
--- refused), and 1 if the message's last lease was taken and never settled (it lapsed).
+-- refused, -1 and 0: cancelled), and 1 if the message's last lease was taken and never
+-- settled (it lapsed).
 --- @reply granted: fence receives lapsed
 
 --- @include "lease_record"
@@ -40,7 +43,9 @@ for i, key in ipairs(KEYS) do
   local cur = redis.call('GET', key)
   if cur then
     local owner, until_ms, held, got, last = read_lease(cur)
-    if until_ms > now and owner ~= token and (owner ~= '' or held == copy) then
+    if cancelled(owner) then
+      refused = -1
+    elseif until_ms > now and owner ~= token and (owner ~= '' or held == copy) then
       refused = true
     else
       if owner ~= '' then lapsed = 1 end
@@ -53,7 +58,9 @@ for i, key in ipairs(KEYS) do
     end
   end
   local o = 3 * (i - 1)
-  if refused then
+  if refused == -1 then
+    out[o + 1], out[o + 2], out[o + 3] = -1, 0, 0
+  elseif refused then
     out[o + 1], out[o + 2], out[o + 3] = 0, 0, 0
   else
     redis.call('SET', key, lease_text(token, now + vt, copy, receives, fence), 'PX', ARGV[1])

@@ -1,35 +1,51 @@
--- A lease record: "owner\nuntil_ms\ncopy\nreceives\nfence" (see records_take.lua). An
--- older record lacks receives and fence (read as 0: unknown), or is a bare token (read
--- as a lapsed lease of that owner).
+-- A lease record: "owner\nuntil_ms\ncopy\nreceives\nfence[\nprogress]" (see
+-- records_take.lua; progress is JSON without a newline). An older record lacks receives
+-- and fence (read as 0: unknown), or is a bare token (read as a lapsed lease of that
+-- owner). A cancelled message's owner is CANCELLED .. the token of the lease that ran.
 local function read_lease(record)
   local owner, until_ms, rest = string.match(record, '^(.-)\n(%d+)\n(.*)$')
   if not owner then
     return record, 0, '', 0, 0
   end
   local copy, receives, fence = string.match(rest, '^(.-)\n(%d+)\n(%d+)$')
+  local progress = ''
   if not copy then
-    return owner, tonumber(until_ms), rest, 0, 0
+    copy, receives, fence, progress = string.match(rest, '^(.-)\n(%d+)\n(%d+)\n(.*)$')
   end
-  return owner, tonumber(until_ms), copy, tonumber(receives), tonumber(fence)
+  if not copy then
+    return owner, tonumber(until_ms), rest, 0, 0, ''
+  end
+  return owner, tonumber(until_ms), copy, tonumber(receives), tonumber(fence), progress
 end
 
-local function lease_text(owner, until_ms, copy, receives, fence)
-  return owner .. '\n' .. string.format('%.0f', until_ms) .. '\n' .. copy .. '\n'
+local CANCELLED = '~cancelled~'
+
+local function cancelled(owner)
+  return string.sub(owner, 1, string.len(CANCELLED)) == CANCELLED
+end
+
+local function lease_text(owner, until_ms, copy, receives, fence, progress)
+  local text = owner .. '\n' .. string.format('%.0f', until_ms) .. '\n' .. copy .. '\n'
     .. string.format('%.0f', receives) .. '\n' .. string.format('%.0f', fence)
+  if progress and progress ~= '' then
+    text = text .. '\n' .. progress
+  end
+  return text
 end
 
--- The copy, receives and fence of the record at `key` if `token` holds its lease now;
--- nil if the record is gone, settled, or another lease's (the caller's token is stale).
+-- The copy, receives, fence and progress of the record at `key` if `token` holds its
+-- lease now; nil if the record is gone, settled, or another lease's (the caller's token
+-- is stale), and then whether it was cancelled while `token` held it.
 local function held_lease(key, token)
   local cur = redis.call('GET', key)
   if not cur or token == '' then
-    return nil
+    return nil, false
   end
-  local owner, _, copy, receives, fence = read_lease(cur)
+  local owner, _, copy, receives, fence, progress = read_lease(cur)
   if owner ~= token then
-    return nil
+    return nil, owner == CANCELLED .. token
   end
-  return copy, receives, fence
+  return copy, receives, fence, progress
 end
 
 -- Milliseconds of the server's clock.

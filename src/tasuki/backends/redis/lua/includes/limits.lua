@@ -10,7 +10,33 @@
 -- keep or a cancel frees or extends it. A message over a limit is parked in `delayed`,
 -- costing no attempt, until its next token is due or the earliest holder's lease
 -- expires; a freed slot wakes the oldest parked message of its key at once.
+-- Every one of these keys expires once nothing can need it (per-tenant keys would
+-- otherwise pile up forever), and never sooner: `lim:` of a concurrency limit SLACK_MS
+-- after its latest holder's lease expiry (pushed on by every admit and keep), of a rate
+-- limit `per` + SLACK_MS after its latest start, `park:` SLACK_MS after its latest parked
+-- message's timer (past it, that message is due on its own and needs no wake-up).
 -- Needs "signal".
+
+local SLACK_MS = 1000
+
+-- Whether `admit` found a concurrency key empty, by key: its first holder then sets the
+-- TTL without reading it (one command, not two, for the common uncontended key).
+local empty_slots = {}
+
+-- The TTL (ms) that keeps a key until `at` (µs, server clock) + SLACK_MS.
+local function ttl_until(at, now)
+  return math.max(0, math.floor((at - now) / 1000)) + SLACK_MS
+end
+
+-- `key` lives until at least `at` + SLACK_MS; its TTL is never shortened, so no later
+-- holder is cut short by an earlier one.
+local function expire_not_before(key, at, now)
+  local want = ttl_until(at, now)
+  local ttl = redis.call('PTTL', key)
+  if ttl == -1 or (ttl >= 0 and ttl < want) then
+    redis.call('PEXPIRE', key, want)
+  end
+end
 
 -- nil if every limit lets message `id` start now; else when to look at it again (µs)
 -- and the concurrency limit whose freed slot should wake it (nil for a rate).
@@ -19,9 +45,14 @@ local function admit(base, id, lims, now)
     local key = base .. 'lim:' .. l[1]
     if l[2] == 'c' then
       redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
-      if not redis.call('ZSCORE', key, id) and redis.call('ZCARD', key) >= l[3] then
-        local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-        return tonumber(first[2]), l[1]
+      empty_slots[key] = nil
+      if not redis.call('ZSCORE', key, id) then
+        local held = redis.call('ZCARD', key)
+        if held >= l[3] then
+          local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+          return tonumber(first[2]), l[1]
+        end
+        empty_slots[key] = held == 0
       end
     else
       redis.call('ZREMRANGEBYSCORE', key, '-inf', now - l[4])
@@ -41,23 +72,36 @@ local function take_limits(base, id, lims, now, expiry, fence)
     local key = base .. 'lim:' .. l[1]
     if l[2] == 'c' then
       redis.call('ZADD', key, expiry, id)
+      if empty_slots[key] then
+        redis.call('PEXPIRE', key, ttl_until(expiry, now))
+        empty_slots[key] = nil
+      else
+        expire_not_before(key, expiry, now)
+      end
       redis.call('ZREM', base .. 'park:' .. l[1], id)
     else
       redis.call('ZADD', key, now, id .. ':' .. fence)
-      redis.call('PEXPIRE', key, math.floor(l[4] / 1000) + 1000)
+      redis.call('PEXPIRE', key, math.floor(l[4] / 1000) + SLACK_MS)
     end
   end
 end
 
-local function park(base, id, name, now)
-  redis.call('ZADD', base .. 'park:' .. name, 'NX', now, id)
+-- Parked until `wake` (µs) at the latest, for a slot of limit `name`.
+local function park(base, id, name, now, wake)
+  local key = base .. 'park:' .. name
+  redis.call('ZADD', key, 'NX', now, id)
+  expire_not_before(key, wake, now)
 end
 
--- The lease was kept: its slots live until the new expiry.
-local function extend_slots(base, id, lims, expiry)
+-- The lease was kept: its slots live until the new expiry (a slot already dropped as
+-- expired stays dropped).
+local function extend_slots(base, id, lims, expiry, now)
   for _, l in ipairs(lims) do
     if l[2] == 'c' then
-      redis.call('ZADD', base .. 'lim:' .. l[1], 'XX', expiry, id)
+      local key = base .. 'lim:' .. l[1]
+      if redis.call('ZADD', key, 'XX', 'CH', expiry, id) == 1 then
+        expire_not_before(key, expiry, now)
+      end
     end
   end
 end
@@ -80,12 +124,23 @@ local function wake_parked(base, name, now)
   end
 end
 
--- The lease ended (settled, cancelled): each slot it still held goes to the next
--- parked message of its limit.
+-- The lease ended (settled, cancelled, purged): each slot it still held goes to the
+-- next parked message of its limit.
 local function free_slots(base, id, lims, now)
   for _, l in ipairs(lims) do
     if l[2] == 'c' and redis.call('ZREM', base .. 'lim:' .. l[1], id) == 1 then
       wake_parked(base, l[1], now)
+    end
+  end
+end
+
+-- The message is gone (purged, cancelled): its slots go as `free_slots` says, and it
+-- leaves the parked sets, so no freed slot is spent waking it.
+local function forget_limits(base, id, lims, now)
+  free_slots(base, id, lims, now)
+  for _, l in ipairs(lims) do
+    if l[2] == 'c' then
+      redis.call('ZREM', base .. 'park:' .. l[1], id)
     end
   end
 end

@@ -1,38 +1,30 @@
-"""The application object: jobs and consumers by name, the backend, the middleware chain."""
+"""The application object: jobs and consumers by name, the backend, the middleware chain.
+
+What a job's options mean and how they are checked is `declaring.py`; reading and
+cancelling workflows is `flows.py`; here, the wiring and the façade over the backend.
+"""
 
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
-import orjson
-
+from tasuki.app import flows
+from tasuki.app.declaring import declare
 from tasuki.backends.base import DEFAULT_VISIBILITY_TIMEOUT, Backend, LockStore, lacks
 from tasuki.backends.urls import DEFAULT_URL, backend_from_url, redact
-from tasuki.core import flows
 from tasuki.core.codec import Codec, Serializer
-from tasuki.core.flowcontrol import OPTIONS as FLOW_OPTIONS
-from tasuki.core.flowcontrol import check_aging, check_shared, flow_options
-from tasuki.core.flowrecords import FlowRecord
+from tasuki.core.flowcontrol import check_aging
 from tasuki.core.flows import FlowState
-from tasuki.core.job import EXECUTORS, Executor, Job, check_delay, check_message_id, check_queue
+from tasuki.core.job import Executor, Job, check_delay, check_message_id, check_queue
 from tasuki.core.message import DeadLetter, Message
 from tasuki.core.policies import ConcurrencyLimit, Dedup, RateLimit, Retry, Unique
 from tasuki.core.records import CancelStatus, MessageInfo
 from tasuki.core.registry import Registry
-from tasuki.core.results import check_keep_result
-from tasuki.errors import (
-    ConfigurationError,
-    FlowCancelled,
-    InvalidArgument,
-    JobFailed,
-    ResultTimeout,
-    UnknownFlow,
-)
-from tasuki.middleware import MessageGroups, default_middleware
+from tasuki.errors import ConfigurationError, InvalidArgument
+from tasuki.middleware import default_middleware
 from tasuki.middleware.base import MiddlewareChain
 from tasuki.producer import DEFAULT_ID_WINDOW, Producer
 
@@ -42,24 +34,6 @@ if TYPE_CHECKING:
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-_CORE_OPTIONS = (
-    frozenset(
-        {
-            "queue",
-            "retry",
-            "timeout",
-            "visibility_timeout",
-            "dedup",
-            "unique",
-            "on_exhausted",
-            "name",
-            "executor",
-            "keep_result",
-        }
-    )
-    | FLOW_OPTIONS
-)
 
 
 class App:
@@ -239,95 +213,17 @@ class App:
         return decorate
 
     def _register(self, fn: Any, options: dict[str, Any], *, consumer: bool) -> Job[..., Any]:
-        if not callable(fn):
-            raise InvalidArgument(f"a job must be a function, got {fn!r}")
-        if "group" in options and "group" not in self.middleware.owned_options():
-            # A FIFO message group is a plain header, which any backend carries and
-            # sqs:// sends as MessageGroupId: its middleware comes with the first job
-            # that names one, so `group=` works without installing anything.
-            self.middleware.append(MessageGroups())
-        unknown = set(options) - _CORE_OPTIONS - self.middleware.owned_options()
-        if unknown:
-            raise ConfigurationError(
-                f"unknown job option(s) {sorted(unknown)} for {getattr(fn, '__name__', fn)!r}; "
-                "no installed middleware declares them"
-            )
-        name = options.get("name") or getattr(fn, "__name__", None)
-        if not isinstance(name, str) or not name:
-            raise InvalidArgument(f"cannot name job {fn!r}: pass name=...")
-        if name in self.registry.jobs:
-            raise ConfigurationError(f"a job named {name!r} is already registered on this app")
-        retry = options.get("retry")
-        if retry is None:
-            retry = Retry()
-        elif not isinstance(retry, Retry):
-            raise InvalidArgument(f"retry must be a tasuki.Retry, got {retry!r}")
-        dedup = options.get("dedup")
-        if dedup is True:
-            dedup = Dedup()
-        elif dedup is False:
-            dedup = None
-        elif dedup is not None and not isinstance(dedup, Dedup):
-            raise InvalidArgument(f"dedup must be True, False or a tasuki.Dedup, got {dedup!r}")
-        unique = options.get("unique")
-        if unique is not None and not isinstance(unique, Unique):
-            raise InvalidArgument(f"unique must be a tasuki.Unique or None, got {unique!r}")
-        timeout = options.get("timeout")
-        if timeout is not None and (not isinstance(timeout, int | float) or timeout <= 0):
-            raise InvalidArgument(f"timeout must be a positive number of seconds, got {timeout!r}")
-        vt = options.get("visibility_timeout", DEFAULT_VISIBILITY_TIMEOUT)
-        if not isinstance(vt, int | float) or vt <= 0:
-            raise InvalidArgument(f"visibility_timeout must be > 0 seconds, got {vt!r}")
-        on_exhausted = options.get("on_exhausted")
-        if on_exhausted is not None and not callable(on_exhausted):
-            raise InvalidArgument("on_exhausted must be callable(message, error)")
-        executor = options.get("executor", "auto")
-        if executor not in EXECUTORS:
-            raise InvalidArgument(f"executor must be one of {EXECUTORS}, got {executor!r}")
-        self._check_capabilities(name, dedup, unique)
-        scheme = self.backend.url.split("://", 1)[0]
-        flow = flow_options(name, options, self.backend.capabilities, scheme)
-        check_shared(name, flow, self.registry.jobs.values())
-        job: Job[..., Any] = Job(
-            self.producer,
+        return declare(
             fn,
-            name=name,
-            queue=self.default_queue if options.get("queue") is None else options["queue"],
-            retry=retry,
-            timeout=float(timeout) if timeout is not None else None,
-            visibility_timeout=float(vt),
-            dedup=dedup,
-            unique=unique,
-            on_exhausted=on_exhausted,
-            executor=executor,
+            options,
             consumer=consumer,
-            extra={k: v for k, v in options.items() if k not in _CORE_OPTIONS},
-            priority=flow.priority,
-            rate_limit=flow.rate_limit,
-            concurrency_limit=flow.concurrency_limit,
-            keep_result=check_keep_result(
-                name, options.get("keep_result"), self.backend.capabilities.results, scheme
-            ),
+            backend=self.backend,
+            producer=self.producer,
+            middleware=self.middleware,
+            registry=self.registry,
+            default_queue=self.default_queue,
+            has_locks=self._locks is not None,
         )
-        self.registry.add(job)
-        return job
-
-    def _check_capabilities(self, name: str, dedup: Dedup | None, unique: Unique | None) -> None:
-        """Refuse now, naming the missing capability, what the backend could not keep later."""
-        caps = self.backend.capabilities
-        wanted = "dedup" if dedup is not None else "unique" if unique is not None else None
-        if wanted and not caps.native_locks and self._locks is None:
-            raise ConfigurationError(
-                f"job {name!r} uses {wanted}, which needs a lock store: {self.backend.url} "
-                "lacks the capability 'native_locks'; pass locks=... (a redis:// or sqlite:/// "
-                "URL) to the App or the backend URL"
-            )
-        if unique is not None and unique.mode != "while_executing" and not caps.atomic_unique:
-            raise ConfigurationError(
-                f"job {name!r}: unique mode {unique.mode!r} claims its key atomically with the "
-                f"enqueue, and {self.backend.url} lacks the capability 'atomic_unique'; use "
-                "mode='while_executing' or another backend"
-            )
 
     def get_job(self, name: str) -> Job[..., Any]:
         return self.registry.get(name)
@@ -378,8 +274,9 @@ class App:
         return self.backend.dead_letter(check_queue(queue), id)
 
     def inspect(self, queue: str, message_id: str) -> MessageInfo:
-        """What happened to one message: state, attempts, lease, fencing number, history."""
-        return self.backend.inspect(check_queue(queue), message_id)
+        """What happened to one message: state, attempts, lease, fencing number, history,
+        and the workflow it is a step of."""
+        return flows.place(self.backend, self.backend.inspect(check_queue(queue), message_id))
 
     def result(self, queue: str, message_id: str, timeout: float | None = None) -> Any:
         """The return value of message `message_id` on `queue` (its job has `keep_result=`),
@@ -392,59 +289,25 @@ class App:
         """`result` without blocking the event loop."""
         return await self.producer.result_async(queue, message_id, timeout)
 
-    # -- workflows (`core/flows.py`) -------------------------------------------------------
+    # -- workflows (`app/flows.py`) --------------------------------------------------------
     def flow(self, flow_id: str) -> FlowState:
         """A flow's state ("running", "succeeded", "failed", "cancelled"), each step's
         (job, queue, message_id, state, attempt) from `inspect`, its result and its first
         failure. `UnknownFlow` if no flow has this id."""
-        record = self._flow_record(flow_id)
-        steps = [*record.steps, *([record.on_failure] if record.on_failure else [])]
-        infos = [self.backend.inspect(s.queue, s.message_id) for s in steps]
-        return flows.state_of(record, infos)
+        return flows.state(self.backend, self.producer, flow_id)
 
     def flow_result(self, flow_id: str, timeout: float | None = None) -> Any:
         """The flow's result (its last step's; a group's list), waiting up to `timeout`
         seconds (None: as long as it takes). `JobFailed` if a step was dead-lettered (the
         first one, with its error), `FlowCancelled`, `ResultTimeout` if not done in time,
         `UnknownFlow` at once for an unknown id."""
-        record = self._flow_record(flow_id)
-        deadline = None if timeout is None else time.monotonic() + _seconds(timeout)
-        while not _flow_over(record):
-            remaining = 3600.0 if deadline is None else deadline - time.monotonic()
-            if remaining <= 0:
-                raise ResultTimeout(f"flow {flow_id!r} had no result within {timeout}s")
-            found = self.backend.wait_flow(flow_id, remaining)
-            if found is None:
-                raise UnknownFlow(f"flow {flow_id!r} is no longer kept")
-            record = found
-        if record.result is not None:
-            return orjson.loads(record.result)
-        if record.cancelled:
-            raise FlowCancelled(f"flow {flow_id!r} was cancelled")
-        failure = record.failure
-        assert failure is not None
-        reason = f"step {failure.step} ({failure.job}) of flow {flow_id!r} was dead-lettered"
-        raise JobFailed(failure.queue, failure.message_id, failure.error, reason)
+        return flows.result(self.backend, self.producer, flow_id, timeout)
 
     def cancel_flow(self, flow_id: str) -> FlowState:
         """Cancel a flow: nothing more of it is enqueued (the settles of its steps read the
         flag), its waiting steps are removed and its running ones signalled, as
         `app.cancel` does. Returns its state. `UnknownFlow` if no flow has this id."""
-        self.producer.check_workflows()
-        if not self.backend.cancel_flow(check_message_id(flow_id)):
-            raise UnknownFlow(f"no flow {flow_id!r}: never started, or no longer kept")
-        record = self._flow_record(flow_id)
-        if self.backend.capabilities.cancel:
-            for step in record.steps:
-                self.backend.cancel(step.queue, step.message_id)
-        return self.flow(flow_id)
-
-    def _flow_record(self, flow_id: str) -> FlowRecord:
-        self.producer.check_workflows()
-        record = self.backend.flow(check_message_id(flow_id))
-        if record is None:
-            raise UnknownFlow(f"no flow {flow_id!r}: never started, or no longer kept")
-        return record
+        return flows.cancel(self.backend, self.producer, flow_id)
 
     def cancel(self, queue: str, message_id: str) -> CancelStatus:
         """Cancel a message: "removed" (it was waiting), "signalled" (it runs: its job sees
@@ -497,13 +360,3 @@ class App:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _flow_over(record: FlowRecord) -> bool:
-    return record.result is not None or record.failure is not None or record.cancelled
-
-
-def _seconds(value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        raise InvalidArgument(f"timeout must be a number of seconds >= 0, got {value!r}")
-    return float(value)

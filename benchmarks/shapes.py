@@ -1,0 +1,232 @@
+"""`./dev bench shapes`: every system on real job shapes, each in its best configuration.
+
+Beside the no-op of `./dev bench`, three shapes of job (`benchmarks/shape_jobs.py`):
+(a) `redis`, one redis-py `INCR` of the job's own; (c) `sleep`, an I/O wait of 10 ms;
+(d) `cpu`, 1 ms of pure-Python CPU. Each system runs each shape in every configuration
+of its sweep (`benchmarks/shape_peers.py`: processes 1/2 x threads or concurrency 8/32,
+the same grid for tasuki), one drain of a full queue each; the table keeps each
+system's best configuration, named, and divides tasuki's best by it. Shape (a) also runs
+the raw floor (`benchmarks/peers/raw_worker.py` with the same job), and shape (c) a
+series of tasuki at -c 8..256 (threads) and async at -c 1024 against the ideal,
+concurrency / 10 ms.
+
+The rate is jobs / (time from the first job's start until every job ran and the system
+shows its queue empty): `steady_per_s` of the no-op harness. Start-up is left out here
+because a few thousand jobs of a few ms would otherwise mostly time interpreter starts.
+
+    python -m benchmarks.shapes                      # the full matrix, ~15 min on 2 cores
+    python -m benchmarks.shapes --quick              # a smoke run: fewer jobs, fewer configs
+    python -m benchmarks.shapes --only tasuki,dramatiq --shapes redis
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shlex
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from benchmarks import machine, procs, shape_pg, shapes_report
+from benchmarks.cli import on_sigterm
+from benchmarks.marks import Marks
+from benchmarks.measure import Bench, Settings, fill, measure_drain
+from benchmarks.peers.base import REDIS_ENV, ROOT, Context, Peer
+from benchmarks.redis_server import RedisServer
+from benchmarks.shape_jobs import COUNTER, SHAPE_ENV, SLEEP, SPIN_ENV, spin
+from benchmarks.shape_peers import SYSTEMS, Config, configs, make
+
+DOCS = ROOT / "docs" / "benchmarks" / "shapes"
+#: jobs per drain, per shape (the brief of issue #23: the matrix in about 15 minutes)
+MESSAGES = {"redis": 5_000, "sleep": 2_000, "cpu": 5_000, "pg": 5_000}
+QUICK = {"redis": 500, "sleep": 200, "cpu": 500, "pg": 500}
+SHAPES = ("redis", "sleep", "cpu")
+#: tasuki's shape (c) against the ideal: (-c, async job); each drains c x IDEAL_SECONDS / 10 ms
+IDEAL = ((8, False), (32, False), (64, False), (128, False), (256, False), (1024, True))
+IDEAL_SECONDS = 2.0
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.shapes", description=__doc__)
+    p.add_argument(
+        "section",
+        nargs="?",
+        choices=("redis", "postgres"),
+        default="redis",
+        help="redis (default): shapes a, c, d on the Redis queues; postgres: shape b, "
+        "one PostgreSQL query, on the PostgreSQL queues",
+    )
+    p.add_argument("--quick", action="store_true", help="a smoke run: few jobs, one config each")
+    p.add_argument("--only", help=f"comma-separated systems, of: {', '.join(SYSTEMS)}, raw")
+    p.add_argument("--shapes", help=f"comma-separated shapes, of: {', '.join(SHAPES)}")
+    p.add_argument("--messages", type=int, help="jobs per drain for every shape")
+    p.add_argument("--no-ideal", action="store_true", help="skip tasuki's shape (c) series")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds per drain")
+    p.add_argument("--out", type=Path, help="where results go (default: see README)")
+    return p.parse_args(argv)
+
+
+def say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def calibrate(seconds: float = 0.001) -> int:
+    """Steps of `spin` that take `seconds` here: the best of 50 tries of 10,000 steps."""
+    best = float("inf")
+    for _ in range(50):
+        t = time.perf_counter()
+        spin(10_000)
+        best = min(best, time.perf_counter() - t)
+    return max(1, round(10_000 * seconds / best))
+
+
+Maker = Callable[[Config, Context], Peer]
+
+
+def one(bench: Bench, cfg: Config, ctx: Context, shape: str, maker: Maker = make) -> dict[str, Any]:
+    """One drain of `shape` by `cfg`: its metrics, or its error."""
+    row: dict[str, Any] = {"system": cfg.system, "config": cfg.label, "shape": shape}
+    try:
+        peer = maker(cfg, ctx)
+    except Exception as exc:
+        row["error"] = f"{type(exc).__name__}: {exc}"
+        return row
+    try:
+        fill(bench, peer)
+        row.update(measure_drain(bench, peer, prefilled=True))
+        if shape == "redis":
+            row["counted"] = int(peer.redis.get(COUNTER) or 0)
+    except Exception as exc:
+        row["error"] = f"{type(exc).__name__}: {str(exc)[:600]}"
+    finally:
+        procs.kill_all_workers()
+        with contextlib.suppress(Exception):
+            peer.close()
+    return row
+
+
+def ideal_series(bench: Bench, ctx: Context, quick: bool) -> list[dict[str, Any]]:
+    """tasuki, one process, on shape (c) at each -c of IDEAL: % of concurrency / 10 ms."""
+    out = []
+    base = bench.settings
+    for conc, is_async in IDEAL[:2] + IDEAL[-1:] if quick else IDEAL:
+        n = int(conc * (0.2 if quick else IDEAL_SECONDS) / SLEEP)
+        bench.settings = Settings(messages=n, system_timeout=base.system_timeout)
+        cfg = Config("tasuki", f"-c {conc}" + (", async def" if is_async else ""), 1, conc,
+                     "async" if is_async else "")  # fmt: skip
+        row = one(bench, cfg, ctx, "sleep")
+        row["ideal_per_s"] = conc / SLEEP
+        out.append(row)
+        say(f"  ideal: {shapes_report.line(row)}")
+    bench.settings = base
+    return out
+
+
+def plan(args: argparse.Namespace) -> dict[str, tuple[list[Config], Maker]]:
+    """Per shape to run, the configurations to drain it with and how to make each."""
+    only = set(args.only.split(",")) if args.only else None
+    if args.section == "postgres":
+        shapes, systems, sweep, maker = (
+            ["pg"],
+            list(shape_pg.SYSTEMS),
+            shape_pg.configs,
+            shape_pg.make,
+        )
+    else:
+        shapes = list(SHAPES) if not args.shapes else args.shapes.split(",")
+        systems, sweep, maker = [*SYSTEMS, "raw"], configs, make
+    out: dict[str, tuple[list[Config], Maker]] = {}
+    for shape in shapes:
+        chosen = [s for s in systems if (only is None or s in only)]
+        chosen = [s for s in chosen if s != "raw" or shape == "redis"]
+        cfgs = [c for s in chosen for c in (sweep(s)[-1:] if args.quick else sweep(s))]
+        out[shape] = (cfgs, maker)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    signal.signal(signal.SIGTERM, on_sigterm)  # the clean-up of Ctrl-C: no stray workers
+    todo = plan(args)
+    sizes = {k: v for k, v in (QUICK if args.quick else MESSAGES).items() if k in todo}
+    if args.messages:
+        sizes = dict.fromkeys(sizes, args.messages)
+    official = not (args.quick or args.only or args.shapes or args.messages or args.no_ideal)
+    docs = DOCS / "postgres" if args.section == "postgres" else DOCS
+    out_dir = args.out or (docs if official else Path(tempfile.mkdtemp(prefix="tasuki-shapes-")))
+    load_before = os.getloadavg()
+    started = time.time()
+    rows: list[dict[str, Any]] = []
+    ideal: list[dict[str, Any]] = []
+    capacity = max(*sizes.values(), int(IDEAL[-1][0] * IDEAL_SECONDS / SLEEP))
+    with tempfile.TemporaryDirectory(prefix="tasuki-shapes-") as tmp:
+        workdir = Path(tmp)
+        postgres: Any = None
+        if args.section == "postgres":
+            from benchmarks.cli import own_postgres
+
+            postgres = own_postgres(workdir)
+        server = RedisServer(workdir)
+        marks = Marks(f"/dev/shm/tasuki-shapes-{workdir.name}.marks", capacity)
+        try:
+            os.environ[REDIS_ENV] = server.url
+            steps = calibrate()
+            os.environ[SPIN_ENV] = str(steps)
+            say(f"redis-server {server.version} on port {server.port}; 1 ms = {steps} steps")
+            ctx = Context(redis_url=server.url, tmpdir=workdir)
+            for shape, (cfgs, maker) in todo.items():
+                os.environ[SHAPE_ENV] = shape  # every worker started from here on
+                settings = Settings(messages=sizes[shape], system_timeout=args.timeout)
+                bench = Bench(server, marks, settings, workdir)
+                for cfg in cfgs:
+                    row = one(bench, cfg, ctx, shape, maker)
+                    rows.append(row)
+                    say(f"{shape}: {shapes_report.line(row)}")
+                tasuki = any(c.system == "tasuki" for c in cfgs)
+                if shape == "sleep" and tasuki and not args.no_ideal:
+                    ideal = ideal_series(bench, ctx, args.quick)
+        except KeyboardInterrupt:
+            say("interrupted: stopping every worker")
+            return 130
+        finally:
+            procs.kill_all()
+            server.stop()
+            if postgres is not None:
+                postgres.stop()
+            marks.close()
+            Path(marks.path).unlink(missing_ok=True)
+        pg_url = None
+        if args.section == "postgres":
+            from benchmarks.cli import postgres_env_url
+
+            pg_url = postgres_env_url()
+        info = machine.info(server.version, section=args.section, postgres_url=pg_url)
+        if args.section == "redis":
+            info["engines"] = {"redis-server": server.version}
+    info.update(
+        command=shlex.join(["./dev", "bench", "shapes", *(sys.argv[1:] if argv is None else argv)]),
+        spin_steps=steps,
+        load_before=load_before,
+        load_after=os.getloadavg(),
+        minutes=(time.time() - started) / 60,
+        messages=sizes,
+    )
+    data = {"machine": info, "rows": rows, "ideal": ideal}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "results.json").write_text(json.dumps(data, indent=2) + "\n")
+    text = shapes_report.markdown(data)
+    (out_dir / "latest.md").write_text(text)
+    print(text)
+    print(f"results: {out_dir}/results.json, latest.md")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

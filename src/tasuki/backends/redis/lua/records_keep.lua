@@ -1,0 +1,33 @@
+-- records_keep: renew each lease record still holding the caller's token and store its
+-- job's progress there (one batch).
+--
+-- KEYS[i]        the lease record of message i (see records_take.lua)
+--
+-- ARGV[1]        TTL of a record (ms)
+-- ARGV[2]        the new visibility timeout (ms): the lease now lasts that long from now
+-- ARGV[1+2i]     the caller's lease token for message i
+-- ARGV[2+2i]     its progress (JSON), or '' to keep what is stored
+--
+-- Returns per message 1 if the token was current (renewed), 2 if the message was
+-- cancelled while that token held it, 0 if stale.
+
+--- @include "lease_record"
+
+local now = now_ms()
+local vt = tonumber(ARGV[2])
+local out = {}
+for i, key in ipairs(KEYS) do
+  local token, given = ARGV[1 + 2 * i], ARGV[2 + 2 * i]
+  local copy, receives, fence, progress = held_lease(key, token)
+  if copy then
+    if given ~= '' then progress = given end
+    redis.call('SET', key, lease_text(token, now + vt, copy, receives, fence, progress), 'PX',
+      ARGV[1])
+    out[i] = 1
+  elseif receives then
+    out[i] = 2
+  else
+    out[i] = 0
+  end
+end
+return out

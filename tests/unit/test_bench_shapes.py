@@ -1,0 +1,77 @@
+"""`./dev bench shapes`: the sweep is the same grid for tasuki as for the peers, and the
+table keeps each system's best configuration and divides tasuki's best by it."""
+
+from __future__ import annotations
+
+import subprocess
+from typing import Any
+
+from benchmarks import shape_jobs, shapes_report
+from benchmarks.shape_peers import SYSTEMS, configs, spawn
+
+
+def test_tasuki_gets_the_grid_the_peers_get_and_no_more() -> None:
+    grid = {(c.procs, c.conc) for c in configs("tasuki")}
+    assert grid == {(1, 8), (1, 32), (2, 8), (2, 32)}
+    for system in SYSTEMS:
+        assert grid <= {(c.procs, c.conc) for c in configs(system)}, system
+        assert len(configs(system)) <= len(grid) + 1, system
+
+
+def test_spawn_runs_n_copies_in_one_shell() -> None:
+    assert spawn(1, ["echo", "hi"]) == ["echo", "hi"]
+    out = subprocess.run(spawn(3, ["echo", "hi"]), capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["hi"] * 3
+
+
+def test_the_cpu_shape_spins_and_marks(monkeypatch: Any) -> None:
+    seen: list[int] = []
+    monkeypatch.setattr(shape_jobs, "mark", seen.append)
+    monkeypatch.setattr(shape_jobs, "_shape", "cpu")
+    monkeypatch.setattr(shape_jobs, "_steps", 10)
+    shape_jobs.run(7)
+    assert seen == [7]
+
+
+def row(system: str, config: str, shape: str, per_s: float | None) -> dict[str, Any]:
+    if per_s is None:
+        return {"system": system, "config": config, "shape": shape, "error": "Boom: x"}
+    return {"system": system, "config": config, "shape": shape, "steady_per_s": per_s}
+
+
+def test_the_table_names_each_best_configuration_and_the_ratio() -> None:
+    rows = [
+        row("tasuki", "--workers 1 -c 8", "redis", 4_000.0),
+        row("tasuki", "--workers 2 -c 8", "redis", 9_000.0),
+        row("dramatiq", "--processes 2 --threads 8", "redis", 3_000.0),
+        row("dramatiq", "--processes 1 --threads 8", "redis", None),
+        row("huey", "-k process -w 2", "redis", 2_000.0),
+        row("raw", "2 x one thread", "redis", 10_000.0),
+    ]
+    text = "\n".join(shapes_report.shape_table(rows, "redis"))
+    assert "| dramatiq | --processes 2 --threads 8 | 3,000 | 3.00x |" in text
+    assert "| raw floor | 2 x one thread | 10,000 | 0.90x |" in text
+    assert "**3.00x** (target 3x: met)" in text
+    assert "**90%** (target 70 %: met)" in text
+    matrix = "\n".join(shapes_report.matrix(rows, ["redis"]))
+    assert "| dramatiq | --processes 1 --threads 8 | failed |" in matrix
+
+
+def test_the_cpu_shape_compares_two_processes_with_twice_one() -> None:
+    rows = [
+        row("tasuki", "--workers 1 -c 8", "cpu", 900.0),
+        row("tasuki", "--workers 2 -c 8", "cpu", 1_530.0),
+        row("celery", "--pool=prefork -c 2", "cpu", 1_600.0),
+    ]
+    text = "\n".join(shapes_report.shape_table(rows, "cpu"))
+    assert "**85%** (target: within 10 %, missed)" in text
+    assert "missed by 3.14x" in text
+
+
+def test_the_postgres_shape_sweeps_the_same_grid() -> None:
+    from benchmarks import shape_pg
+
+    grid = {(c.procs, c.conc) for c in shape_pg.configs("tasuki")}
+    assert grid == {(1, 8), (1, 32), (2, 8), (2, 32)}
+    for system in shape_pg.SYSTEMS:
+        assert {(c.procs, c.conc) for c in shape_pg.configs(system)} == grid, system
