@@ -88,6 +88,9 @@ class Report:
     # Redeliveries whose message had others ready ahead of it when it ran again (the
     # runner's depth samples): a queue's wait as much as a lease's lapse.
     queued: list[float] = field(default_factory=list)
+    # Duplicates a server restart explains only through its `RECONNECT` allowance: the
+    # lapse came after the server was back. Printed so the allowance is seen at work.
+    after_restart: int = 0
 
     @property
     def ok(self) -> bool:
@@ -147,7 +150,13 @@ class Report:
             f"(to the next lease); local wait from that lease to the run: "
             f"max_s={max(self.local_wait, default=0.0):.2f}",
             f"  explanation windows cover {self.coverage:.2f} of the run (any worker), "
-            f"{self.worker_coverage:.2f} of a worker's life (its faults and the global ones)",
+            f"{self.worker_coverage:.2f} of a worker's life (its faults and the global ones)"
+            + (
+                f"; explained only by a restart's {RECONNECT:.0f} s reconnect allowance: "
+                f"{self.after_restart}"
+                if any(f.kind == "restart" for f in self.faults)
+                else ""
+            ),
             f"  fencing tokens only grew: {'yes' if not self.fence_violations else 'NO'}; "
             f"dead letters: {self.dead}; stale runs started after a newer one: "
             f"{self.stale_starts}",
@@ -233,6 +242,8 @@ def check(
                 f"lease lapsed {lapse:.3f}) then on {after.worker} (fence {after.fence}, "
                 f"{after.started:.3f})"
             )
+            if causes and all(f.kind == "restart" and f.end < since for f in causes):
+                report.after_restart += 1
             if causes:
                 # Nobody could take over before the lapse, nor before a server or network
                 # fault that explains it was over.
