@@ -81,9 +81,6 @@ QueryName = Literal[
     "flow_cancelled",
     "flow_fail",
     "flow_finish",
-    "flow_barrier",
-    "flow_fill",
-    "flow_slot_taken",
     "flow_slots",
     "flow_barrier_value",
     "flow_group_value",
@@ -110,10 +107,13 @@ QueryName = Literal[
 # Every SQL engine's query file defines these.
 REQUIRED: frozenset[QueryName] = frozenset(get_args(QueryName))
 
-# Steps that PostgreSQL's `lease` and `ack` take inside their own statement (data-modifying
-# CTEs: `Dialect.cte_writes`) and an engine without them runs as statements of their own,
-# in the same transaction: recording the leases found lost, remembering finished ids.
-SeparateStep = Literal["record_lost_leases", "remember_finished"]
+# Steps that PostgreSQL's `lease`, `ack` and `flow_fill_counted` take inside their own
+# statement (data-modifying CTEs: `Dialect.cte_writes`) and an engine without them runs as
+# statements of their own, in the same transaction: recording the leases found lost,
+# remembering finished ids, a group member's fill (its barrier's row, its slot, the count).
+SeparateStep = Literal[
+    "record_lost_leases", "remember_finished", "flow_barrier", "flow_fill", "flow_slot_taken"
+]
 SEPARATE_STEPS: frozenset[SeparateStep] = frozenset(get_args(SeparateStep))
 
 # What only one engine does, in queries only its file defines.
@@ -121,9 +121,14 @@ SEPARATE_STEPS: frozenset[SeparateStep] = frozenset(get_args(SeparateStep))
 # the same for ids of our own making without the id arbiter, `insert_batch_new`; the
 # archive of acked messages, `ack_archive` and `prune_archive`; the locks that serialize
 # the admissions and wake-ups of a limit's key, `limit_lock_keys` (SQLite's writes are
-# serialized already).
+# serialized already); a group member's fill in one statement, `flow_fill_counted`.
 PostgresExtra = Literal[
-    "insert_batch", "insert_batch_new", "ack_archive", "prune_archive", "limit_lock_keys"
+    "insert_batch",
+    "insert_batch_new",
+    "ack_archive",
+    "prune_archive",
+    "limit_lock_keys",
+    "flow_fill_counted",
 ]
 # SQLite: each queue's count of waiting and dead messages, kept with the writes that
 # change them (`count_depth`, `reset_depth` on purge), so that its stats read two numbers

@@ -120,7 +120,8 @@ def apply(
     if flow is not None and effects.failed is not None:
         params = {"id": flow, "failure": effects.failed.to_json().decode(), "now": now}
         applied.flows |= conn.execute(q["flow_fail"], params).rowcount == 1
-    if flow is not None:
+    counted = dialect.cte_writes  # a fill's steps in one statement (`flow_fill_counted`)
+    if flow is not None and not (counted and effects.fills):
         rows = named_rows(conn.execute(q["flow_cancelled"], {"id": flow, "now": now}), "cancelled")
         if rows and rows[0][0]:
             return
@@ -128,11 +129,20 @@ def apply(
     expires_at = now + effects.ttl
     for fill in effects.fills:
         key = {"flow": fill.flow, "barrier": fill.barrier}
-        conn.execute(q["flow_barrier"], {**key, "size": fill.size, "expires_at": expires_at})
         slot = {**key, "slot": fill.slot, "value": value, "expires_at": expires_at}
-        if conn.execute(q["flow_fill"], slot).rowcount != 1:
-            return  # the slot was filled before: that settle went on, if any did
-        [(filled,)] = named_rows(conn.execute(q["flow_slot_taken"], key), "filled")
+        if counted:
+            params = {**slot, "flow_id": flow or fill.flow, "size": fill.size, "now": now}
+            [(cancelled, taken)] = named_rows(
+                conn.execute(q["flow_fill_counted"], params), "cancelled", "filled"
+            )
+            if cancelled or taken is None:
+                return  # cancelled, or the slot was filled before: that settle went on
+            filled = taken
+        else:
+            conn.execute(q["flow_barrier"], {**key, "size": fill.size, "expires_at": expires_at})
+            if conn.execute(q["flow_fill"], slot).rowcount != 1:
+                return  # the slot was filled before: that settle went on, if any did
+            [(filled,)] = named_rows(conn.execute(q["flow_slot_taken"], key), "filled")
         if filled < fill.size:
             return
         slots = named_rows(conn.execute(q["flow_slots"], key), "value")
