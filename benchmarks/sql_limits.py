@@ -22,7 +22,15 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from benchmarks.sql_paths import Statements, measure, traced
+from benchmarks.sql_paths import (
+    Result,
+    Statements,
+    engine_urls,
+    measure,
+    print_results,
+    schema_dropped,
+    traced,
+)
 from tasuki.backends.base import Delivery, Envelope, Limit, Settle
 from tasuki.backends.urls import backend_from_url
 
@@ -30,7 +38,7 @@ BATCH = 100
 KEYS = 1_000
 
 
-def run(url: str, calls: int) -> list[tuple[str, float, float, float, float, float]]:
+def run(url: str, calls: int) -> list[Result]:
     backend = backend_from_url(url)
     statements = Statements()
     body = b'{"args":[1],"kwargs":{}}'
@@ -128,17 +136,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--flood", type=int, default=0, help="measure `flood` with this many")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        base = args.postgres or "postgresql://postgres@127.0.0.1:5432/postgres"
-        schema = f"limits_{uuid.uuid4().hex[:8]}"
-        urls = {
-            "sqlite": f"sqlite:///{tmp}/limits.db",
-            "postgresql": f"{base}{'&' if '?' in base else '?'}schema={schema}",
-        }
+        urls, schema = engine_urls(tmp, args.postgres, "limits")
         for engine, url in urls.items():
             if args.only and engine != args.only:
                 continue
             load = os.getloadavg()[0]
-            try:
+            with schema_dropped(engine, args.postgres, schema):
                 if args.flood:
                     parking, again, calls = flood(url, args.flood)
                     print(
@@ -148,20 +151,7 @@ def main(argv: list[str] | None = None) -> int:
                         flush=True,
                     )
                     continue
-                for name, median, p99, cpu, sent, trips in run(url, args.calls):
-                    rt = f"{trips:5.1f} round trips" if engine == "postgresql" else " " * 17
-                    print(
-                        f"{engine:10} {name:20} median {median:8.1f} µs  p99 {p99:8.1f} µs"
-                        f"  CPU {cpu:7.1f} µs  {sent:5.1f} statements {rt} per call"
-                        f"  (load {load:.1f})",
-                        flush=True,
-                    )
-            finally:
-                if engine == "postgresql":
-                    import psycopg
-
-                    with psycopg.connect(base, autocommit=True) as conn:
-                        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+                print_results(engine, run(url, args.calls), load, 20)
     return 0
 
 

@@ -178,6 +178,46 @@ def run(url: str, calls: int) -> list[Result]:
     return out
 
 
+POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+def engine_urls(tmp: str, postgres: str, stem: str) -> tuple[dict[str, str], str]:
+    """The URLs of a fresh SQLite file under `tmp` and of a fresh schema on `postgres`
+    (the local server when empty), and that schema's name."""
+    base = postgres or POSTGRES
+    schema = f"{stem}_{uuid.uuid4().hex[:8]}"
+    return {
+        "sqlite": f"sqlite:///{tmp}/{stem}.db",
+        "postgresql": f"{base}{'&' if '?' in base else '?'}schema={schema}",
+    }, schema
+
+
+@contextlib.contextmanager
+def schema_dropped(engine: str, postgres: str, schema: str) -> Iterator[None]:
+    """A run on `engine`, after which its PostgreSQL schema is dropped, whatever the run
+    did (nothing is left on a shared server; SQLite's file goes with its directory)."""
+    try:
+        yield
+    finally:
+        if engine == "postgresql":
+            import psycopg
+
+            with psycopg.connect(postgres or POSTGRES, autocommit=True) as conn:
+                conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def print_results(engine: str, results: list[Result], load: float, width: int) -> None:
+    """One line per case of `run`, its name padded to `width`."""
+    for name, median, p99, cpu, sent, trips in results:
+        rt = f"{trips:5.1f} round trips" if engine == "postgresql" else " " * 17
+        print(
+            f"{engine:10} {name:{width}} median {median:8.1f} µs  p99 {p99:8.1f} µs"
+            f"  CPU {cpu:7.1f} µs  {sent:5.1f} statements {rt} per call"
+            f"  (load {load:.1f})",
+            flush=True,
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.sql_paths", description=__doc__)
     p.add_argument("--calls", type=int, default=300)
@@ -186,29 +226,13 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     print(f"tasuki from {Path(tasuki.__file__).parent.parent}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
-        urls = {"sqlite": f"sqlite:///{tmp}/paths.db"}
-        base = args.postgres or "postgresql://postgres@127.0.0.1:5432/postgres"
-        schema = f"paths_{uuid.uuid4().hex[:8]}"
-        urls["postgresql"] = f"{base}{'&' if '?' in base else '?'}schema={schema}"
+        urls, schema = engine_urls(tmp, args.postgres, "paths")
         for engine, url in urls.items():
             if args.only and engine != args.only:
                 continue
             load = os.getloadavg()[0]
-            try:
-                for name, median, p99, cpu, sent, trips in run(url, args.calls):
-                    rt = f"{trips:5.1f} round trips" if engine == "postgresql" else " " * 17
-                    print(
-                        f"{engine:10} {name:18} median {median:8.1f} µs  p99 {p99:8.1f} µs"
-                        f"  CPU {cpu:7.1f} µs  {sent:5.1f} statements {rt} per call"
-                        f"  (load {load:.1f})",
-                        flush=True,
-                    )
-            finally:
-                if engine == "postgresql":
-                    import psycopg
-
-                    with psycopg.connect(base, autocommit=True) as conn:
-                        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+            with schema_dropped(engine, args.postgres, schema):
+                print_results(engine, run(url, args.calls), load, 18)
     return 0
 
 

@@ -13,10 +13,11 @@ from typing import Any
 
 import pytest
 
-from tasuki.backends.base import Backend, Keep, Limit
+from tasuki.backends.base import Backend, Limit
 from tasuki.backends.sql import limits
 from tasuki.backends.urls import backend_from_url
 from tasuki.testing.contract.helpers import env, stats
+from tests.backends.limit_checks import check_a_kept_lease_keeps_its_slot
 from tests.support.servers import PostgresServer
 
 ONE = Limit("concurrency:one", "concurrency", 1)
@@ -46,17 +47,23 @@ def backend(make: Callable[[], Backend]) -> Backend:
     return make()
 
 
+def count_admissions(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """From now on, the number of messages each call of admission (`limits.admit`)
+    decides, one entry a call: how few transactions parked how many."""
+    decided: list[int] = []
+    admit = limits.admit
+
+    def counting(*args: Any, **kwargs: Any) -> limits.Admitted:
+        decided.append(len(args[3]))
+        return admit(*args, **kwargs)
+
+    monkeypatch.setattr(limits, "admit", counting)
+    return decided
+
+
 @pytest.mark.parametrize("how", ["keep", "extend"])
 def test_a_kept_lease_keeps_its_slot(backend: Backend, how: str) -> None:
-    backend.enqueue([env("q", f"m{i}", limits=(ONE,)) for i in range(2)])
-    [held] = backend.lease("q", 10, 0.5)
-    if how == "keep":
-        assert backend.keep([Keep(held.receipt, 30.0)]) == ["held"]
-    else:
-        assert backend.extend([held.receipt], 30.0) == [True]
-    time.sleep(0.6)  # past the first expiry: the slot lives with the lease
-    assert backend.lease("q", 10, 30.0) == []
-    assert stats(backend, "q") == (0, 1, 1, 0)  # the other parked: delayed, not ready
+    check_a_kept_lease_keeps_its_slot(backend, how, ONE)
 
 
 def test_a_parked_message_is_not_looked_at_until_its_slot_frees(
@@ -66,14 +73,7 @@ def test_a_parked_message_is_not_looked_at_until_its_slot_frees(
     backend.enqueue([env("q", "free")])
     first = backend.lease("q", 10, 30.0)
     assert sorted(d.id for d in first) == ["free", "m0"]
-    decided: list[int] = []
-    admit = limits.admit
-
-    def counting(*args: Any, **kwargs: Any) -> limits.Admitted:
-        decided.append(len(args[3]))
-        return admit(*args, **kwargs)
-
-    monkeypatch.setattr(limits, "admit", counting)
+    decided = count_admissions(monkeypatch)
     assert backend.lease("q", 10, 30.0, wait=1.0) == []  # a second of leases: no rescan
     assert decided == []
     [m0] = [d for d in first if d.id == "m0"]
@@ -202,14 +202,7 @@ def test_a_run_of_parked_messages_is_decided_a_few_hundred_at_a_time(
     [holder] = backend.lease("q", 1, 30.0)
     backend.enqueue([env("q", f"p{i:03}", limits=(ONE,)) for i in range(600)])
     backend.enqueue([env("q", "free")])
-    decided: list[int] = []
-    admit = limits.admit
-
-    def counting(*args: Any, **kwargs: Any) -> limits.Admitted:
-        decided.append(len(args[3]))
-        return admit(*args, **kwargs)
-
-    monkeypatch.setattr(limits, "admit", counting)
+    decided = count_admissions(monkeypatch)
     assert [d.id for d in backend.lease("q", 1, 30.0)] == ["free"]
     assert sum(decided) == 600 and len(decided) <= 5, decided
     assert stats(backend, "q")[:3] == (0, 2, 600)  # parked: delayed, not ready
@@ -234,14 +227,7 @@ def test_messages_over_a_limit_between_others_are_parked_together_and_order_hold
             for i in range(600)
         ]
     )  # fmt: skip
-    decided: list[int] = []
-    admit = limits.admit
-
-    def counting(*args: Any, **kwargs: Any) -> limits.Admitted:
-        decided.append(len(args[3]))
-        return admit(*args, **kwargs)
-
-    monkeypatch.setattr(limits, "admit", counting)
+    decided = count_admissions(monkeypatch)
     first = backend.lease("q", 4, 30.0)
     assert [d.id for d in first] == ["f000", "o005", "f010", "o015"]
     assert len(decided) <= 6, decided  # the 480 hot ones: parked by a few transactions

@@ -17,6 +17,9 @@ from tasuki.backends.postgres import PostgresBackend, from_url
 from tasuki.backends.postgres.archive import ArchivePruner
 from tests.support.servers import PostgresServer
 
+# The maintenance services of a PostgreSQL backend without the archive.
+SERVICES = {"expired", "history", "results", "flows", "limits"}
+
 
 @pytest.fixture
 def url(postgres_server: PostgresServer) -> str:
@@ -61,13 +64,7 @@ def test_without_the_option_nothing_is_archived(url: str) -> None:
     [d] = backend.lease("q", 1, 30.0)
     assert backend.ack([d.receipt]) == [True]
     assert _archived(backend) == []
-    assert {s.name for s in backend.maintenance()} == {
-        "expired",
-        "history",
-        "results",
-        "flows",
-        "limits",
-    }
+    assert {s.name for s in backend.maintenance()} == SERVICES
     backend.close()
 
 
@@ -82,14 +79,7 @@ def test_rows_past_archive_days_are_pruned_in_batches_by_the_maintenance_service
     url: str,
 ) -> None:
     backend = from_url(f"{url}&archive=true&archive_days=1")
-    assert {s.name for s in backend.maintenance()} == {
-        "expired",
-        "history",
-        "results",
-        "flows",
-        "limits",
-        "archive",
-    }
+    assert {s.name for s in backend.maintenance()} == SERVICES | {"archive"}
     now = [0.0]
     backend.clock = lambda: now[0]
     for day in range(3):  # 5 messages acked at each of days 0, 1 and 2 (+1 s)

@@ -12,7 +12,8 @@ import pytest
 from tasuki.backends.base import Keep, Limit
 from tasuki.backends.redis import RedisBackend
 from tasuki.backends.urls import backend_from_url
-from tasuki.testing.contract.helpers import env, stats
+from tasuki.testing.contract.helpers import env
+from tests.backends.limit_checks import check_a_kept_lease_keeps_its_slot
 from tests.backends.script_calls import script_calls
 from tests.support.servers import RedisServer
 
@@ -29,15 +30,7 @@ def backend(redis_server: RedisServer) -> Iterator[RedisBackend]:
 
 @pytest.mark.parametrize("how", ["keep", "extend"])
 def test_a_kept_lease_keeps_its_slot(backend: RedisBackend, how: str) -> None:
-    backend.enqueue([env("q", f"m{i}", limits=(ONE,)) for i in range(2)])
-    [held] = backend.lease("q", 10, 0.5)
-    if how == "keep":
-        assert backend.keep([Keep(held.receipt, 30.0)]) == ["held"]
-    else:
-        assert backend.extend([held.receipt], 30.0) == [True]
-    time.sleep(0.6)  # past the first expiry: the slot must live with the lease
-    assert backend.lease("q", 10, 30.0) == []
-    assert stats(backend, "q") == (0, 1, 1, 0)  # the other parked: delayed, not ready
+    check_a_kept_lease_keeps_its_slot(backend, how, ONE)
 
 
 def test_a_parked_message_costs_no_call_until_its_slot_frees(backend: RedisBackend) -> None:

@@ -22,6 +22,7 @@ from tasuki.backends.urls import backend_from_url
 from tasuki.core.message import GROUP_HEADER
 from tasuki.errors import InvalidArgument, MessageTooLarge
 from tasuki.testing.contract.helpers import env, stats
+from tests.backends.sqs.support import local_url, opened, redis_locks_url, requests_counted
 from tests.support.deps import need
 from tests.support.servers import MotoServer
 
@@ -31,24 +32,9 @@ from tasuki.backends.sqs import SqsBackend  # noqa: E402
 from tasuki.backends.sqs.queues import QueueInfo  # noqa: E402
 
 
-def _url(server: MotoServer, tmp_path: Path, locks: bool = True, **options: Any) -> str:
-    url = f"sqs://us-east-1?endpoint_url={server.endpoint}&prefix=s{uuid.uuid4().hex[:10]}-"
-    if locks:
-        url += f"&locks=sqlite:///{tmp_path / f'locks-{uuid.uuid4().hex[:6]}.db'}"
-    for name, value in options.items():
-        url += f"&{name}={value}"
-    return url
-
-
-def _redis_locks_url(request: pytest.FixtureRequest, server: MotoServer, tmp_path: Path) -> str:
-    """An SQS URL whose lock store is the session's Redis server (`locks=redis://`)."""
-    redis = request.getfixturevalue("redis_server")
-    return _url(server, tmp_path, locks=False) + f"&locks={redis.url()}"
-
-
 @pytest.fixture
 def sqs_url(sqs_server: MotoServer, tmp_path: Path) -> str:
-    return _url(sqs_server, tmp_path)
+    return local_url(sqs_server, tmp_path)
 
 
 @pytest.fixture
@@ -64,17 +50,10 @@ def queue() -> str:
     return f"q-{uuid.uuid4().hex[:12]}"
 
 
-@pytest.fixture(params=["sqlite", "redis"])
-def locked(
-    request: pytest.FixtureRequest, sqs_server: MotoServer, tmp_path: Path
-) -> Iterator[SqsBackend]:
+@pytest.fixture
+def locked(locked_url: str) -> Iterator[SqsBackend]:
     """A backend on either batched lock store: `locks=sqlite://` or `locks=redis://`."""
-    if request.param == "redis":
-        url = _redis_locks_url(request, sqs_server, tmp_path)
-    else:
-        url = _url(sqs_server, tmp_path)
-    backend = backend_from_url(url)
-    assert isinstance(backend, SqsBackend)
+    backend = opened(locked_url)
     yield backend
     backend.close()
 
@@ -137,7 +116,7 @@ def test_delay_beyond_max_delay_hops_without_counting_attempts(
     """Delays past `max_delay` (here 1 s, standing in for SQS's 15 minutes) are the
     runtime's hops: a `delay=`, an absolute `eta=` and a retry's long backoff each run
     on time, and the hops count no attempt."""
-    app = tasuki.App(_url(sqs_server, tmp_path, max_delay=1))
+    app = tasuki.App(local_url(sqs_server, tmp_path, max_delay=1))
     assert app.backend.capabilities.max_delay == 1.0
     ran: dict[str, tuple[float, int]] = {}
 
@@ -223,12 +202,7 @@ def test_requests_per_message_well_under_one(sqs_url: str, queue: str) -> None:
     app = tasuki.App(sqs_url)
     backend = app.backend
     assert isinstance(backend, SqsBackend)
-    calls: Counter[str] = Counter()
-
-    def count(event_name: str, **_: Any) -> None:
-        calls[event_name.rsplit(".", 1)[-1]] += 1
-
-    backend._client.meta.events.register("before-call.sqs", count)
+    calls = requests_counted(backend)
     done: list[int] = []
 
     @app.job(queue=queue)
@@ -289,7 +263,7 @@ def test_existing_queue_attributes_are_checked(
 def test_without_locks_the_missing_promises_are_declared(
     sqs_server: MotoServer, tmp_path: Path, queue: str
 ) -> None:
-    backend = backend_from_url(_url(sqs_server, tmp_path, locks=False))
+    backend = backend_from_url(local_url(sqs_server, tmp_path, locks=False))
     caps = backend.capabilities
     assert not caps.fencing and not caps.id_window and not caps.native_locks
     with pytest.raises(tasuki.errors.ConfigurationError, match="locks="):
@@ -337,9 +311,9 @@ def test_fencing_and_id_window_on_either_lock_store(
     """The lease records and id window work on SQLite (batched table) and Redis (locks)."""
     queue = f"q-{uuid.uuid4().hex[:8]}"
     if store == "redis":
-        url = _redis_locks_url(request, sqs_server, tmp_path)
+        url = redis_locks_url(request, sqs_server, tmp_path)
     else:
-        url = _url(sqs_server, tmp_path)
+        url = local_url(sqs_server, tmp_path)
     backend = backend_from_url(url)
     assert backend.capabilities.fencing
     assert backend.enqueue([env(queue, "x", keep_id=60.0)])[0].status == "enqueued"
@@ -472,7 +446,7 @@ def test_lease_records_on_redis_cost_one_call_per_batch(
     """With `locks=redis://`, a batch of ten enqueues, leases, extensions or acks writes
     its id and lease records in one script call (two for acks: records and ids), not one
     or two per message; counted by the Redis server itself (INFO commandstats)."""
-    backend = backend_from_url(_redis_locks_url(request, sqs_server, tmp_path))
+    backend = backend_from_url(redis_locks_url(request, sqs_server, tmp_path))
     assert isinstance(backend, SqsBackend)
     store: Any = backend._lock_backend
 
@@ -535,7 +509,7 @@ def test_duplicate_deliveries_do_not_run_with_redis_locks(
     second delivery of one SQS message while its first lease is live, or after its ack,
     is refused; a re-sent copy (a new MessageId under the same tasuki id) still runs;
     an extension keeps the lease live past its first visibility timeout."""
-    backend = backend_from_url(_redis_locks_url(request, sqs_server, tmp_path))
+    backend = backend_from_url(redis_locks_url(request, sqs_server, tmp_path))
     assert isinstance(backend, SqsBackend)
     try:
         backend.enqueue([env(queue, "once")])

@@ -9,16 +9,15 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import orjson
 import pytest
 
 from tasuki.backends.base import Settle
-from tasuki.backends.urls import backend_from_url
 from tasuki.core.message import ErrorInfo
 from tasuki.errors import ConfigurationError
 from tasuki.testing.contract.helpers import env, stats
+from tests.backends.sqs.support import opened, requests_counted
 from tests.support.deps import need
 from tests.support.servers import MotoServer
 
@@ -35,15 +34,9 @@ def sqs_url(sqs_server: MotoServer, tmp_path: Path) -> str:
     )
 
 
-def _open(url: str) -> SqsBackend:
-    backend = backend_from_url(url)
-    assert isinstance(backend, SqsBackend)
-    return backend
-
-
 @pytest.fixture
 def sqs(sqs_url: str) -> Iterator[SqsBackend]:
-    backend = _open(sqs_url)
+    backend = opened(sqs_url)
     yield backend
     backend.close()
 
@@ -51,16 +44,6 @@ def sqs(sqs_url: str) -> Iterator[SqsBackend]:
 @pytest.fixture
 def queue() -> str:
     return f"q-{uuid.uuid4().hex[:12]}"
-
-
-def _calls(backend: SqsBackend) -> Counter[str]:
-    calls: Counter[str] = Counter()
-
-    def count(event_name: str, **_: Any) -> None:
-        calls[event_name.rsplit(".", 1)[-1]] += 1
-
-    backend._client.meta.events.register("before-call.sqs", count)
-    return calls
 
 
 def _sqs_queues(backend: SqsBackend) -> list[str]:
@@ -102,7 +85,7 @@ def test_a_queue_without_priorities_costs_what_it_did(sqs: SqsBackend, queue: st
     """One level: no level queue is created, and a lease is the receives it always was
     (one ListQueues a minute finds levels other processes created)."""
     sqs.enqueue([env(queue, n) for n in range(30)])
-    calls = _calls(sqs)
+    calls = requests_counted(sqs)
     for _ in range(3):
         assert len(sqs.lease(queue, 10, 30.0)) == 10
     assert sqs.lease(queue, 10, 30.0) == []
@@ -115,7 +98,7 @@ def test_with_levels_a_lease_asks_from_the_highest_down(sqs: SqsBackend, queue: 
     receive more per level above it (each asked first, found empty)."""
     sqs.enqueue([env(queue, f"hi{n}", priority=5) for n in range(10)])
     sqs.enqueue([env(queue, f"lo{n}", priority=0) for n in range(10)])
-    calls = _calls(sqs)
+    calls = requests_counted(sqs)
     high = sqs.lease(queue, 10, 30.0)
     assert sorted(d.id for d in high) == [f"hi{n}" for n in range(10)]
     assert calls["ReceiveMessage"] == 1, calls
@@ -125,7 +108,7 @@ def test_with_levels_a_lease_asks_from_the_highest_down(sqs: SqsBackend, queue: 
 
 
 def test_another_process_finds_the_levels(sqs_url: str, queue: str) -> None:
-    producer, worker = _open(sqs_url), _open(sqs_url)
+    producer, worker = opened(sqs_url), opened(sqs_url)
     try:
         worker.enqueue([env(queue, "low")])
         producer.enqueue([env(queue, "urgent", priority=7)])

@@ -5,7 +5,6 @@ the lock store's Redis server itself (INFO commandstats) and by a botocore hook.
 from __future__ import annotations
 
 import uuid
-from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,6 +14,7 @@ from tasuki.backends.base import Envelope, Settle
 from tasuki.backends.urls import backend_from_url
 from tasuki.core.message import ErrorInfo
 from tests.backends.script_calls import script_calls
+from tests.backends.sqs.support import requests_counted
 from tests.support.deps import need
 from tests.support.servers import MotoServer, RedisServer
 
@@ -51,12 +51,7 @@ def test_a_mixed_batch_checks_its_records_once(backend: SqsBackend) -> None:
         Settle.release(by_id["m1"].receipt, 0.0, penalty=True, error=error),
         Settle.dead(by_id["m2"].receipt, "gave up", error),
     ]
-    calls: Counter[str] = Counter()
-
-    def count(event_name: str, **_: Any) -> None:
-        calls[event_name.rsplit(".", 1)[-1]] += 1
-
-    backend._client.meta.events.register("before-call.sqs", count)
+    calls = requests_counted(backend)
     store: Any = backend._lock_backend
     before = script_calls(store._command)
     assert backend.settle(items) == [True, True, True]

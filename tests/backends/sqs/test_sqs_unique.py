@@ -7,7 +7,6 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,21 +16,12 @@ from tasuki.backends.base import UniqueClaim
 from tasuki.backends.urls import backend_from_url
 from tasuki.errors import ConfigurationError
 from tasuki.testing.contract.helpers import env
-from tests.backends.sqs.test_sqs_backend import _redis_locks_url, _url
 from tests.support.deps import need
-from tests.support.servers import MotoServer
 
 need("boto3")
 
 from tasuki.backends.sqs import SqsBackend  # noqa: E402
 from tasuki.backends.sqs.backend import PENDING_CLAIM  # noqa: E402
-
-
-@pytest.fixture(params=["sqlite", "redis"])
-def locked_url(request: pytest.FixtureRequest, sqs_server: MotoServer, tmp_path: Path) -> str:
-    if request.param == "redis":
-        return _redis_locks_url(request, sqs_server, tmp_path)
-    return _url(sqs_server, tmp_path)
 
 
 @pytest.fixture
