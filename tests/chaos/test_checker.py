@@ -75,19 +75,6 @@ def test_a_global_fault_far_from_the_lapse_explains_nothing() -> None:
     assert report.ok and report.redelivery == [20.3 - 20.1]  # from the server's return
 
 
-def test_a_lapse_soon_after_a_restart_is_counted_as_the_reconnect_allowance() -> None:
-    # The server was back at 18.0; the lease lapsed at 20.0, inside the allowance for the
-    # workers to have their connections back: explained, and counted apart as such.
-    runs = {0: [run(0, 1, "w1", 10.0, None), run(0, 2, "w2", 20.3, 20.4)]}
-    restart = Fault("restart", "restart", 17.5, 18.0, None)
-    report = check("x", [0], runs, [restart], VT, expiries={("m-0", 1): 20.0})
-    assert report.ok and report.after_restart == 1
-    assert "reconnect allowance: 1" in "\n".join(report.details())
-    during = Fault("restart", "restart", 18.8, 20.1, None)
-    report = check("x", [0], runs, [during], VT, expiries={("m-0", 1): 20.0})
-    assert report.ok and report.after_restart == 0
-
-
 def test_a_kill_just_before_the_lapse_explains_it_and_one_after_does_not() -> None:
     runs = {0: [run(0, 1, "w1", 10.0, None), run(0, 2, "w2", 20.3, 20.4)]}
     expiries = {("m-0", 1): 20.0}  # its last extension, at 18.0

@@ -145,3 +145,51 @@ def test_the_pool_fails_fast_in_an_outage_and_is_back_within_a_second(tmp_path: 
     assert slowest[0] < 6.0, f"a call waited {slowest[0]:.1f}s for a connection"
     # Ours: at most 1 s between attempts, plus the connection itself on a loaded machine.
     assert back < 2.0, f"back {back:.2f}s after the server"
+
+
+def _fill_pool(app: tasuki.App, size: int) -> None:
+    """`size` connections in the pool, each used at once (as a worker's threads do)."""
+    dialect = app.backend.dialect  # type: ignore[attr-defined]
+    together = threading.Barrier(size)
+
+    def use() -> None:
+        with dialect.read() as conn:
+            together.wait(10)
+            conn.execute("SELECT 1")
+
+    threads = [threading.Thread(target=use) for _ in range(size)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+
+
+@pytest.mark.slow
+def test_connections_a_restart_broke_are_replaced_at_once(tmp_path: Path) -> None:
+    """After a restart every pooled connection is broken. Idle ones are tried before use,
+    and psycopg_pool's own check slept 1, 2, 4 s between failed checks: with six idle
+    connections the first call after the restart waited out the pool's 5 s and failed,
+    the server back all along. Busy ones were handed out untried: every call failed until
+    each had been used once. Now a broken one is replaced at once, and once a call met
+    one, the others are tried before use."""
+    server = PostgresServer(tmp_path / "pg", own=True).start()
+    app = tasuki.App(server.url(f"b_{uuid.uuid4().hex[:8]}") + "&connect_timeout=2")
+    try:
+        _fill_pool(app, 6)
+        time.sleep(1.2)  # idle: tried before their next use
+        server.restart()
+        began = time.monotonic()
+        app.stats("default")
+        assert time.monotonic() - began < 1.0
+
+        _fill_pool(app, 6)  # busy: not tried before use
+        server.restart()
+        with contextlib.suppress(tasuki.TasukiError):
+            app.stats("default")  # may meet a broken one: that one is lost
+        began = time.monotonic()
+        for _ in range(6):
+            app.stats("default")
+        assert time.monotonic() - began < 1.0
+    finally:
+        app.close()
+        server.stop()

@@ -1,7 +1,9 @@
 """tasuki's psycopg connection pool: fails fast while the server is down, is back within a
 second of it, and stays quiet meanwhile.
 
-Three things of psycopg_pool's defaults hurt a job queue when the server goes away:
+Four things of psycopg_pool's defaults hurt a job queue when the server goes away (the
+fourth, its `check=` sleeping 1, 2, 4 s between idle connections a restart had broken,
+is answered where connections are taken, `PostgresDialect._connection`):
 
 - a call waits up to 30 s for a connection while there is none to be had, so an
   `enqueue` in a web request hung for 30 s before it could report the outage. Ours waits

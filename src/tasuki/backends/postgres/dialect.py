@@ -112,6 +112,7 @@ class PostgresDialect:
         self._idle_since: weakref.WeakKeyDictionary[psycopg.Connection[Any], float] = (
             weakref.WeakKeyDictionary()
         )
+        self._suspect_since = 0.0  # the last time an operation met a broken connection
         # Run before the first connection is used (set by the backend: its migrations).
         self.first_use: Callable[[], object] | None = None
         self._first_use_mutex = threading.Lock()
@@ -177,38 +178,67 @@ class PostgresDialect:
                     open=True,
                     name=f"tasuki-{self.schema}",
                     timeout=connections.POOL_WAIT,
-                    check=self._check,
                     reset=self._returned,
                 )
                 self._pid = os.getpid()
             return self._pool
 
-    def _check(self, conn: psycopg.Connection[Any]) -> None:
-        """A connection idle for a while is tried before use (one empty query), so a
-        server restart costs a reconnect, not a failed operation; a busy one is not."""
-        if time.monotonic() - self._idle_since.get(conn, 0.0) > IDLE_CHECK:
+    def _usable(self, conn: psycopg.Connection[Any]) -> bool:
+        """A connection idle for a while, or given back before the last failure seen, is
+        tried before use (one empty query), so a server restart costs a reconnect, not a
+        failed operation; a busy one is not."""
+        since = self._idle_since.get(conn, 0.0)
+        if since > self._suspect_since and time.monotonic() - since <= IDLE_CHECK:
+            return True
+        try:
             ConnectionPool.check_connection(conn)
+        except Exception:
+            return False
+        return True
 
     def _returned(self, conn: psycopg.Connection[Any]) -> None:
         self._idle_since[conn] = time.monotonic()
+
+    @contextlib.contextmanager
+    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection that answers, within the pool's wait. One that does not
+        is handed back (the pool closes it and connects anew) and the next is tried at
+        once: psycopg_pool's own `check=` sleeps 1, 2, 4 s between failed checks, so a
+        worker whose six idle connections a restart had broken waited out the whole 5 s
+        and failed, with the server back all along
+        (tests/backends/postgresql/test_postgres_faults.py)."""
+        pool = self.pool()
+        deadline = time.monotonic() + connections.POOL_WAIT
+        while True:
+            conn = pool.getconn(timeout=max(0.001, deadline - time.monotonic()))
+            if self._usable(conn):
+                break
+            pool.putconn(conn)
+        try:
+            yield conn
+        finally:
+            pool.putconn(conn)
 
     @contextlib.contextmanager
     def _errors(self) -> Iterator[None]:
         try:
             yield
         except psycopg.OperationalError as exc:
+            # The connections given back before this may be broken alike (a restart):
+            # each is tried before its next use.
+            self._suspect_since = time.monotonic()
             raise BackendUnavailable(f"PostgreSQL at {self.display_url}: {exc}") from exc
         except psycopg.Error as exc:
             raise BackendError(f"PostgreSQL at {self.display_url}: {exc}") from exc
 
     @contextlib.contextmanager
     def read(self) -> Iterator[Connection]:
-        with self._errors(), self.pool().connection() as conn:
+        with self._errors(), self._connection() as conn:
             yield conn
 
     @contextlib.contextmanager
     def write(self) -> Iterator[Connection]:
-        with self._errors(), self.pool().connection() as conn, conn.transaction():
+        with self._errors(), self._connection() as conn, conn.transaction():
             yield conn
 
     def statements(self) -> contextlib.AbstractContextManager[Connection]:
