@@ -7,6 +7,11 @@ received each of them (run, or put back to wait), the other 10 %, without limits
 enqueued, and the time they take is compared with the same messages alone on a fresh
 queue: the speed they keep while the limited ones wait. Then, over `--window` seconds,
 the SQS requests and lock-store calls per slot freed (each limited run frees one).
+
+A third run tells the server's part: the unlimited messages on a queue where as many
+messages as were waiting then are in flight, held by a plain consumer, not by tasuki.
+The local server's receive walks every message of the queue, in flight or not, so it
+slows down with depth (AWS does not); the speed kept beside that depth is tasuki's part.
 """
 
 from __future__ import annotations
@@ -38,13 +43,24 @@ def _count_locks(locks: Any) -> Counter[str]:
     return calls
 
 
-def run(endpoint: str, locks: Path, limited: int, free: int, window: float) -> dict[str, Any]:
+def run(
+    endpoint: str,
+    locks: Path,
+    limited: int,
+    free: int,
+    window: float,
+    in_flight: int = 0,
+    after: float = 0.0,
+) -> dict[str, Any]:
     """`limited` messages of one key first; once the worker has received each (run, or
     put back waiting), `free` unlimited ones: how long they take. Then `window` seconds
-    more: the requests and lock-store calls per slot freed while the limited ones wait."""
+    more: the requests and lock-store calls per slot freed while the limited ones wait.
+    `in_flight` messages are received first by a plain consumer and kept in flight; the
+    unlimited ones are enqueued `after` seconds after the limited ones' first pass."""
     import tasuki
 
-    url = f"sqs://us-east-1?endpoint_url={endpoint}&prefix=l{uuid.uuid4().hex[:8]}-"
+    prefix = f"l{uuid.uuid4().hex[:8]}-"
+    url = f"sqs://us-east-1?endpoint_url={endpoint}&prefix={prefix}"
     app = tasuki.App(url + f"&locks=sqlite:///{locks}")
     sqs_calls = counter(app.backend._client)  # type: ignore[attr-defined]
     lock_calls = _count_locks(app.backend.locks)
@@ -69,16 +85,29 @@ def run(endpoint: str, locks: Path, limited: int, free: int, window: float) -> d
                 raise RuntimeError(f"{what} not done in 600 s: {dict(done)}")
             time.sleep(0.01)
 
+    if in_flight:
+        plenty.enqueue_many([(-1,) for _ in range(in_flight)])
+        client = app.backend._client  # type: ignore[attr-defined]
+        queue_url = client.get_queue_url(QueueName=f"{prefix}bench")["QueueUrl"]
+        held = 0
+        while held < in_flight:
+            reply = client.receive_message(
+                QueueUrl=queue_url, MaxNumberOfMessages=10, VisibilityTimeout=3600
+            )
+            held += len(reply.get("Messages", []))
     scarce.enqueue_many([(i,) for i in range(limited)])
     worker = app.worker(concurrency=10)
     worker.start()
-    # The first pass: (nearly) every limited message received once, run or put back
-    # waiting; those put back come back in waves, so "none ready" may never be seen.
+    # The first pass: every limited message received once, run or put back waiting (a
+    # woken one is visible for a moment, hence the key's limit).
     first_pass = time.monotonic() + 120
-    while limited and app.stats("bench")["ready"] > limited // 20:
+    while limited and app.stats("bench")["ready"] > 2:
         if time.monotonic() > first_pass:
             break
         time.sleep(0.05)
+    if limited:
+        time.sleep(after)
+    waiting_then = limited - done["scarce"]
     began = time.perf_counter()
     plenty.enqueue_many([(i,) for i in range(free)])
     wait_for(lambda: done["plenty"] >= free, "the unlimited")
@@ -97,6 +126,7 @@ def run(endpoint: str, locks: Path, limited: int, free: int, window: float) -> d
         "freed": freed,
         "waiting": limited - done["scarce"],
         "free_wall": free_wall,
+        "waiting_then": waiting_then,
     }
 
 
@@ -105,19 +135,36 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--limited", type=int, default=450, help="limited messages (one key)")
     p.add_argument("--free", type=int, default=50, help="unlimited messages")
     p.add_argument("--window", type=float, default=30.0, help="seconds the costs are counted")
+    p.add_argument(
+        "--after",
+        type=float,
+        default=0.0,
+        help="seconds after the limited ones' first pass the unlimited ones are enqueued",
+    )
     args = p.parse_args(argv)
     os.environ.update(CREDENTIALS)
     with moto_server() as endpoint, tempfile.TemporaryDirectory() as tmp:
-        mixed = run(endpoint, Path(tmp) / "a.db", args.limited, args.free, args.window)
+        mixed = run(
+            endpoint, Path(tmp) / "a.db", args.limited, args.free, args.window, 0, args.after
+        )
         alone = run(endpoint, Path(tmp) / "b.db", 0, args.free, args.window)
+        depth = mixed["waiting_then"]
+        deep = run(endpoint, Path(tmp) / "c.db", 0, args.free, args.window, depth)
     print(
         f"\n{args.limited} limited (ConcurrencyLimit 2 on one key, 20 ms jobs) + {args.free}"
-        " unlimited, one worker of 10 slots, local moto_server, locks=sqlite\n"
+        f" unlimited ({args.after:.0f} s after the first pass), one worker of 10 slots,"
+        " local moto_server, locks=sqlite\n"
     )
     print(
         f"unlimited: {alone['free_wall']:.2f} s alone, {mixed['free_wall']:.2f} s while"
         f" {args.limited} limited wait: {alone['free_wall'] / mixed['free_wall']:.0%} of"
         " their speed kept"
+    )
+    print(
+        f"beside {depth} in flight (as many as waited then) held by a plain consumer:"
+        f" {deep['free_wall']:.2f} s"
+        f" (the server's part): {deep['free_wall'] / mixed['free_wall']:.0%} kept beside"
+        " the same depth"
     )
     freed = mixed["freed"]
     sqs = ", ".join(f"{k} {v}" for k, v in sorted(mixed["sqs"].items()))

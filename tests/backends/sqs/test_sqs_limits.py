@@ -72,3 +72,22 @@ def test_an_extended_lease_keeps_its_slot(locked_url: str) -> None:
         assert backend.lease(queue, 10, 30.0, wait=1.0) == []
     finally:
         backend.close()
+
+
+def test_a_lease_runs_what_it_admitted_without_passing_over_the_backlog(locked_url: str) -> None:
+    """A receive that comes back full of messages over their limit ends the lease when it
+    holds some already: what it admitted runs now, not after receives that pass over the
+    whole backlog (each putting ten back), while its slots and lease time run out."""
+    one = Limit(f"concurrency:{uuid.uuid4().hex}", "concurrency", 1)
+    backend = opened(locked_url)
+    queue = f"q-{uuid.uuid4().hex[:8]}"
+    try:
+        backend.enqueue([env(queue, f"m{i}", limits=(one,)) for i in range(40)])
+        calls = requests_counted(backend)
+        [first] = backend.lease(queue, 5, 30.0)
+        assert first.attempt == 1
+        # Five received (one admitted), then the four of the room left, all put back.
+        assert calls["ReceiveMessage"] == 2, calls
+        assert backend.stats(queue).ready >= 30
+    finally:
+        backend.close()

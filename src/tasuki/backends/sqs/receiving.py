@@ -103,7 +103,11 @@ class Receiving(SqsBase):
             leased.extend(admitted)
             if len(leased) >= max_messages:
                 return leased
-            if full or (got and not admitted and not leased):
+            # A full reply that admitted nothing more is a backlog over its limits (put
+            # back): what this lease holds goes to run now rather than after the receives
+            # that pass over the backlog, and the messages without limits behind it wait
+            # for the next lease no longer than before.
+            if (full and (admitted or not leased)) or (got and not admitted and not leased):
                 continue
             if leased or deadline - time.monotonic() < 0.5:
                 return leased
