@@ -61,6 +61,43 @@ WITH locked AS (
 SELECT coalesce((SELECT cancelled FROM locked), false) AS cancelled,
        (SELECT filled FROM counted) AS filled;
 
+-- name: flow_fills_counted
+-- The first fills of a settle batch's steps of one flow (`sql/flows.py`, `apply_many`):
+-- `flow_fill_counted` for all of them in one statement, under the flow's lock taken once.
+-- A slot asked twice in the batch (a step and its duplicate) is tried by the first only.
+-- One row per fill that took its slot, with its barrier's count after the batch and its
+-- size; one row (n = -1) if the flow is cancelled, and then nothing was filled.
+WITH locked AS (
+    SELECT cancelled FROM tasuki_flows
+    WHERE id = %(flow_id)s AND expires_at > %(now)s
+    FOR NO KEY UPDATE
+), asked AS (
+    SELECT DISTINCT ON (barrier, slot) n, barrier, slot, size, value
+    FROM unnest(
+        %(ns)s::int[], %(barriers)s::text[], %(slots)s::int[], %(sizes)s::int[],
+        %(values)s::bytea[]
+    ) AS a(n, barrier, slot, size, value)
+    WHERE NOT coalesce((SELECT cancelled FROM locked), false)
+    ORDER BY barrier, slot, n
+), taken AS (
+    INSERT INTO tasuki_flow_slots (flow, barrier, slot, value, expires_at)
+    SELECT %(flow)s, barrier, slot, value, %(expires_at)s FROM asked
+    ON CONFLICT (flow, barrier, slot) DO NOTHING
+    RETURNING barrier, slot
+), counted AS (
+    INSERT INTO tasuki_flow_barriers AS b (flow, barrier, size, expires_at, filled)
+    SELECT %(flow)s, a.barrier, max(a.size), %(expires_at)s, count(*)
+    FROM taken t JOIN asked a USING (barrier, slot)
+    GROUP BY a.barrier
+    ON CONFLICT (flow, barrier) DO UPDATE
+    SET size = excluded.size, filled = b.filled + excluded.filled
+    RETURNING barrier, filled, size
+)
+SELECT a.n, c.filled, c.size
+FROM taken t JOIN asked a USING (barrier, slot) JOIN counted c USING (barrier)
+UNION ALL
+SELECT -1, NULL, NULL WHERE coalesce((SELECT cancelled FROM locked), false);
+
 -- name: flow_slots
 SELECT value FROM tasuki_flow_slots
 WHERE flow = %(flow)s AND barrier = %(barrier)s ORDER BY slot;

@@ -121,7 +121,8 @@ SEPARATE_STEPS: frozenset[SeparateStep] = frozenset(get_args(SeparateStep))
 # the same for ids of our own making without the id arbiter, `insert_batch_new`; the
 # archive of acked messages, `ack_archive` and `prune_archive`; the locks that serialize
 # the admissions and wake-ups of a limit's key, `limit_lock_keys` (SQLite's writes are
-# serialized already); a group member's fill in one statement, `flow_fill_counted`.
+# serialized already); a group member's fill in one statement, `flow_fill_counted`, and
+# the first fills of a settle batch's steps of one flow, `flow_fills_counted`.
 PostgresExtra = Literal[
     "insert_batch",
     "insert_batch_new",
@@ -129,6 +130,7 @@ PostgresExtra = Literal[
     "prune_archive",
     "limit_lock_keys",
     "flow_fill_counted",
+    "flow_fills_counted",
 ]
 # SQLite: each queue's count of waiting and dead messages, kept with the writes that
 # change them (`count_depth`, `reset_depth` on purge), so that its stats read two numbers

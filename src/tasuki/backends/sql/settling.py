@@ -197,12 +197,10 @@ class _Batch:
         if self.freeing:  # after the verdicts: see `limits` for the order of the locks
             with dialect.atomic(conn):
                 self.woken |= limits.free(conn, dialect, self.freeing, self.now)
-        # The follow-ups of the steps settled (`sql/flows.py`), by flow: each locks its
-        # flow's row, so two batches take the rows they share in the same order. Last,
-        # so that the lock is held for as little as the commit: a group's member settles
-        # take turns on it.
-        for effects in sorted(self.effects, key=lambda e: e.flow or ""):
-            flows.apply(conn, dialect, effects, self.now, self.aging, self.applied)
+        # The follow-ups of the steps settled (`sql/flows.py`). Last, so that the flows'
+        # locks are held for as little as the commit: a group's member settles take
+        # turns on them.
+        flows.apply_many(conn, dialect, self.effects, self.now, self.aging, self.applied)
         if self.woken:
             dialect.changed(conn, sorted(self.woken))
         if self.results or self.applied.flows:

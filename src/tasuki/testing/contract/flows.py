@@ -159,6 +159,51 @@ class TestFlows:
         assert record is not None
         assert orjson.loads(record.result or b"") == ["a", ["b", "c"]]
 
+    def test_a_group_settled_in_batches_completes_once(self, backend: Backend, queue: str) -> None:
+        # A worker settles what finished together in one call: several members of one
+        # group, a duplicate of one of them among them (the first in the batch wins).
+        n = 12
+        members = _members(backend, queue, "bt", n)
+        callback = env(queue, "bt.1", keep_id=3600.0)
+
+        def done(slot: int, value: bytes) -> Effects:
+            fill = Fill("bt", "0", slot, n)
+            return Effects(result=value, flow="bt", fills=(fill,), enqueue=(callback,))
+
+        backend.enqueue([env(queue, "dup")])
+        [dup] = backend.lease(queue, 10, 30.0)
+        first = [Settle.ack(m.receipt, done(i, str(i).encode())) for i, m in enumerate(members)]
+        assert (
+            backend.settle([*first[:5], Settle.ack(dup.receipt, done(0, b'"dup"'))]) == [True] * 6
+        )
+        assert backend.lease(queue, 10, 30.0) == []
+        assert backend.group_value("bt", "0") is None
+        assert backend.settle(first[5:]) == [True] * (n - 5)
+        assert _ids(backend.lease(queue, 10, 30.0)) == ["bt.1"]
+        assert orjson.loads(backend.group_value("bt", "0") or b"") == list(range(n))
+
+    def test_nested_groups_settled_in_one_batch_fill_outward(
+        self, backend: Backend, queue: str
+    ) -> None:
+        # group(group(a, b), group(c, d)), all four settled in one call: both inner
+        # barriers complete in it, and the second of them completes the root.
+        paths = ("0.0", "0.1", "1.0", "1.1")
+        backend.start_flow(
+            _record("nb", queue, *paths), [env(queue, f"nb.{p}", keep_id=3600.0) for p in paths]
+        )
+        leased = sorted(lease_all(backend, queue), key=lambda d: d.id)
+        settles = []
+        for d, path in zip(leased, paths, strict=True):
+            inner, slot = path.split(".")
+            fills = (Fill("nb", inner, int(slot), 2), Fill("nb", "", int(inner), 2))
+            value = orjson.dumps(d.id.rsplit(".", 2)[1] + slot)
+            settles.append(Settle.ack(d.receipt, Effects(value, "nb", fills, final=True)))
+        assert backend.settle(settles) == [True] * 4
+        record = backend.flow("nb")
+        assert record is not None
+        assert orjson.loads(record.result or b"") == [["00", "01"], ["10", "11"]]
+        assert backend.lease(queue, 10, 30.0) == []
+
     def test_a_final_step_sets_the_flow_result_and_wakes_its_waiter(
         self, backend: Backend, queue: str
     ) -> None:
