@@ -30,6 +30,7 @@ from tasuki.backends.redis.slots import key_slot
 from tasuki.backends.sqlite.lease_records import SQLiteLeaseRecords
 from tasuki.backends.urls import backend_from_url
 from tasuki.core.locks import (
+    ACKED_TAKE,
     CANCELLED_TAKE,
     Granted,
     IdClaim,
@@ -101,10 +102,11 @@ def test_records_fence_count_and_refuse_stale_tokens(store: tuple[Backend, Lease
     assert records.take([take("m", "t3", 6, 30.0, "s1")]) == [Granted(6, 3, False)]
     # no record of a copy first received long ago: its receive count
     assert records.take([take("old", "t1", 5, 30.0, "s9", fresh=False)]) == [Granted(5, 5, False)]
-    # acked: the same copy delivered once more is refused, a re-sent copy is not
+    # acked: the same copy delivered once more is refused, to be deleted (ACKED_TAKE); a
+    # re-sent copy is not
     assert records.take([take("n", "t1", 1, 30.0, "s2")]) == [Granted(1, 1, False)]
     assert records.settle([end("n", "t1", acked=True)]) == [True]
-    assert records.take([take("n", "late", 2, 30.0, "s2")]) == [None]
+    assert records.take([take("n", "late", 2, 30.0, "s2")]) == [ACKED_TAKE]
     assert records.take([take("n", "t3", 1, 30.0, "s3")]) == [Granted(2, 1, False)]
     # a dead message's record is forgotten: its next copy starts afresh
     records.forget([("q", "n")])
@@ -120,7 +122,7 @@ def test_one_settle_call_takes_acks_and_releases_together(
     ends = [end("m0", "t0", True), end("m1", "t1"), end("m2", "stale", True), end("m3", "t3")]
     assert records.settle(ends) == [True, True, False, True]
     # m0 acked: the copy is refused again; m1 released: its copy counts on; m2 still held
-    assert records.take([take("m0", "x", 2, 30.0, "s0")]) == [None]
+    assert records.take([take("m0", "x", 2, 30.0, "s0")]) == [ACKED_TAKE]
     assert records.take([take("m1", "x", 2, 30.0, "s1")]) == [Granted(2, 2, False)]
     assert records.take([take("m2", "x", 2, 30.0, "s2")]) == [None]
 

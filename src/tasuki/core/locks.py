@@ -110,6 +110,11 @@ class Granted(NamedTuple):
 
 # What `take` grants a copy of a cancelled message: not to run, to be deleted.
 CANCELLED_TAKE = Granted(-1, 0, False)
+# What `take` grants the very copy whose lease was acked (or dead-lettered) a moment ago,
+# met again: its delete failed after the record was settled, or the transport delivered
+# it twice. Not to run, and to be deleted: left alone it would come back until the
+# record's grace ran out, then run a second time.
+ACKED_TAKE = Granted(-2, 0, False)
 
 
 class LeaseEnd(NamedTuple):
@@ -173,6 +178,8 @@ class LeaseRecords(ABC):
     attempts knows its last lease lapsed. An id record per message, `id:QUEUE:ID`, is the
     id window of idempotent enqueue: its owner is the enqueue's while the message lives,
     '' once it is finished (acked and kept, dead, cancelled). Every call takes a batch.
+    `take` answers None for a copy another live lease holds (to come back later) and
+    ACKED_TAKE for the very copy acked a moment ago (to be deleted).
 
     Stores with `controls` also cancel (a cancelled message's lease record names
     CANCELLED_OWNER: `take` answers CANCELLED_TAKE, settles and renewals are refused),

@@ -592,6 +592,24 @@ def test_a_refused_duplicate_comes_back_when_the_holders_lease_lapses(
     assert locked.ack([back.receipt]) == [True]
 
 
+def test_an_acked_message_whose_delete_failed_is_deleted_when_met_again(
+    locked: SqsBackend, queue: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lease record is settled before the SQS delete: when the delete fails (the
+    server cut off just then), the message comes back though it was acked. It must not
+    run, and it was left alone: hidden again and again until the record's 5 minutes of
+    grace ran out, then run a second time. Met again, it is deleted."""
+    locked.enqueue([env(queue, "once", visibility_timeout=1.0)])
+    [first] = locked.lease(queue, 1, 1.0)
+    with monkeypatch.context() as patched:
+        patched.setattr(locked, "_delete", lambda url, handles: [False] * len(handles))
+        assert locked.settle([Settle.ack(first.receipt)]) == [False]
+    assert stats(locked, queue)[:2] == (0, 1)  # still in SQS, in flight
+    time.sleep(1.1)
+    assert locked.lease(queue, 1, 30.0, wait=2.0) == []
+    assert stats(locked, queue) == (0, 0, 0, 0)
+
+
 def test_a_queue_first_used_while_the_server_is_down_raises_backend_unavailable(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

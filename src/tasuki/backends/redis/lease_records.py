@@ -16,6 +16,7 @@ from tasuki.backends.redis.plumbing import RedisBase
 from tasuki.backends.redis.slots import key_slot
 from tasuki.core.flowrecords import ResultRecord
 from tasuki.core.locks import (
+    ACKED_TAKE,
     CANCELLED_TAKE,
     Granted,
     IdClaim,
@@ -37,6 +38,8 @@ def granted(fence: int, receives: int, lapsed: int) -> Granted | None:
     """records_take.lua's `granted` record: None where the lease was refused."""
     if fence == -1:
         return CANCELLED_TAKE
+    if fence == -2:
+        return ACKED_TAKE
     return Granted(fence, receives, lapsed == 1) if fence > 0 else None
 
 

@@ -20,6 +20,7 @@ from tasuki.backends.sqlfiles import load_queries
 from tasuki.backends.sqlite import flow_records as flows
 from tasuki.core.flowrecords import FlowRecord, FlowRecords, ResultRecord
 from tasuki.core.locks import (
+    ACKED_TAKE,
     CANCELLED_OWNER,
     CANCELLED_TAKE,
     Granted,
@@ -139,7 +140,7 @@ class SQLiteLeaseRecords(LeaseRecords, FlowRecords):
                     and row["owner"] != take.token
                     and (row["owner"] or row["copy"] == take.copy)
                 ):
-                    granted.append(None)
+                    granted.append(None if row["owner"] else ACKED_TAKE)
                     continue
                 last = (
                     None

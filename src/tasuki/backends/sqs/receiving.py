@@ -218,6 +218,7 @@ class Receiving(SqsBase):
         cancelled: list[tuple[dict[str, Any], Meta]] = []
         own_vt: dict[float, list[str]] = {}
         unheld: list[str] = []  # admitted by its limits, yet not leased
+        acked: list[str] = []  # receipt handles of copies acked already
         for (message, meta, others, _), given in zip(received, granted, strict=True):
             if given is None:
                 # SQS handed out a message another lease still holds: not delivered. It
@@ -227,6 +228,12 @@ class Receiving(SqsBase):
                 vt = meta.visibility_timeout or default_vt
                 if _seconds(vt) != _seconds(default_vt):
                     own_vt.setdefault(vt, []).append(message["ReceiptHandle"])
+                if meta.limits:
+                    unheld.append(level_token(info.level, message["ReceiptHandle"]))
+                continue
+            if given.fence == -2:  # the acked copy again (ACKED_TAKE): deleted, not run
+                log.info("sqs: %s delivered again after its ack: deleted", meta.id)
+                acked.append(message["ReceiptHandle"])
                 if meta.limits:
                     unheld.append(level_token(info.level, message["ReceiptHandle"]))
                 continue
@@ -261,6 +268,8 @@ class Receiving(SqsBase):
             self._dead_letter_moves(info, dead)
         if cancelled:
             self._drop_cancelled(info, cancelled)
+        if acked:
+            self._delete(info.url, acked)
         self._free_limits(unheld)
         return deliveries
 

@@ -24,10 +24,10 @@
 -- copy, the receive count where another copy's lease was never settled (or the count
 -- is unknown), else ARGV[7+6(i-1)]: the rule of `tasuki.core.locks.grant`.
 -- A cancelled message (its record's owner starts with CANCELLED) is refused as such: not
--- to run, to be deleted; its record stays.
+-- to run, to be deleted; its record stays. So is the acked copy met again (ACKED_TAKE).
 -- Returns a `granted` record per message: the fence and receives granted (0 and 0:
--- refused, -1 and 0: cancelled), and 1 if the message's last lease was taken and never
--- settled (it lapsed).
+-- refused, -1 and 0: cancelled, -2 and 0: acked), and 1 if the message's last lease was
+-- taken and never settled (it lapsed).
 --- @reply granted: fence receives lapsed
 
 --- @include "lease_record"
@@ -45,7 +45,9 @@ for i, key in ipairs(KEYS) do
     local owner, until_ms, held, got, last = read_lease(cur)
     if cancelled(owner) then
       refused = -1
-    elseif until_ms > now and owner ~= token and (owner ~= '' or held == copy) then
+    elseif until_ms > now and owner ~= token and owner == '' and held == copy then
+      refused = -2
+    elseif until_ms > now and owner ~= token and owner ~= '' then
       refused = true
     else
       if owner ~= '' then lapsed = 1 end
@@ -58,8 +60,8 @@ for i, key in ipairs(KEYS) do
     end
   end
   local o = 3 * (i - 1)
-  if refused == -1 then
-    out[o + 1], out[o + 2], out[o + 3] = -1, 0, 0
+  if refused == -1 or refused == -2 then
+    out[o + 1], out[o + 2], out[o + 3] = refused, 0, 0
   elseif refused then
     out[o + 1], out[o + 2], out[o + 3] = 0, 0, 0
   else
