@@ -16,6 +16,7 @@ import pytest
 from tasuki.backends.base import Delivery, Effects, Envelope, Fill, FlowRecord, FlowStep, Settle
 from tasuki.backends.urls import backend_from_url
 from tasuki.core.locks import LeaseEnd
+from tasuki.core.message import FLOW_HEADER
 from tasuki.errors import InvalidArgument
 from tests.support.deps import need
 from tests.support.servers import MotoServer, free_port
@@ -49,7 +50,8 @@ def sqs(
 
 
 def _env(queue: str, id: str) -> Envelope:
-    return Envelope(queue, id, b"x", keep_id=3600.0)
+    """A step's message: the worker reads its plan from FLOW_HEADER (here a stand-in)."""
+    return Envelope(queue, id, b"x", {FLOW_HEADER: "step"}, keep_id=3600.0)
 
 
 def _start(sqs: SqsBackend, queue: str, flow: str, paths: list[str]) -> list[Delivery]:
@@ -103,6 +105,11 @@ def test_the_completing_member_that_died_before_its_send_sends_on_its_rerun(
     assert sqs.settle([Settle.ack(a.receipt, member(0))]) == [True]
     _crash_after_records(sqs, b, member(1))  # completed the set, sent nothing
     assert sqs.lease(queue, 10, 30.0) == []
+    # Met again within the records' grace for an acked copy: refused, and kept (an acked
+    # plain message's copy is deleted; a step's re-run has sends to make).
+    sqs._visibility(sqs._info(queue).url, [b.token], 0)
+    assert sqs.lease(queue, 10, 30.0, wait=1.0) == []
+    assert _count(sqs, queue) == 1
     b2 = _redeliver(sqs, queue, b)
     assert sqs.settle([Settle.ack(b2.receipt, member(1))]) == [True]
     assert _ids(sqs, queue) == ["g.1"]

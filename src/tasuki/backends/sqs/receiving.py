@@ -17,7 +17,8 @@ from tasuki.backends.sqs.limits import Parked
 from tasuki.backends.sqs.options import RECORDS, SQS_BATCH, SQS_MAX_WAIT
 from tasuki.backends.sqs.plumbing import SqsBase, _Held, _Move, _seconds, log
 from tasuki.backends.sqs.queues import QueueInfo, level_token
-from tasuki.core.locks import Granted, LeaseTake
+from tasuki.core.locks import ACKED_TAKE, Granted, IdFinish, LeaseTake
+from tasuki.core.message import FLOW_HEADER
 from tasuki.core.reasons import ATTEMPTS_EXHAUSTED, LEASE_EXPIRED
 
 # ReceiveMessage calls one lease keeps in flight at once when a backlog fills them.
@@ -218,9 +219,14 @@ class Receiving(SqsBase):
         cancelled: list[tuple[dict[str, Any], Meta]] = []
         own_vt: dict[float, list[str]] = {}
         unheld: list[str] = []  # admitted by its limits, yet not leased
-        acked: list[str] = []  # receipt handles of copies acked already
+        acked: list[tuple[dict[str, Any], Meta]] = []  # copies acked already
         for (message, meta, others, _), given in zip(received, granted, strict=True):
-            if given is None:
+            # The acked copy again (ACKED_TAKE): its delete failed, or SQS delivered it
+            # twice. A workflow step's is refused like a held one, to come back once the
+            # record's grace is over: its re-run sends what a crash between its settle and
+            # its sends left unsent (flows.py). Any other is deleted, not run.
+            step_acked = given == ACKED_TAKE and FLOW_HEADER in meta.headers
+            if given is None or step_acked:
                 # SQS handed out a message another lease still holds: not delivered. It
                 # comes back after its own visibility timeout, by when that lease has
                 # lapsed unless kept alive, not after this receive's (often far longer).
@@ -231,9 +237,9 @@ class Receiving(SqsBase):
                 if meta.limits:
                     unheld.append(level_token(info.level, message["ReceiptHandle"]))
                 continue
-            if given.fence == -2:  # the acked copy again (ACKED_TAKE): deleted, not run
+            if given == ACKED_TAKE:
                 log.info("sqs: %s delivered again after its ack: deleted", meta.id)
-                acked.append(message["ReceiptHandle"])
+                acked.append((message, meta))
                 if meta.limits:
                     unheld.append(level_token(info.level, message["ReceiptHandle"]))
                 continue
@@ -269,9 +275,20 @@ class Receiving(SqsBase):
         if cancelled:
             self._drop_cancelled(info, cancelled)
         if acked:
-            self._delete(info.url, acked)
+            self._drop_acked(info, acked)
         self._free_limits(unheld)
         return deliveries
+
+    def _drop_acked(self, info: QueueInfo, messages: list[tuple[dict[str, Any], Meta]]) -> None:
+        """Delete received copies of messages acked already, and finish their ids as the
+        ack's own delete would have."""
+        done = self._delete(info.url, [m["ReceiptHandle"] for m, _ in messages])
+        finished = [
+            IdFinish(info.name, meta.id, meta.id_owner, meta.keep_id)
+            for (_, meta), ok in zip(messages, done, strict=True)
+            if ok
+        ]
+        self._dead_lettered([], finished)
 
     def _drop_cancelled(self, info: QueueInfo, messages: list[tuple[dict[str, Any], Meta]]) -> None:
         """Delete received copies of cancelled messages: never run."""
