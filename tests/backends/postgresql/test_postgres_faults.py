@@ -193,3 +193,46 @@ def test_connections_a_restart_broke_are_replaced_at_once(tmp_path: Path) -> Non
     finally:
         app.close()
         server.stop()
+
+
+def test_a_frozen_transaction_frees_its_locks_after_a_second(
+    postgres_server: PostgresServer,
+) -> None:
+    """A worker stopped in the middle of one of its transactions held the row locks other
+    workers' settles wait on (here a flow's row, which a cancel waits on too) for as long
+    as it was frozen: in a long chaos run, two acks 2.5 s, past their leases. The server
+    now ends such a transaction after a second of silence."""
+    app = tasuki.App(postgres_server.url(f"f_{uuid.uuid4().hex[:8]}"))
+    dialect = app.backend.dialect  # type: ignore[attr-defined]
+
+    @app.job()
+    def step() -> None: ...
+
+    try:
+        flow_id = tasuki.chain(step.step(), step.step()).enqueue()
+        holding = threading.Event()
+        cut_off: list[BaseException] = []
+
+        def frozen() -> None:
+            try:
+                with dialect.write() as conn:
+                    conn.execute(
+                        "SELECT 1 FROM tasuki_flows WHERE id = %(id)s FOR NO KEY UPDATE",
+                        {"id": flow_id},
+                    )
+                    holding.set()
+                    time.sleep(3.0)  # as a stopped worker would, the lock held
+            except tasuki.TasukiError as exc:
+                cut_off.append(exc)
+
+        holder = threading.Thread(target=frozen)
+        holder.start()
+        assert holding.wait(10)
+        began = time.monotonic()
+        assert app.cancel_flow(flow_id).state == "cancelled"
+        waited = time.monotonic() - began
+        holder.join(10)
+        assert waited < 2.0, f"the cancel waited {waited:.1f}s for the frozen transaction"
+        assert cut_off, "the frozen transaction was committed"
+    finally:
+        app.close()

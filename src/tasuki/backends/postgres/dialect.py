@@ -44,6 +44,13 @@ IDLE_CHECK = 1.0
 # holds 40 rows when it holds a million, and a bitmap plan for the lease then reads every
 # due row to return 256. Both are costs added, not bans: a query with no index still runs.
 PLANNER = "-c enable_bitmapscan=off -c enable_seqscan=off"
+# A transaction of ours whose client goes quiet between two statements for this long is
+# ended by the server. Ours send their statements back to back, so only a frozen or
+# starved worker gets there, and until then it holds the row locks other workers' settles
+# wait on (a flow's row, a count shard): a long chaos run met two acks held up 2.5 s by a
+# stopped worker, past their leases. The one cut off finds its transaction gone and
+# retries, its locks freed after a second instead of after its freeze.
+IDLE_IN_TRANSACTION = "-c idle_in_transaction_session_timeout=1000"
 
 
 class PostgresDialect:
@@ -168,7 +175,9 @@ class PostgresDialect:
                 if self.pgbouncer:
                     kwargs["prepare_threshold"] = None
                 else:
-                    kwargs["options"] = f"-c search_path={self.schema} {PLANNER}"
+                    kwargs["options"] = (
+                        f"-c search_path={self.schema} {PLANNER} {IDLE_IN_TRANSACTION}"
+                    )
                 connections.quiet()
                 self._pool = connections.Pool(
                     self.conninfo,
