@@ -32,17 +32,13 @@ from benchmarks.marks import Marks
 from benchmarks.peers.tasuki_app import build
 from benchmarks.peers.tasuki_runner import CONCURRENCY, postgres_url
 from tasuki.backends.base import Backend
+from tasuki.backends.sqlite.backend import Q
 from tasuki.core.message import new_ids
 
 AGING = Backend.priority_aging
 PG_SCHEMA = "tasuki_priorities"
 LEVELS = {"uniform": 1, "mixed": 10}
 
-SQLITE_INSERT = """
-INSERT INTO tasuki_messages
-    (queue, id, body, headers, visible_at, enqueued_at, max_attempts, priority, head_start)
-VALUES ('default', ?, ?, '{"tasuki-job":"noop"}', ?, ?, 10, ?, ?)
-"""
 SQLITE_DEPTH = "INSERT INTO tasuki_depth (queue, waiting) VALUES ('default', ?)"
 
 # The server makes the rows: priorities from a seeded random(), jobs numbered by rank.
@@ -77,10 +73,24 @@ def sqlite_fill(path: str, count: int, levels: int) -> None:
     conn.execute("PRAGMA cache_size = -262144")
     conn.execute("BEGIN IMMEDIATE")
     ids = new_ids(count)
-    conn.executemany(
-        SQLITE_INSERT,
+    conn.executemany(  # the statement an enqueue runs, which decides where a row lies
+        Q["insert_message"],
         (
-            (ids[i], b'{"args":[%d],"kwargs":{}}' % arg[i], vis[i], now, prio[i], prio[i] * AGING)
+            {
+                "queue": "default",
+                "id": ids[i],
+                "body": b'{"args":[%d],"kwargs":{}}' % arg[i],
+                "headers": '{"tasuki-job":"noop"}',
+                "now": vis[i],
+                "delay": 0.0,
+                "max_attempts": 10,
+                "visibility_timeout": None,
+                "keep_id": 0.0,
+                "unique_key": None,
+                "priority": prio[i],
+                "head_start": prio[i] * AGING,
+                "limits": None,
+            }
             for i in range(count)
         ),
     )
@@ -92,8 +102,6 @@ def sqlite_fill(path: str, count: int, levels: int) -> None:
 
 
 def sqlite_plan(path: str) -> str:
-    from tasuki.backends.sqlite.backend import Q
-
     conn = sqlite3.connect(path)
     params = {"queue": "default", "now": time.time(), "limit": 256, "nonce": "x"}
     rows = conn.execute("EXPLAIN QUERY PLAN " + Q["lease"], {**params, "visibility_timeout": 30})

@@ -17,6 +17,15 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
         yield server
 
 
+@pytest.fixture(scope="module")
+def counted_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A Redis server of the module's own, for tests that count the scripts a server ran
+    (INFO commandstats counts every client's): nothing an earlier test left running in
+    this process can call it. The session's server once counted one call too many."""
+    with RedisServer(tmp_path_factory.mktemp("counted-redis")) as server:
+        yield server
+
+
 @pytest.fixture(scope="session")
 def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresServer]:
     server = PostgresServer(tmp_path_factory.mktemp("postgres")).start()

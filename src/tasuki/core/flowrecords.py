@@ -276,3 +276,9 @@ class FlowRecords(ABC):
     @abstractmethod
     def sent(self, queue: str, ids: Sequence[str], sender: str) -> None:
         """The messages were sent: their claims are no longer `sender`'s to send again."""
+
+    @abstractmethod
+    def steps_sent(self, messages: Sequence[tuple[str, str]]) -> None:
+        """These acked steps (queue, id) sent everything they enqueue: their lease
+        records, UNSENT_OWNER since their settle (`core/locks.py`), become plain acked
+        records, whose copies met again are deleted rather than run again."""

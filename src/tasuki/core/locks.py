@@ -27,6 +27,12 @@ from tasuki.core.records import CancelStatus, LeaseStatus, LockHolder, Progress,
 # The owner of a cancelled message's lease record: this prefix, then the token of the
 # lease that ran when it was cancelled ('' if none did). No lease token starts with it.
 CANCELLED_OWNER = "~cancelled~"
+# The owner of an acked workflow step's lease record while the steps it enqueues are
+# still to be sent (`Settled.go_on`), until `FlowRecords.steps_sent`: a copy of it met
+# meanwhile is refused as if leased, and after the record's grace runs again, which sends
+# what a crash before its sends left unsent. Once they are sent the record is an acked
+# one like any other: a copy met again (its delete failed) is deleted (ACKED_TAKE).
+UNSENT_OWNER = "~unsent~"
 
 
 class LockStore(ABC):

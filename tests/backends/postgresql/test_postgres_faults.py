@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -12,7 +14,7 @@ import psycopg
 import pytest
 
 import tasuki
-from tests.support.servers import PostgresServer
+from tests.support.servers import PostgresServer, env_with_src
 
 
 def _kill_sessions(url: str, application_name: str) -> int:
@@ -236,3 +238,103 @@ def test_a_frozen_transaction_frees_its_locks_after_a_second(
         assert cut_off, "the frozen transaction was committed"
     finally:
         app.close()
+
+
+# A client that freezes after each write of statements to its socket (a SIGSTOP that
+# lands there) while it sends one batch (`Dialect.many`). psycopg's pure-Python libpq
+# binding, so its sends and writes can be wrapped.
+_FROZEN_MID_BATCH = """
+import sys, time
+from psycopg.pq import pq_ctypes
+import tasuki
+
+dialect = tasuki.App(sys.argv[1]).backend.dialect
+freezing = False
+sent = False
+
+def sending(send):
+    def wrapped(self, *args, **kwargs):
+        global sent
+        sent = True
+        return send(self, *args, **kwargs)
+    return wrapped
+
+for name in dir(pq_ctypes.PGconn):
+    if name.startswith("send_"):
+        setattr(pq_ctypes.PGconn, name, sending(getattr(pq_ctypes.PGconn, name)))
+flush = pq_ctypes.PGconn.flush
+
+def frozen_flush(self):
+    global sent
+    done = flush(self)
+    if freezing and sent and done == 0:
+        sent = False
+        print("frozen", flush=True)
+        time.sleep(2.5)
+    return done
+
+pq_ctypes.PGconn.flush = frozen_flush
+try:
+    with dialect.write() as conn:
+        freezing, sent = True, False
+        dialect.many(conn, "UPDATE batch_rows SET v = v + 1 WHERE id = %(id)s",
+                     [{"id": 1}, {"id": 2}, {"id": 3}])
+        freezing = False
+except tasuki.TasukiError:
+    print("cut off", flush=True)
+"""
+
+
+def test_a_client_frozen_mid_batch_frees_its_locks_after_a_second(
+    postgres_server: PostgresServer,
+) -> None:
+    """A batch of statements sent as a pipeline reached the server one statement at a
+    time, its Sync last: a worker frozen between two of them left the server waiting
+    for the rest, holding the first one's locks for the whole freeze, and the server's
+    idle-in-transaction timeout never started (it starts after a Sync). Here the row the
+    first statement updated stayed locked for the client's 2.5 s freezes. A batch is now
+    one message: a client frozen after sending it holds its locks until the server ends
+    its silent transaction, a second later."""
+    schema = f"b_{uuid.uuid4().hex[:8]}"
+    url = postgres_server.url(schema)
+    app = tasuki.App(url)
+    app.stats("default")  # the schema and its tables
+    app.close()
+    base = url.split("?", 1)[0]
+    with psycopg.connect(base, autocommit=True) as admin:
+        admin.execute(f"CREATE TABLE {schema}.batch_rows (id int PRIMARY KEY, v int)")
+        admin.execute(f"INSERT INTO {schema}.batch_rows VALUES (1, 0), (2, 0), (3, 0)")
+    held = None
+    with (
+        subprocess.Popen(
+            [sys.executable, "-c", _FROZEN_MID_BATCH, url],
+            env={**env_with_src(), "PSYCOPG_IMPL": "python"},
+            stdout=subprocess.PIPE,
+            text=True,
+        ) as holder,
+        psycopg.connect(base, autocommit=True) as other,
+    ):
+        try:
+            lock = f"SELECT 1 FROM {schema}.batch_rows WHERE id = 1 FOR UPDATE"
+            assert holder.stdout is not None
+            for line in holder.stdout:
+                if line.strip() != "frozen":
+                    continue
+                locked = False
+                for _ in range(10):  # has the frozen client's first statement run?
+                    try:
+                        other.execute(lock + " NOWAIT")
+                    except psycopg.errors.LockNotAvailable:
+                        locked = True
+                        break
+                    time.sleep(0.05)
+                if locked:
+                    began = time.monotonic()
+                    other.execute(lock)
+                    held = time.monotonic() - began
+                    break
+            holder.wait(30)
+        finally:
+            holder.kill()
+    assert held is not None, "the frozen client never held the row"
+    assert held < 1.6, f"the row stayed locked {held:.1f}s behind a client frozen mid-batch"

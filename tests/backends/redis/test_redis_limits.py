@@ -21,8 +21,8 @@ ONE = Limit("concurrency:q:job", "concurrency", 1)
 
 
 @pytest.fixture
-def backend(redis_server: RedisServer) -> Iterator[RedisBackend]:
-    b = backend_from_url(f"{redis_server.url()}?prefix=t-{uuid.uuid4().hex[:12]}:")
+def backend(counted_redis: RedisServer) -> Iterator[RedisBackend]:
+    b = backend_from_url(f"{counted_redis.url()}?prefix=t-{uuid.uuid4().hex[:12]}:")
     assert isinstance(b, RedisBackend)
     yield b
     b.close()

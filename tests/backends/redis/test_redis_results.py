@@ -20,9 +20,9 @@ from tests.support.servers import RedisServer
 
 
 @pytest.fixture
-def backend(redis_server: RedisServer) -> Iterator[RedisBackend]:
+def backend(counted_redis: RedisServer) -> Iterator[RedisBackend]:
     # socket_timeout=2: a blocked read lasts at most 1 s before it reads again.
-    url = f"{redis_server.url()}?prefix=t-{uuid.uuid4().hex[:12]}:&socket_timeout=2"
+    url = f"{counted_redis.url()}?prefix=t-{uuid.uuid4().hex[:12]}:&socket_timeout=2"
     b = backend_from_url(url)
     assert isinstance(b, RedisBackend)
     yield b

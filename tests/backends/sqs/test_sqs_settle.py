@@ -24,10 +24,10 @@ from tasuki.backends.sqs import SqsBackend  # noqa: E402
 
 
 @pytest.fixture
-def backend(sqs_server: MotoServer, redis_server: RedisServer) -> Iterator[SqsBackend]:
+def backend(sqs_server: MotoServer, counted_redis: RedisServer) -> Iterator[SqsBackend]:
     url = (
         f"sqs://us-east-1?endpoint_url={sqs_server.endpoint}&prefix=s{uuid.uuid4().hex[:10]}-"
-        f"&locks={redis_server.url()}"
+        f"&locks={counted_redis.url()}"
     )
     b = backend_from_url(url)
     assert isinstance(b, SqsBackend)

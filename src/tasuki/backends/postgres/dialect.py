@@ -276,14 +276,26 @@ class PostgresDialect:
     def many(
         conn: Connection, sql: str, params: list[dict[str, Any]], names: Sequence[str] = ()
     ) -> list[tuple[int, list[tuple[Any, ...]]]]:
-        """One pipelined `executemany`: a batch costs one round trip, not one per row."""
+        """The batch as one message of statements, their values bound here: one round
+        trip, and the server has every statement before it runs the first.
+
+        Not a pipelined `executemany`, which sends its statements one by one and the
+        Sync after their results: a client frozen in between (a SIGSTOP, a stalled VM)
+        left the server waiting for the rest while holding what the first statements
+        locked (a count shard, a limit's key) for the whole freeze: the server's
+        idle-in-transaction timeout only starts after a Sync. Binding here costs more per
+        statement than a prepared pipeline, so the hot batches have statements over
+        arrays of their own (`result_ok_batch`)."""
         pg: Any = conn
-        cursor = pg.cursor() if isinstance(pg, psycopg.Connection) else pg
+        connection = pg if isinstance(pg, psycopg.Connection) else pg.connection
         out: list[tuple[int, list[tuple[Any, ...]]]] = []
         if len(params) == 1:
+            cursor = pg.cursor() if pg is connection else pg
             cursor.execute(sql, params[0])
         elif params:
-            cursor.executemany(sql, params, returning=True)
+            cursor = psycopg.ClientCursor(connection, row_factory=tuple_row)
+            statement = sql.rstrip().rstrip(";")
+            cursor.execute(";\n".join(cursor.mogrify(statement, p) for p in params))
         else:
             return out
         while True:

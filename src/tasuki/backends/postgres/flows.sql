@@ -33,40 +33,18 @@ WHERE id = %(id)s AND failure IS NULL AND expires_at > %(now)s;
 UPDATE tasuki_flows SET result = %(value)s
 WHERE id = %(id)s AND result IS NULL AND expires_at > %(now)s;
 
--- name: flow_fill_counted
--- One member's fill in one round trip, where SQLite's `flow_cancelled`, `flow_barrier`,
--- `flow_fill` and `flow_slot_taken` take four, each under the flow's lock: the settles
--- of a flow take turns on its row, so what that lock covers is what a group of n members
--- costs n times over (a chord of 10,000 members spent 453 us a member, mostly there). The flow's row is locked first, as there; the
--- slot is taken unless the flow is cancelled (first writer wins); only a slot taken here
--- counts on the barrier, whose row is made by the first fill. `filled` is NULL when the
--- slot was taken before (or the flow is cancelled): that settle goes no further.
-WITH locked AS (
-    SELECT cancelled FROM tasuki_flows
-    WHERE id = %(flow_id)s AND expires_at > %(now)s
-    FOR NO KEY UPDATE
-), taken AS (
-    INSERT INTO tasuki_flow_slots (flow, barrier, slot, value, expires_at)
-    SELECT %(flow)s, %(barrier)s, %(slot)s, %(value)s, %(expires_at)s
-    WHERE NOT coalesce((SELECT cancelled FROM locked), false)
-    ON CONFLICT (flow, barrier, slot) DO NOTHING
-    RETURNING slot
-), counted AS (
-    INSERT INTO tasuki_flow_barriers (flow, barrier, size, expires_at, filled)
-    SELECT %(flow)s, %(barrier)s, %(size)s, %(expires_at)s, 1 FROM taken
-    ON CONFLICT (flow, barrier) DO UPDATE
-    SET size = excluded.size, filled = tasuki_flow_barriers.filled + 1
-    RETURNING filled
-)
-SELECT coalesce((SELECT cancelled FROM locked), false) AS cancelled,
-       (SELECT filled FROM counted) AS filled;
-
 -- name: flow_fills_counted
--- The first fills of a settle batch's steps of one flow (`sql/flows.py`, `apply_many`):
--- `flow_fill_counted` for all of them in one statement, under the flow's lock taken once.
--- A slot asked twice in the batch (a step and its duplicate) is tried by the first only.
--- One row per fill that took its slot, with its barrier's count after the batch and its
--- size; one row (n = -1) if the flow is cancelled, and then nothing was filled.
+-- Fills of one flow in one round trip (a settle batch's steps of the flow, or one fill:
+-- `sql/flows.py`), where SQLite's `flow_cancelled`, `flow_barrier`, `flow_fill` and
+-- `flow_slot_taken` take four per fill, each under the flow's lock: the settles of a
+-- flow take turns on its row, so what that lock covers is what a group of n members
+-- costs n times over (a chord of 10,000 members spent 453 us a member, mostly there).
+-- The flow's row is locked first; a slot is taken unless the flow is cancelled (first
+-- writer wins), and only a slot taken here counts on its barrier, whose row is made by
+-- its first fill. A slot asked twice in the batch (a step and its duplicate) is tried by
+-- the first only. One row per fill that took its slot, with its barrier's count after
+-- the batch and its size; one row (n = -1) if the flow is cancelled, and then nothing
+-- was filled. A fill with no row was taken before: that settle goes no further.
 WITH locked AS (
     SELECT cancelled FROM tasuki_flows
     WHERE id = %(flow_id)s AND expires_at > %(now)s

@@ -34,15 +34,22 @@ ORDER BY visible_at - head_start, seq
 LIMIT %(scan)s;
 
 -- name: limit_lease
--- The admitted rows, leased as `lease` leases them (the same columns back).
+-- The admitted rows, leased as `lease` leases them (the same columns back, `place` from
+-- the rows as they were).
+WITH admitted AS (
+    SELECT m.ctid, ARRAY[m.visible_at - m.head_start, m.seq] AS place
+    FROM unnest(%(ids)s::text[]) AS j(id)
+    JOIN tasuki_messages m ON m.queue = %(queue)s AND m.id = j.id
+    WHERE m.state < 2 AND m.visible_at <= %(now)s
+)
 UPDATE tasuki_messages m
 SET state = 1, attempt = m.attempt + 1, fence = m.fence + 1,
     token = %(nonce)s::text || '.' || (m.fence + 1),
     visible_at = %(now)s + coalesce(m.visibility_timeout, %(visibility_timeout)s),
     progress = NULL, parked_on = NULL
-FROM unnest(%(ids)s::text[]) AS j(id)
-WHERE m.queue = %(queue)s AND m.id = j.id AND m.state < 2 AND m.visible_at <= %(now)s
-RETURNING false AS dead, m.seq, m.id, m.body, m.headers, m.attempt, m.max_attempts,
+FROM admitted a
+WHERE m.ctid = a.ctid
+RETURNING false AS dead, a.place, m.id, m.body, m.headers, m.attempt, m.max_attempts,
           m.enqueued_at, m.token, m.fence,
           coalesce(m.visibility_timeout, %(visibility_timeout)s) AS visibility_timeout,
           m.unique_key, NULL::float8 AS lost_at, false AS held;

@@ -126,9 +126,12 @@ WHERE queue = %(queue)s AND id = %(id)s AND state = 0;
 -- returned): its admission (`sql/limits.py`) locks it again, in a transaction, and
 -- leases or parks it. Rows without limits pay one column read for it.
 -- The token is unique per lease: a per-batch random nonce plus the message's new fence.
+-- `place` is where a row comes in the lease's order, [rank, seq]: the caller hands the
+-- messages out in it.
 WITH due AS (
     -- The locked rows as they are now: in flight here means the lease lapsed.
     SELECT ctid, attempt >= max_attempts AS dead, state, id, visible_at, fence, seq,
+           ARRAY[visible_at - head_start, seq] AS place,
            limits IS NOT NULL AND attempt < max_attempts AS held
     FROM tasuki_messages
     WHERE queue = %(queue)s AND state < 2 AND visible_at - head_start <= %(now)s
@@ -162,19 +165,19 @@ WITH due AS (
         progress = NULL
     FROM due
     WHERE m.ctid = due.ctid AND NOT due.held
-    RETURNING due.dead, m.seq, m.id, m.body, m.headers, m.attempt, m.max_attempts,
+    RETURNING due.dead, due.place, m.id, m.body, m.headers, m.attempt, m.max_attempts,
               m.enqueued_at, m.token, m.fence,
               coalesce(m.visibility_timeout, %(visibility_timeout)s) AS vt, m.unique_key
 ), unlocked AS (
     DELETE FROM tasuki_locks l USING changed c
     WHERE c.dead AND l.key = c.unique_key AND l.owner = c.id
 )
-SELECT c.dead, c.seq, c.id, c.body, c.headers, c.attempt, c.max_attempts, c.enqueued_at,
+SELECT c.dead, c.place, c.id, c.body, c.headers, c.attempt, c.max_attempts, c.enqueued_at,
        c.token, c.fence, c.vt AS visibility_timeout, NULL::text AS unique_key,
        lost.at AS lost_at, false AS held
 FROM changed c LEFT JOIN lost ON lost.id = c.id
 UNION ALL
-SELECT false, h.seq, h.id, NULL, NULL, NULL, NULL, NULL, NULL, h.fence, NULL, NULL,
+SELECT false, h.place, h.id, NULL, NULL, NULL, NULL, NULL, NULL, h.fence, NULL, NULL,
        lost.at, true
 FROM due h LEFT JOIN lost ON lost.id = h.id
 WHERE h.held;

@@ -6,10 +6,24 @@ VALUES (%(queue)s, %(id)s, %(keep)s, 'pending', NULL, NULL)
 ON CONFLICT (queue, id) DO UPDATE
 SET keep = excluded.keep, state = 'pending', value = NULL, expires_at = NULL;
 
+-- name: result_pending_batch
+-- `result_pending` for a batch of messages, each (queue, id) once.
+INSERT INTO tasuki_results (queue, id, keep, state, value, expires_at)
+SELECT r.queue, r.id, r.keep, 'pending', NULL, NULL
+FROM unnest(%(queues)s::text[], %(ids)s::text[], %(keeps)s::float8[]) AS r(queue, id, keep)
+ON CONFLICT (queue, id) DO UPDATE
+SET keep = excluded.keep, state = 'pending', value = NULL, expires_at = NULL;
+
 -- name: result_ok
 -- Run only for the receipts the ack statement deleted: its token check is this one's.
 UPDATE tasuki_results SET state = 'ok', value = %(value)s, expires_at = %(now)s + keep
 WHERE queue = %(queue)s AND id = %(id)s AND state = 'pending';
+
+-- name: result_ok_batch
+-- `result_ok` for a batch of acked messages.
+UPDATE tasuki_results r SET state = 'ok', value = v.value, expires_at = %(now)s + r.keep
+FROM unnest(%(queues)s::text[], %(ids)s::text[], %(values)s::bytea[]) AS v(queue, id, value)
+WHERE r.queue = v.queue AND r.id = v.id AND r.state = 'pending';
 
 -- name: result_failed
 -- From the dead-lettered row itself (its reason and last error), whoever dead-lettered

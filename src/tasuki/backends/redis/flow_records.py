@@ -164,3 +164,8 @@ class RedisStepRecords(RedisLeaseRecords, FlowRecords):
         if ids:
             keys = [self._backend.keys.lock(self.id_key(queue, i)) for i in ids]
             self._backend._eval("records_sent", keys, [SENDING + sender, SENT + sender])
+
+    def steps_sent(self, messages: Sequence[tuple[str, str]]) -> None:
+        if messages:
+            keys = [self._backend.keys.lock(self.lease_key(q, i)) for q, i in messages]
+            self._backend._eval("records_steps_sent", keys, [])

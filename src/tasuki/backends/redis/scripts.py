@@ -48,6 +48,7 @@ NAMES = (
     "records_cancel_flow",
     "records_claim_sends",
     "records_sent",
+    "records_steps_sent",
     "records_steps",
     "start_flow",
     "cancel_flow",
@@ -105,6 +106,7 @@ class Scripts:
     records_cancel_flow: Script
     records_claim_sends: Script
     records_sent: Script
+    records_steps_sent: Script
     records_steps: Script
     start_flow: Script
     cancel_flow: Script

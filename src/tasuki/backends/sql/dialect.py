@@ -107,7 +107,7 @@ QueryName = Literal[
 # Every SQL engine's query file defines these.
 REQUIRED: frozenset[QueryName] = frozenset(get_args(QueryName))
 
-# Steps that PostgreSQL's `lease`, `ack` and `flow_fill_counted` take inside their own
+# Steps that PostgreSQL's `lease`, `ack` and `flow_fills_counted` take inside their own
 # statement (data-modifying CTEs: `Dialect.cte_writes`) and an engine without them runs as
 # statements of their own, in the same transaction: recording the leases found lost,
 # remembering finished ids, a group member's fill (its barrier's row, its slot, the count).
@@ -121,16 +121,18 @@ SEPARATE_STEPS: frozenset[SeparateStep] = frozenset(get_args(SeparateStep))
 # the same for ids of our own making without the id arbiter, `insert_batch_new`; the
 # archive of acked messages, `ack_archive` and `prune_archive`; the locks that serialize
 # the admissions and wake-ups of a limit's key, `limit_lock_keys` (SQLite's writes are
-# serialized already); a group member's fill in one statement, `flow_fill_counted`, and
-# the first fills of a settle batch's steps of one flow, `flow_fills_counted`.
+# serialized already); the fills of a flow in one statement, `flow_fills_counted`; a batch's
+# pending results and acked results, one statement each (`result_pending_batch`,
+# `result_ok_batch`), where `Dialect.many` would send one statement per row.
 PostgresExtra = Literal[
     "insert_batch",
     "insert_batch_new",
     "ack_archive",
     "prune_archive",
     "limit_lock_keys",
-    "flow_fill_counted",
     "flow_fills_counted",
+    "result_pending_batch",
+    "result_ok_batch",
 ]
 # SQLite: each queue's count of waiting and dead messages, kept with the writes that
 # change them (`count_depth`, `reset_depth` on purge), so that its stats read two numbers

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from tasuki.backends.base import Envelope
 from tasuki.backends.sql import producing
@@ -146,21 +147,10 @@ def _fill_together(
     aging: float,
     applied: Applied,
 ) -> None:
-    q = dialect.queries
     firsts = [e.fills[0] for e in steps]
     expires_at = now + max(e.ttl for e in steps)
-    params = {
-        "flow_id": flow,
-        "flow": flow,
-        "now": now,
-        "expires_at": expires_at,
-        "ns": list(range(len(steps))),
-        "barriers": [f.barrier for f in firsts],
-        "slots": [f.slot for f in firsts],
-        "sizes": [f.size for f in firsts],
-        "values": [_value(e) for e in steps],
-    }
-    rows = named_rows(conn.execute(q["flow_fills_counted"], params), "n", "filled", "size")
+    values = [_value(e) for e in steps]
+    rows = _fills_counted(conn, dialect, flow, firsts, values, now, expires_at)
     completed: dict[str, int] = {}  # barrier -> the step that completes it
     for n, filled, size in rows:
         if n < 0:
@@ -169,7 +159,7 @@ def _fill_together(
             barrier = firsts[n].barrier
             completed[barrier] = max(n, completed.get(barrier, n))
     for n in sorted(completed.values()):
-        _carry_on(conn, dialect, steps[n], 0, now, aging, applied)
+        _carry_on(conn, dialect, steps[n], now, aging, applied)
 
 
 def apply(
@@ -188,7 +178,7 @@ def apply(
         params = {"id": flow, "failure": effects.failed.to_json().decode(), "now": now}
         applied.flows |= conn.execute(q["flow_fail"], params).rowcount == 1
     if flow is not None and not (dialect.cte_writes and effects.fills):
-        # (`flow_fill_counted` reads it with the fill, under the same lock)
+        # (`flow_fills_counted` reads it with the fill, under the same lock)
         rows = named_rows(conn.execute(q["flow_cancelled"], {"id": flow, "now": now}), "cancelled")
         if rows and rows[0][0]:
             return
@@ -198,7 +188,7 @@ def apply(
     first = effects.fills[0]
     filled = _fill(conn, dialect, effects, first, _value(effects), now)
     if filled is not None and filled >= first.size:
-        _carry_on(conn, dialect, effects, 0, now, aging, applied)
+        _carry_on(conn, dialect, effects, now, aging, applied)
 
 
 def _fill(
@@ -210,12 +200,10 @@ def _fill(
     expires_at = now + effects.ttl
     key = {"flow": fill.flow, "barrier": fill.barrier}
     slot = {**key, "slot": fill.slot, "value": value, "expires_at": expires_at}
-    if dialect.cte_writes:
-        params = {**slot, "flow_id": effects.flow or fill.flow, "size": fill.size, "now": now}
-        [(cancelled, filled)] = named_rows(
-            conn.execute(q["flow_fill_counted"], params), "cancelled", "filled"
-        )
-        return None if cancelled or filled is None else int(filled)
+    if dialect.cte_writes:  # one fill is a batch of one
+        flow_id = effects.flow or fill.flow
+        rows = _fills_counted(conn, dialect, flow_id, [fill], [value], now, expires_at)
+        return None if not rows or rows[0][0] < 0 else int(rows[0][1])
     conn.execute(q["flow_barrier"], {**key, "size": fill.size, "expires_at": expires_at})
     if conn.execute(q["flow_fill"], slot).rowcount != 1:
         return None
@@ -223,22 +211,47 @@ def _fill(
     return int(filled)
 
 
+def _fills_counted(
+    conn: Connection,
+    dialect: Dialect,
+    flow_id: str,
+    fills: Sequence[Fill],
+    values: Sequence[bytes],
+    now: float,
+    expires_at: float,
+) -> list[tuple[Any, ...]]:
+    """`flow_fills_counted` (PostgreSQL): `fills` of one flow's barriers, under the lock
+    of flow `flow_id`, in one statement; its rows (n, filled, size)."""
+    params = {
+        "flow_id": flow_id,
+        "flow": fills[0].flow,
+        "now": now,
+        "expires_at": expires_at,
+        "ns": list(range(len(fills))),
+        "barriers": [f.barrier for f in fills],
+        "slots": [f.slot for f in fills],
+        "sizes": [f.size for f in fills],
+        "values": list(values),
+    }
+    cursor = conn.execute(dialect.queries["flow_fills_counted"], params)
+    return named_rows(cursor, "n", "filled", "size")
+
+
 def _carry_on(
     conn: Connection,
     dialect: Dialect,
     effects: Effects,
-    completed: int,
     now: float,
     aging: float,
     applied: Applied,
 ) -> None:
-    """After the settle's fill number `completed` completed its barrier: the barrier's
-    value, then the fills after it (each going on only if it completes its own), then
-    what follows the last."""
+    """After the settle's first fill completed its barrier: the barrier's value, then the
+    fills after it (each going on only if it completes its own), then what follows the
+    last."""
     q = dialect.queries
     value = b""
-    for n, fill in enumerate(effects.fills[completed:], start=completed):
-        if n > completed:
+    for n, fill in enumerate(effects.fills):
+        if n > 0:
             filled = _fill(conn, dialect, effects, fill, value, now)
             if filled is None or filled < fill.size:
                 return

@@ -34,10 +34,12 @@ from tasuki.backends.sql.steps import (
 from tasuki.backends.waiting import lease_until
 from tasuki.core import reliability
 
-# The columns of a `lease` row, in the order `_leased` reads them.
+# The columns of a `lease` row, in the order `_leased` reads them. `place` is where the
+# row comes in the lease's order (rank, FIFO within a rank): SQLite's `seq`, which follows
+# the rank at enqueue; PostgreSQL's [rank, seq].
 LEASE_COLUMNS = (
     "dead",
-    "seq",
+    "place",
     "id",
     "body",
     "headers",
@@ -51,7 +53,7 @@ LEASE_COLUMNS = (
     "lost_at",
     "held",
 )
-_SEQ = itemgetter(LEASE_COLUMNS.index("seq"))
+_PLACE = itemgetter(LEASE_COLUMNS.index("place"))
 # After a lease parked messages over their limits, how many due messages the next round
 # looks at for limited ones to decide at once (`limit_due`): many messages parked
 # together become due together (their slot's holder's lease expiry) and are parked again
@@ -118,7 +120,7 @@ def lease_now(
                             conn, dialect, queue, ahead, params, LEASE_COLUMNS, clock,
                             room=max_messages - len(leased), lead=lead,
                         )  # fmt: skip
-                    more, _, _ = _leased(queue, sorted(admitted.rows, key=_SEQ), {})
+                    more, _, _ = _leased(queue, sorted(admitted.rows, key=_PLACE), {})
                     leased.extend(more)
                     depth.add(queue, waiting=admitted.to_waiting - admitted.from_waiting)
                     if redelivered := sum(1 for d in more if d.attempt > 1):
@@ -130,7 +132,7 @@ def lease_now(
                 cursor = conn.execute(q["record_lost_leases"], params)
                 lost = dict(named_rows(cursor, "id", "lost_at"))
             cursor = conn.execute(q["lease"], params)
-            rows = sorted(map(columns(cursor, *LEASE_COLUMNS), cursor.fetchall()), key=_SEQ)
+            rows = sorted(map(columns(cursor, *LEASE_COLUMNS), cursor.fetchall()), key=_PLACE)
             if not rows:
                 break
             deliveries, dead, held = _leased(queue, rows, lost)
@@ -143,7 +145,7 @@ def lease_now(
                     admitted = limits.admit(
                         conn, dialect, queue, held, params, LEASE_COLUMNS, clock
                     )
-                more, _, _ = _leased(queue, sorted(admitted.rows, key=_SEQ), {})
+                more, _, _ = _leased(queue, sorted(admitted.rows, key=_PLACE), {})
                 rank = {row[2]: n for n, row in enumerate(rows)}  # the lease's order
                 deliveries = sorted(deliveries + more, key=lambda d: rank[d.id])
                 depth.add(queue, waiting=admitted.to_waiting - admitted.from_waiting)
@@ -173,12 +175,12 @@ def _leased(
     deliveries = [
         Delivery(queue, msg_id, bytes(body), loads(headers), attempt, max_attempts,
                  float(enqueued_at), token, fence, float(vt))
-        for (dead, _seq, msg_id, body, headers, attempt, max_attempts, enqueued_at, token,
+        for (dead, _place, msg_id, body, headers, attempt, max_attempts, enqueued_at, token,
              fence, vt, _key, _lost, held) in rows
         if not dead and not held
     ]  # fmt: skip
-    lost.update((msg_id, at) for _dead, _seq, msg_id, *_, at, _held in rows if at is not None)
-    dead = [(msg_id, key) for dead, _seq, msg_id, *_, key, _at, _held in rows if dead]
+    lost.update((msg_id, at) for _dead, _place, msg_id, *_, at, _held in rows if at is not None)
+    dead = [(msg_id, key) for dead, _place, msg_id, *_, key, _at, _held in rows if dead]
     return deliveries, dead, [msg_id for _d, _s, msg_id, *_, held in rows if held]
 
 

@@ -28,7 +28,15 @@ def pending(
         for env, result in zip(envelopes, stored, strict=True)
         if env.keep_result > 0 and result.status == "enqueued"
     ]
-    if rows:
+    if rows and "result_pending_batch" in dialect.queries:
+        values = dialect.values
+        params = {
+            "queues": values([row["queue"] for row in rows]),
+            "ids": values([row["id"] for row in rows]),
+            "keeps": values([row["keep"] for row in rows]),
+        }
+        conn.execute(dialect.queries["result_pending_batch"], params)
+    elif rows:
         dialect.many(conn, dialect.queries["result_pending"], rows)
 
 
@@ -36,7 +44,16 @@ def ok(
     conn: Connection, dialect: Dialect, kept: Sequence[tuple[str, str, bytes]], now: float
 ) -> None:
     """The acked messages' results: (queue, id, JSON value), acked by this transaction."""
-    if kept:
+    if kept and "result_ok_batch" in dialect.queries:
+        values = dialect.values
+        params = {
+            "queues": values([q for q, _, _ in kept]),
+            "ids": values([i for _, i, _ in kept]),
+            "values": values([v for _, _, v in kept]),
+            "now": now,
+        }
+        conn.execute(dialect.queries["result_ok_batch"], params)
+    elif kept:
         rows = [{"queue": q, "id": i, "value": v, "now": now} for q, i, v in kept]
         dialect.many(conn, dialect.queries["result_ok"], rows)
 

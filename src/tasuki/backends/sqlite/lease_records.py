@@ -23,6 +23,7 @@ from tasuki.core.locks import (
     ACKED_TAKE,
     CANCELLED_OWNER,
     CANCELLED_TAKE,
+    UNSENT_OWNER,
     Granted,
     IdClaim,
     IdFinish,
@@ -48,6 +49,8 @@ QUERY_NAMES = (
     "read_lease",
     "write_lease",
     "settle_acked",
+    "mark_unsent",
+    "steps_sent",
     "settle_released",
     "renew_lease",
     "keep_lease",
@@ -191,6 +194,8 @@ class SQLiteLeaseRecords(LeaseRecords, FlowRecords):
                 go_on = end.effects is not None and flows.apply(
                     db, end.effects, self.namespace, f"{receipt.queue}:{receipt.id}", now
                 )
+                if go_on and end.acked:
+                    db.execute(SQL["mark_unsent"], {"key": key, "unsent": UNSENT_OWNER})
                 out.append(Settled(True, go_on))
             return out
 
@@ -289,7 +294,7 @@ class SQLiteLeaseRecords(LeaseRecords, FlowRecords):
                 row = None
             if row is not None and (
                 row["owner"].startswith(CANCELLED_OWNER)
-                or (row["owner"] == "" and row["lease_until"] > now)  # acked a moment ago
+                or (row["owner"] in ("", UNSENT_OWNER) and row["lease_until"] > now)  # acked
             ):
                 return "unknown"
             running = row is not None and row["owner"] != "" and row["lease_until"] > now
@@ -377,6 +382,13 @@ class SQLiteLeaseRecords(LeaseRecords, FlowRecords):
             with self._transaction(len(ids)) as db:
                 for i in ids:
                     flows.mark_sent(db, self.id_key(queue, i), sender)
+
+    def steps_sent(self, messages: Sequence[tuple[str, str]]) -> None:
+        if messages:
+            with self._transaction(len(messages)) as db:
+                for queue, id in messages:
+                    params = {"key": self.lease_key(queue, id), "unsent": UNSENT_OWNER}
+                    db.execute(SQL["steps_sent"], params)
 
     def close(self) -> None:
         with self._mutex:

@@ -58,6 +58,13 @@ VALUES (:key, :owner, :expires, :fence, :lease_until, :copy, :receives);
 UPDATE tasuki_sqs_records SET owner = '', lease_until = :until, expires = :until
 WHERE key = :key AND owner = :owner AND expires > :now;
 
+-- name: mark_unsent
+-- An acked step whose steps are still to be sent (UNSENT_OWNER, tasuki.core.locks).
+UPDATE tasuki_sqs_records SET owner = :unsent WHERE key = :key AND owner = '';
+
+-- name: steps_sent
+UPDATE tasuki_sqs_records SET owner = '' WHERE key = :key AND owner = :unsent;
+
 -- name: settle_released
 -- Released: kept, no owner, not live, for its count of leases (a dead-lettered message's
 -- record is forgotten once the message is in the dead-letter queue).

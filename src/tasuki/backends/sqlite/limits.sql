@@ -36,8 +36,8 @@ WHERE seq IN (
     SELECT m.seq FROM json_each(:ids) AS j CROSS JOIN tasuki_messages AS m
     WHERE m.queue = :queue AND m.id = j.value AND m.state < 2 AND m.visible_at <= :now
 )
-RETURNING false AS dead, seq, id, body, headers, attempt, max_attempts, enqueued_at, token,
-          fence, coalesce(visibility_timeout, :visibility_timeout) AS visibility_timeout,
+RETURNING false AS dead, seq AS place, id, body, headers, attempt, max_attempts, enqueued_at,
+          token, fence, coalesce(visibility_timeout, :visibility_timeout) AS visibility_timeout,
           unique_key, NULL AS lost_at, false AS held;
 
 -- name: limit_park

@@ -11,12 +11,28 @@ SELECT 1 FROM tasuki_finished WHERE queue = :queue AND id = :id AND expires_at >
 LIMIT 1;
 
 -- name: insert_message
+-- The row's `seq`, its rowid and so its place in the table, follows its rank at enqueue:
+-- the millisecond of `visible_at - head_start`, times 2^21, plus its order among that
+-- millisecond's messages. The rows a lease takes together then lie together in the
+-- table, whatever their priorities, and the lease and the ack write a few pages, not one
+-- page per row (in enqueue order, the 256 most urgent of a million messages of mixed
+-- priorities lay in ten times as many pages); and a lease's rows, handed out in `seq`
+-- order, come out by rank. A millisecond full, or a rank past the year 2106, leaves the
+-- rowid to SQLite, which stores the row at the table's end.
 INSERT INTO tasuki_messages
-    (queue, id, body, headers, visible_at, enqueued_at, max_attempts,
+    (seq, queue, id, body, headers, visible_at, enqueued_at, max_attempts,
      visibility_timeout, keep_id, unique_key, priority, head_start, limits)
-VALUES
-    (:queue, :id, :body, :headers, :now + :delay, :now, :max_attempts,
-     :visibility_timeout, :keep_id, :unique_key, :priority, :head_start, :limits);
+VALUES (
+    CASE WHEN abs(:now + :delay - :head_start) < 4.3e9
+    THEN (SELECT CASE WHEN last IS NULL THEN base WHEN last + 1 < base + 2097152 THEN last + 1 END
+          FROM (SELECT base, (SELECT seq FROM tasuki_messages
+                              WHERE seq >= base AND seq < base + 2097152
+                              ORDER BY seq DESC LIMIT 1) AS last
+                FROM (SELECT CAST((:now + :delay - :head_start) * 1000 AS INTEGER) * 2097152
+                             AS base)))
+    END,
+    :queue, :id, :body, :headers, :now + :delay, :now, :max_attempts,
+    :visibility_timeout, :keep_id, :unique_key, :priority, :head_start, :limits);
 
 -- name: replace_waiting_payload
 UPDATE tasuki_messages SET body = :body, headers = :headers
@@ -62,8 +78,9 @@ SET state = CASE due.act WHEN 0 THEN 1 WHEN 1 THEN 2 ELSE m.state END,
     progress = CASE WHEN due.act = 2 THEN m.progress END
 FROM due
 WHERE m.seq = due.seq
-RETURNING state = 2 AS dead, seq, id, body, headers, attempt, max_attempts, enqueued_at, token,
-          fence, coalesce(visibility_timeout, :visibility_timeout) AS visibility_timeout,
+RETURNING state = 2 AS dead, seq AS place, id, body, headers, attempt, max_attempts,
+          enqueued_at, token, fence,
+          coalesce(visibility_timeout, :visibility_timeout) AS visibility_timeout,
           unique_key, NULL AS lost_at, limits IS NOT NULL AND state < 2 AS held;
 
 -- name: next_visible_at

@@ -18,7 +18,6 @@ from tasuki.backends.sqs.options import RECORDS, SQS_BATCH, SQS_MAX_WAIT
 from tasuki.backends.sqs.plumbing import SqsBase, _Held, _Move, _seconds, log
 from tasuki.backends.sqs.queues import QueueInfo, level_token
 from tasuki.core.locks import ACKED_TAKE, Granted, IdFinish, LeaseTake
-from tasuki.core.message import FLOW_HEADER
 from tasuki.core.reasons import ATTEMPTS_EXHAUSTED, LEASE_EXPIRED
 
 # ReceiveMessage calls one lease keeps in flight at once when a backlog fills them.
@@ -222,11 +221,10 @@ class Receiving(SqsBase):
         acked: list[tuple[dict[str, Any], Meta]] = []  # copies acked already
         for (message, meta, others, _), given in zip(received, granted, strict=True):
             # The acked copy again (ACKED_TAKE): its delete failed, or SQS delivered it
-            # twice. A workflow step's is refused like a held one, to come back once the
-            # record's grace is over: its re-run sends what a crash between its settle and
-            # its sends left unsent (flows.py). Any other is deleted, not run.
-            step_acked = given == ACKED_TAKE and FLOW_HEADER in meta.headers
-            if given is None or step_acked:
+            # twice: deleted, not run. (An acked workflow step whose sends were cut short
+            # is refused like a held one instead, to run again once the record's grace
+            # is over and send what is left: UNSENT_OWNER, core/locks.py.)
+            if given is None:
                 # SQS handed out a message another lease still holds: not delivered. It
                 # comes back after its own visibility timeout, by when that lease has
                 # lapsed unless kept alive, not after this receive's (often far longer).

@@ -66,11 +66,17 @@ class Settling(Flows):
 
     def _go_on(self, items: Sequence[Settle], go_on: list[bool]) -> None:
         """Send what the workflow steps that go on enqueue, before their messages are
-        deleted, each under its sender's claims (flows.py)."""
+        deleted, each under its sender's claims (flows.py); then their lease records say
+        so (`steps_sent`), so a copy of an acked one met again is deleted, not re-run."""
+        done = []
         for item, yes in zip(items, go_on, strict=True):
             if yes and item.effects is not None and item.effects.enqueue:
                 receipt = item.receipt
                 self._send_steps(item.effects.enqueue, f"{receipt.queue}:{receipt.id}")
+                if item.verdict == "ack":
+                    done.append((receipt.queue, receipt.id))
+        if done:
+            self._flow_store().steps_sent(done)
 
     def settle(self, items: Sequence[Settle]) -> list[bool]:
         """The claims of the whole batch, then the SQS calls: deletes (acks), re-sends

@@ -33,6 +33,18 @@ class TestPriorities:
         leased = backend.lease(queue, 5, 30.0)
         assert sorted(d.id for d in leased) == [f"high{i}" for i in range(5)]
 
+    def test_a_batch_lease_hands_its_messages_out_by_rank(
+        self, backend: Backend, queue: str
+    ) -> None:
+        """A worker runs a lease's messages in the order it gets them: one lease of all
+        six hands them out as six leases of one would."""
+        plan = [("a", 0), ("b", 5), ("c", 9), ("d", 5), ("e", 0), ("f", 9)]
+        for msg_id, priority in plan:
+            backend.enqueue([env(queue, msg_id, priority=priority)])
+            time.sleep(0.002)
+        leased = backend.lease(queue, 6, 30.0)
+        assert [d.id for d in leased] == ["c", "f", "b", "d", "a", "e"]
+
     def test_waiting_ages_a_message_up_one_level_per_period(
         self, backend: Backend, queue: str
     ) -> None:

@@ -10,7 +10,7 @@
 -- settle and renewal are refused and records_keep answers 2 (cancelled). Otherwise the
 -- owner becomes CANCELLED: records_take refuses any copy received later.
 -- Returns 2 (signalled: a lease held it), 1 (removed), 0 (already cancelled, or acked a
--- moment ago: nothing to cancel).
+-- moment ago, its sends made or not: nothing to cancel).
 
 --- @include "lease_record"
 
@@ -20,7 +20,7 @@ local cur = redis.call('GET', key)
 local owner, until_ms, copy, receives, fence = '', 0, '', 0, 0
 if cur then
   owner, until_ms, copy, receives, fence = read_lease(cur)
-  if cancelled(owner) or (owner == '' and until_ms > now) then
+  if cancelled(owner) or ((owner == '' or owner == UNSENT) and until_ms > now) then
     return 0
   end
 end

@@ -15,7 +15,8 @@
 --   value, number of fills, per fill slot and size)
 --
 -- Returns per message: 1 if the token was current (0 if stale), and 1 if the step's
--- effects say to go on (its successors are the caller's to send).
+-- effects say to go on (its successors are the caller's to send: an acked one's record
+-- is owned by UNSENT until records_steps_sent.lua).
 
 --- @include "lease_record"
 --- @include "result_record"
@@ -42,18 +43,20 @@ while p <= #ARGV do
   local current, go_on = 0, 0
   local copy, receives, fence = held_lease(key, token)
   if copy then
+    current = 1
+    if step_at then
+      go_on = apply_step(flow, dead, barriers, step_at, writer)
+    end
     if acked == '1' then
-      redis.call('SET', key, lease_text('', now + tonumber(ARGV[1]), copy, receives, fence),
+      local owner = ''
+      if go_on == 1 then owner = UNSENT end
+      redis.call('SET', key, lease_text(owner, now + tonumber(ARGV[1]), copy, receives, fence),
         'PX', ARGV[1])
     else
       redis.call('SET', key, lease_text('', 0, copy, receives, fence), 'PX', ARGV[2])
     end
     if state ~= '' then
       settle_result(result_key, state, value, now)
-    end
-    current = 1
-    if step_at then
-      go_on = apply_step(flow, dead, barriers, step_at, writer)
     end
   end
   out[#out + 1] = current

@@ -19,6 +19,9 @@ local function read_lease(record)
 end
 
 local CANCELLED = '~cancelled~'
+-- An acked step's owner while the steps it enqueues are still to be sent (UNSENT_OWNER,
+-- tasuki.core.locks): a copy met meanwhile is refused as if leased.
+local UNSENT = '~unsent~'
 
 local function cancelled(owner)
   return string.sub(owner, 1, string.len(CANCELLED)) == CANCELLED
