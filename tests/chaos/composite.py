@@ -77,10 +77,11 @@ def check_limits(
     report: Report,
     limited: Mapping[int, str],
     runs: Mapping[int, list[Execution]],
-    expiries: Mapping[tuple[str, int], float],
+    floors: Mapping[tuple[str, int], float],
     vt: float,
 ) -> None:
-    """`limited`: the number of each run of `limited` and its tenant.
+    """`limited`: the number of each run of `limited` and its tenant; `floors`: the
+    earliest each extended lease can lapse (`recorder.lease_floors`).
 
     Also takes the limited messages' redeliveries out of the redelivery figures: a
     redelivered limited message waits for a slot of its tenant like any other, which is
@@ -89,7 +90,7 @@ def check_limits(
     clipped: dict[str, list[tuple[float, float, int]]] = {}
     for n, tenant in limited.items():
         for e in sorted(runs.get(n, []), key=lambda e: e.fence):
-            lapse = _lapse(e, expiries, vt)
+            lapse = _lapse(e, floors, vt)
             end = min(e.ended, lapse) if e.ended is not None else lapse
             clipped.setdefault(tenant, []).append((e.started, end, n))
             strict.setdefault(tenant, []).append((e.started, e.ended or lapse, n))
@@ -123,13 +124,15 @@ def _over(tenant: str, held: list[tuple[float, float, int]]) -> list[str]:
     return out
 
 
-def _lapse(e: Execution, expiries: Mapping[tuple[str, int], float], vt: float) -> float:
-    """The earliest the run's lease can have lapsed: its last recorded expiry (an upper
-    bound by a round trip), or without one, two thirds of a lease after its start (the
-    keeper extends a third of a lease after the lease was taken, before the start or
-    after). A run that goes on past it may have lost its slot with its lease."""
-    known = expiries.get((e.id, e.fence))
-    return (known - SLACK) if known is not None else e.started + KEEPER_SHARE * vt - SLACK
+def _lapse(e: Execution, floors: Mapping[tuple[str, int], float], vt: float) -> float:
+    """The earliest the run's lease can have lapsed: one lease after its keeper last
+    asked to extend it, or without an extension, two thirds of a lease after its start
+    (the keeper extends a third of a lease after the lease was taken, before the start or
+    after). A run that goes on past it may have lost its slot with its lease. (Not the
+    expiry written down once the answer came: a worker stopped between the backend's
+    extension and that note wrote an expiry as late as its stop was long.)"""
+    known = floors.get((e.id, e.fence))
+    return known if known is not None else e.started + KEEPER_SHARE * vt - SLACK
 
 
 PROBE_BASE = 2_000_000

@@ -50,7 +50,9 @@ LATE = 0.25  # an extension this much later than due is reported as late
 class KeeperProbe(tasuki.Middleware):
     def lease_extended(self, ctx: tasuki.Context, lag: float) -> None:
         # Told once the backend answered: the lease now ends at most one lease from now
-        # (the server set it a round trip earlier), the upper bound the checker uses.
+        # (the server set it after the keeper asked), the upper bound the duplicate check
+        # uses; and at the earliest one lease from when the keeper asked (`floor`, what
+        # the limit check uses: a stop or a stall between the two moves only the first).
         length = ctx.message.lease.visibility_timeout if ctx.message.lease else VT
         note(
             "extended",
@@ -58,6 +60,7 @@ class KeeperProbe(tasuki.Middleware):
             fence=ctx.fencing_token,
             lag=lag,
             expires=time.time() + length,
+            floor=ctx.lease_until,
         )
 
     def lease_lost(self, ctx: tasuki.Context) -> None:

@@ -195,6 +195,17 @@ def lease_expiries(records: Records) -> dict[tuple[str, int], float]:
     return out
 
 
+def lease_floors(records: Records) -> dict[tuple[str, int], float]:
+    """The earliest each lease a keeper extended can lapse: one lease from when its
+    keeper last asked (a lower bound, where `lease_expiries` gives an upper one)."""
+    out: dict[tuple[str, int], float] = {}
+    for r in records:
+        if r["event"] == "extended" and r.get("floor") is not None:
+            key = (r["id"], r["fence"])
+            out[key] = max(out.get(key, 0.0), r["floor"])
+    return out
+
+
 def keeper_notes(records: Records, late: float) -> list[KeeperNote]:
     """Extensions made `late` seconds or more after they were due, and leases lost."""
     return [

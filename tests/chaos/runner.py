@@ -36,6 +36,7 @@ from tests.chaos.recorder import (
     executions,
     keeper_notes,
     lease_expiries,
+    lease_floors,
     leases,
     probes,
     read,
@@ -227,7 +228,7 @@ def run_backend(backend: ChaosBackend, opts: Options, workdir: Path) -> Report:
                 for n, (job, _) in enumerate(producer.plan)
                 if job == "limited"
             }
-            check_limits(report, limited, runs, lease_expiries(records), opts.vt)
+            check_limits(report, limited, runs, lease_floors(records), opts.vt)
             if drained:
                 report.stuck_slots, probed = probe_slots(producer_app, log, opts.vt)
                 report.notes += [f"  stuck-slot probe: {p}" for p in probed]

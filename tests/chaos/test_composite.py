@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tests.chaos.checker import Report
 from tests.chaos.composite import check_flows, check_limits
-from tests.chaos.recorder import Execution
+from tests.chaos.recorder import Execution, Records, lease_floors
 
 VT = 2.0
 
@@ -116,6 +116,30 @@ def test_a_holder_whose_lease_lapsed_while_it_was_stopped_is_counted_apart() -> 
     check_limits(report, {1: "t0", 2: "t0", 3: "t0"}, runs, kept, VT)
     assert report.limit_exceeded == [] and report.ok
     assert any("after a holder's lease lapsed" in note for note in report.notes)
+
+
+def test_a_holder_stopped_before_its_extension_was_written_down_holds_until_it_asked() -> None:
+    # Message 1's keeper asked at 9.0 (floor 11.0); its worker was stopped before it
+    # wrote the answer down at 12.2 (expires 14.2). The lease lapsed at 11.0 at the
+    # earliest, so message 3 starting at 12.0 is within the limit: the written expiry
+    # would have counted it over.
+    records = Records(
+        [{"event": "extended", "id": "m-1", "fence": 1, "t": 12.2, "expires": 14.2,
+          "floor": 11.0}]
+    )  # fmt: skip
+    runs = {
+        1: [run(1, 1, 8.5, 13.0)],
+        2: [run(2, 1, 10.1, 14.0)],
+        3: [run(3, 1, 12.0, 12.5)],
+    }
+    report = Report("x", 3, [])
+    floors = lease_floors(records) | {("m-2", 1): 15.0}
+    check_limits(report, {1: "t0", 2: "t0", 3: "t0"}, runs, floors, VT)
+    assert report.limit_exceeded == [] and report.ok
+    report = Report("x", 3, [])
+    written = {("m-1", 1): 14.2, ("m-2", 1): 15.0}
+    check_limits(report, {1: "t0", 2: "t0", 3: "t0"}, runs, written, VT)
+    assert len(report.limit_exceeded) == 1
 
 
 def test_a_limited_message_waiting_for_a_slot_is_no_slow_redelivery() -> None:

@@ -19,7 +19,7 @@ from tasuki.backends.sqs.codec import (
     received_meta,
     stored,
 )
-from tasuki.backends.sqs.limits import Admission
+from tasuki.backends.sqs.limits import FORGET_AFTER, Admission
 from tasuki.backends.sqs.options import parse_url
 from tasuki.backends.sqs.queues import sqs_names, tasuki_name
 from tasuki.core.message import ErrorInfo
@@ -171,5 +171,10 @@ def test_admission_forgets_leases_that_lapse_unsettled() -> None:
     assert set(admission._held) == {"a"}  # extended: still live
     now[0] += 10.0  # a lapsed, never settled
     assert admission.admit("d", one, 30.0, {}) is None
-    assert set(admission._held) == {"d"}
+    # Remembered a while, so that its keeper, late, is told it lapsed...
+    assert not admission.extend("a", 30.0)
+    assert set(admission._held) == {"a", "d"}
+    now[0] += FORGET_AFTER  # ... then forgotten
+    assert admission.admit("e", one, 30.0, {}) is None
+    assert set(admission._held) == {"d", "e"}
     assert admission.free(["a"]) == []  # a late settle frees nothing

@@ -43,6 +43,7 @@ class Context:
         "job",
         "last_progress",
         "lease_lost",
+        "lease_until",
         "message",
         "started_at",
         "stop_reason",
@@ -62,6 +63,9 @@ class Context:
         self._stop: threading.Event | None = None
         self.stop_reason = ""
         self.lease_lost = False
+        # The wall-clock time the lease lasts until at the earliest, as of the lease
+        # keeper's last extension (None before one): when it asked, plus the length.
+        self.lease_until: float | None = None
         self.deadline: float | None = None
         self.started_at = 0.0
         self._cancelled = False

@@ -141,8 +141,10 @@ class LeaseKeeper:
     def extend_now(self, held: Held, seconds: float) -> bool:
         """`ctx.extend()`: extend this one lease at once."""
         item = held.keep(seconds)
+        asked = time.time()
         status = self._backend.keep([item])[0]
         if status == "held":
+            held.ctx.lease_until = asked + seconds
             held.extended_at = time.monotonic() + max(0.0, seconds - held.visibility_timeout)
             held.progress_sent = item.progress or held.progress_sent
         else:
@@ -205,7 +207,7 @@ class LeaseKeeper:
     def _extend(self, due: list[Held]) -> None:
         """One `keep` call for the due leases (per lease length), each with its progress."""
         items = [h.keep(self._length(h)) for h in due]
-        started = time.monotonic()
+        started, asked = time.monotonic(), time.time()
         try:
             results = self._backend.keep(items)
         except TasukiError as exc:
@@ -221,6 +223,7 @@ class LeaseKeeper:
                 continue
             lag = max(0.0, started - h.due_at)
             h.extended_at = started
+            h.ctx.lease_until = asked + item.visibility_timeout
             if item.progress is not None:
                 h.progress_sent = item.progress
             lags.append((h.ctx.message.queue, lag))

@@ -307,6 +307,9 @@ class MemoryBackend(Operating, Backend):
                     out.append(self._why_not_held(item.receipt, now))
                     continue
                 queue, record = held
+                if record.envelope.limits and record.visible_at <= now:
+                    out.append("lost")  # lapsed: the slot it held may be another's now
+                    continue
                 queue.schedule(record, now + item.visibility_timeout)
                 if record.envelope.limits:
                     self._admission.extend(

@@ -218,15 +218,19 @@ WITH gone AS (
 SELECT queue, id, token, keep_id, limited FROM gone;
 
 -- name: extend
+-- A lapsed lease of a message under limits is not kept: the slot it held may be
+-- another's now (`keep` too).
 UPDATE tasuki_messages SET visible_at = %(now)s + %(visibility_timeout)s
-WHERE queue = %(queue)s AND id = %(id)s AND token = %(token)s AND state = 1;
+WHERE queue = %(queue)s AND id = %(id)s AND token = %(token)s AND state = 1
+  AND (visible_at > %(now)s OR limits IS NULL);
 
 -- name: keep
 -- `extend`, storing the job's progress (JSON, NULL: none new) with the lease that holds it.
 UPDATE tasuki_messages
 SET visible_at = %(now)s + %(visibility_timeout)s,
     progress = coalesce(%(progress)s::text, progress)
-WHERE queue = %(queue)s AND id = %(id)s AND token = %(token)s AND state = 1;
+WHERE queue = %(queue)s AND id = %(id)s AND token = %(token)s AND state = 1
+  AND (visible_at > %(now)s OR limits IS NULL);
 
 -- name: lease_cancelled
 -- A lease `keep` refused: was its message cancelled while it ran?

@@ -112,14 +112,18 @@ INSERT INTO tasuki_finished (queue, id, expires_at) VALUES (:queue, :id, :now + 
 ON CONFLICT (queue, id) DO UPDATE SET expires_at = excluded.expires_at;
 
 -- name: extend
+-- A lapsed lease of a message under limits is not kept: the slot it held may be
+-- another's now (`keep` too).
 UPDATE tasuki_messages SET visible_at = :now + :visibility_timeout
-WHERE queue = :queue AND id = :id AND token = :token AND state = 1;
+WHERE queue = :queue AND id = :id AND token = :token AND state = 1
+  AND (visible_at > :now OR limits IS NULL);
 
 -- name: keep
 -- `extend`, storing the job's progress (JSON, NULL: none new) with the lease that holds it.
 UPDATE tasuki_messages
 SET visible_at = :now + :visibility_timeout, progress = coalesce(:progress, progress)
-WHERE queue = :queue AND id = :id AND token = :token AND state = 1;
+WHERE queue = :queue AND id = :id AND token = :token AND state = 1
+  AND (visible_at > :now OR limits IS NULL);
 
 -- name: lease_cancelled
 -- A lease `keep` refused: was its message cancelled while it ran?

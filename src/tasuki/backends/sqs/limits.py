@@ -55,6 +55,9 @@ SWAPS = 3
 OVERFLOW_PER_KEY = 10_000
 # One listed message: (queue, level, receipt handle, put back until: epoch seconds).
 Entry = tuple[str, int, str, float]
+# How long a lease that lapsed is remembered: its keeper, late (a stopped or starved
+# worker), is then told the lease is lost rather than keep it without its slots.
+FORGET_AFTER = 300.0
 # Shortest put-back: a holder seen expiring now is checked again after this long.
 MIN_WAIT = 1.0
 
@@ -108,14 +111,14 @@ class Admission:
         return None
 
     def _sweep(self) -> None:
-        """Forget the leases that lapsed without a settle (their worker died, or lost
-        them): their slots lapsed with them in the lock store, and a settle that comes
-        late frees nothing (`free`), so the record would only grow."""
-        now = self.clock()
-        if now < self._sweep_at:
+        """Forget the leases that lapsed without a settle `FORGET_AFTER` ago (their worker
+        died, or lost them): their slots lapsed with them in the lock store, and a settle
+        that comes late frees nothing (`free`), so the record would only grow."""
+        before = self.clock() - FORGET_AFTER
+        if before < self._sweep_at:
             return
         with self._mutex:
-            for token in [t for t, (_, lapses) in self._held.items() if lapses <= now]:
+            for token in [t for t, (_, lapses) in self._held.items() if lapses <= before]:
                 del self._held[token]
             self._sweep_at = min((lapses for _, lapses in self._held.values()), default=math.inf)
 
@@ -189,25 +192,33 @@ class Admission:
                     overflow.appendleft(first)
         return None
 
-    def extend(self, token: str, visibility: float) -> None:
-        """The lease was extended: so are its slots, and the time it lapses."""
+    def extend(self, token: str, visibility: float) -> bool:
+        """Before the lease is extended: so are its slots, and the time it lapses. False
+        when the lease lapsed or lost a slot (the slot may be another's now): the lease
+        must not be kept, and the slots it still had are freed."""
         held = self._held.get(token) if self._held else None
-        if held:
-            self._locks.renew(held[0], token, visibility)
-            lapses = self.clock() + visibility
+        if not held:
+            return True  # holds no slot here
+        now = self.clock()
+        if held[1] > now and all(self._locks.renew(held[0], token, visibility)):
             with self._mutex:
                 if token in self._held:
-                    self._held[token] = (held[0], lapses)
+                    self._held[token] = (held[0], now + visibility)
+            return True
+        return False
 
-    def free(self, tokens: Sequence[str]) -> list[Parked]:
+    def free(self, tokens: Sequence[str], lapsed: bool = False) -> list[Parked]:
         """The leases ended: their slots go, and for each slot freed, one message put
-        back for that key (to make visible now)."""
+        back for that key (to make visible now). `lapsed`: they lapsed, so each is
+        remembered as holding nothing until swept, and never extended again."""
         woken: list[Parked] = []
         if not self._held:
             return woken
         for token in tokens:
             with self._mutex:
                 held = self._held.pop(token, None)
+                if lapsed and held:
+                    self._held[token] = ([], min(held[1], self.clock()))
             for name in held[0] if held else ():
                 if not self._locks.release(name, token):
                     continue  # lapsed and perhaps taken: not this lease's to free

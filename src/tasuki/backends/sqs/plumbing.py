@@ -314,13 +314,13 @@ class SqsBase(Backend):
         ok = dict(zip(sent, deleted, strict=True))
         return [ok.get(n, False) for n in range(len(moves))]
 
-    def _free_limits(self, tokens: Sequence[str]) -> None:
-        """Leases ended: their concurrency slots go, and one message put back per slot
-        freed is made visible at once (limits.py)."""
+    def _free_limits(self, tokens: Sequence[str], lapsed: bool = False) -> None:
+        """Leases ended (`lapsed`: their keeper came too late): their concurrency slots go,
+        and one message put back per slot freed is made visible at once (limits.py)."""
         if self._admission is None or not tokens:
             return
         by_queue: dict[tuple[str, int], list[str]] = {}
-        for queue, level, handle in self._admission.free(tokens):
+        for queue, level, handle in self._admission.free(tokens, lapsed):
             by_queue.setdefault((queue, level), []).append(handle)
         for (queue, level), handles in by_queue.items():
             self._visibility(self._info(queue, level).url, handles, 0)

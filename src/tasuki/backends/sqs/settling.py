@@ -184,7 +184,8 @@ class Settling(Flows):
         out: list[LeaseStatus] = ["lost"] * len(items)
         by_vt: dict[float, list[int]] = {}
         for n, item in enumerate(items):
-            by_vt.setdefault(item.visibility_timeout, []).append(n)
+            if self._slots_kept(item.receipt, item.visibility_timeout):
+                by_vt.setdefault(item.visibility_timeout, []).append(n)
         for vt, positions in by_vt.items():
             kept = records.keep([(items[n].receipt, items[n].progress) for n in positions], vt)
             held = [n for n, status in zip(positions, kept, strict=True) if status == "held"]
@@ -213,6 +214,15 @@ class Settling(Flows):
                     gone.append((receipt.id, None if held is None else held.meta))
             self._cancelled_gone(queue, gone)
 
+    def _slots_kept(self, receipt: Receipt, vt: float) -> bool:
+        """The lease's concurrency slots extended first, before its record and its
+        visibility: a lease that lapsed or lost a slot (the slot may be another's now) is
+        not kept, and the slots it still had go now."""
+        if self._admission is None or self._admission.extend(receipt.token, vt):
+            return True
+        self._free_limits([receipt.token], lapsed=True)
+        return False
+
     def _change(self, receipts: Sequence[Receipt], vt: float) -> list[bool]:
         """The visibility of each lease set to `vt` from now (batched per queue), and the
         `_Held` of each one SQS took pushed out with it: one place for extend and keep, so
@@ -226,8 +236,10 @@ class Settling(Flows):
             done = self._visibility(url, [split_token(receipts[n].token)[1] for n in part], vt)
             for n, ok in zip(part, done, strict=True):
                 results[n] = ok
-                if ok and self._admission is not None:  # its concurrency slots too
-                    self._admission.extend(receipts[n].token, vt)
+            # A lease SQS refused holds no slot.
+            self._free_limits(
+                [receipts[n].token for n, ok in zip(part, done, strict=True) if not ok]
+            )
         deadline = time.monotonic() + vt + 60
         with self._held_mutex:
             for receipt, ok in zip(receipts, results, strict=True):
@@ -255,13 +267,14 @@ class Settling(Flows):
         return status
 
     def extend(self, receipts: Sequence[Receipt], visibility_timeout: float) -> list[bool]:
-        current = (
-            self._records.renew(receipts, visibility_timeout)
-            if self._records is not None
-            else [True] * len(receipts)
-        )
         results = [False] * len(receipts)
-        positions = [n for n, ok in enumerate(current) if ok]
+        kept = [n for n, r in enumerate(receipts) if self._slots_kept(r, visibility_timeout)]
+        current = (
+            self._records.renew([receipts[n] for n in kept], visibility_timeout)
+            if self._records is not None
+            else [True] * len(kept)
+        )
+        positions = [n for n, ok in zip(kept, current, strict=True) if ok]
         changed = self._change([receipts[n] for n in positions], visibility_timeout)
         for n, ok in zip(positions, changed, strict=True):
             results[n] = ok

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tasuki.backends.base import Backend, Limit, Settle
+from tasuki.backends.base import Backend, Keep, Limit, Settle
 from tasuki.testing.contract.helpers import env
 
 TWO = Limit("concurrency:tenant-a", "concurrency", 2)
@@ -72,6 +72,26 @@ class TestLimits:
         # The dead worker's late acks, whatever they answer, free nothing the live hold.
         backend.ack([d.receipt for d in dying])
         assert backend.lease(queue, 10, 30.0) == []
+
+    @pytest.mark.requires("concurrency_limits", "priorities")
+    def test_a_lapsed_lease_under_a_limit_is_not_kept(
+        self, backend: Backend, queue: str, short: float
+    ) -> None:
+        one = Limit("concurrency:solo", "concurrency", 1)
+        backend.enqueue([env(queue, "s0", limits=(one,))])
+        [stalled] = backend.lease(queue, 10, short)
+        time.sleep(short + 0.1)  # its worker stalled past the lease: the slot went with it
+        backend.enqueue([env(queue, "s1", limits=(one,), priority=9)])
+        [taken] = backend.lease(queue, 1, 30.0)
+        assert taken.id == "s1"
+        # Back, the stalled worker's keeper must not keep its lease: no one leased s0
+        # since, but two runs would hold a limit of one.
+        assert backend.keep([Keep(stalled.receipt, 30.0)]) == ["lost"]
+        assert backend.extend([stalled.receipt], 30.0) == [False]
+        assert backend.lease(queue, 10, 30.0) == []  # s1 holds the one slot
+        backend.ack([taken.receipt])
+        [again] = backend.lease(queue, 10, 30.0, wait=2.0)
+        assert (again.id, again.attempt) == ("s0", 2)
 
     @pytest.mark.requires("concurrency_limits")
     def test_a_fenced_out_holder_cannot_free_the_slot(

@@ -14,7 +14,8 @@
 -- only while that lease is the message's latest). A stale token changes nothing, and
 -- learns whether the message was cancelled under it (`x:<id>` holds the token the
 -- cancel fenced out). A kept lease keeps its concurrency slots until its new expiry,
--- and their keys live at least that long.
+-- and their keys live at least that long. A lapsed lease of a message under limits is
+-- lost, even where no one leased it since: the slot it held may be another's now.
 --
 -- Returns one code per item: 1 held, 0 lost, 2 cancelled.
 
@@ -30,16 +31,28 @@ for i = 2, #ARGV, 4 do
   ids[#ids + 1] = ARGV[i]
 end
 local current = hmget_many(KEYS[2], ids)
-local results, expiries, held, held_until = {}, {}, {}, {}
+local lims = {}
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  lims = hmget_many(KEYS[3], ids)
+end
+local results, expiries, held, held_lims, held_until = {}, {}, {}, {}, {}
 for k, id in ipairs(ids) do
   local p = 4 * k - 2
   local token = ARGV[p + 1]
-  if current[k] and current[k] == token then
+  local live = current[k] and current[k] == token
+  if live and lims[k] then
+    local expiry = redis.call('ZSCORE', KEYS[1], id)
+    live = expiry and tonumber(expiry) > now
+  end
+  if live then
     local expiry = now + tonumber(ARGV[p + 2])
     expiries[#expiries + 1] = expiry
     expiries[#expiries + 1] = id
-    held[#held + 1] = id
-    held_until[#held_until + 1] = expiry
+    if lims[k] then
+      held[#held + 1] = id
+      held_lims[#held] = lims[k]
+      held_until[#held] = expiry
+    end
     if ARGV[p + 3] ~= '' then
       redis.call('HSET', base .. 'm:' .. id, 'progress', ARGV[p + 3])
     end
@@ -51,12 +64,7 @@ for k, id in ipairs(ids) do
   end
 end
 zadd_many(KEYS[1], expiries)
-if #held > 0 and redis.call('EXISTS', KEYS[3]) == 1 then
-  local lims = hmget_many(KEYS[3], held)
-  for k, id in ipairs(held) do
-    if lims[k] then
-      extend_slots(base, id, cjson.decode(lims[k]), held_until[k], now)
-    end
-  end
+for k, id in ipairs(held) do
+  extend_slots(base, id, cjson.decode(held_lims[k]), held_until[k], now)
 end
 return results
