@@ -137,16 +137,17 @@ def test_reschedule_runs_the_duplicate_later(app: tasuki.App, mode: str) -> None
 
 def test_until_expired_holds_after_success(app: tasuki.App) -> None:
     runs = Runs()
-    # A drain takes over a second where the backend long-polls in whole seconds (SQS):
-    # the lock must outlive the first one for "b" to meet it.
-    ttl = 0.5 + 3 * app.backend.capabilities.timer_resolution
+    # A drain takes over a second where the backend long-polls in whole seconds (SQS),
+    # and most of one on a loaded machine: the lock must outlive the first one for "b"
+    # to meet it.
+    ttl = 2.0 + 3 * app.backend.capabilities.timer_resolution
     task = make_job(app, runs, "until_expired", "drop", ttl=ttl)
     before = time.monotonic()
     task.enqueue("a")
     claimed = time.monotonic()  # the lock was taken between the two
     drain(app)
-    assert time.monotonic() - before < ttl, "the drain outlasted the lock: the test proves nothing"
     task.enqueue("b")  # still locked although "a" finished
+    assert time.monotonic() - before < ttl, "the lock lapsed before b: the test proves nothing"
     drain(app)
     time.sleep(max(0.0, claimed + ttl + 0.05 - time.monotonic()))
     task.enqueue("c")

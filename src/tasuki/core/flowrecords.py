@@ -278,6 +278,14 @@ class FlowRecords(ABC):
         """The messages were sent: their claims are no longer `sender`'s to send again."""
 
     @abstractmethod
+    def sends_made(self, queue: str, id: str) -> bool:
+        """An acked step's copy met again while its lease record is UNSENT_OWNER (its
+        worker died after its sends, or during them, or before): whether every step it
+        enqueues was sent, by it (the id's claim says so) or before it. If so its record
+        is a plain acked one from now on, as after `steps_sent`, and the copy is deleted;
+        if not, it is refused, to run again once the record's grace is over."""
+
+    @abstractmethod
     def steps_sent(self, messages: Sequence[tuple[str, str]]) -> None:
         """These acked steps (queue, id) sent everything they enqueue: their lease
         records, UNSENT_OWNER since their settle (`core/locks.py`), become plain acked

@@ -28,11 +28,29 @@ from tasuki.core.records import CancelStatus, LeaseStatus, LockHolder, Progress,
 # lease that ran when it was cancelled ('' if none did). No lease token starts with it.
 CANCELLED_OWNER = "~cancelled~"
 # The owner of an acked workflow step's lease record while the steps it enqueues are
-# still to be sent (`Settled.go_on`), until `FlowRecords.steps_sent`: a copy of it met
-# meanwhile is refused as if leased, and after the record's grace runs again, which sends
-# what a crash before its sends left unsent. Once they are sent the record is an acked
-# one like any other: a copy met again (its delete failed) is deleted (ACKED_TAKE).
+# still to be sent (`Settled.go_on`), until `FlowRecords.steps_sent`: this prefix, then
+# the (queue, id) of each of those steps as JSON (`unsent_owner`). The same copy met
+# meanwhile is UNSENT_TAKE: deleted if every one of them was sent (its worker died after
+# its sends, before it said so: `FlowRecords.sends_made`), else refused as if leased, to
+# run again once the record's grace is over and send what a crash left unsent. Once they
+# are sent the record is an acked one like any other: a copy met again (its delete
+# failed) is deleted (ACKED_TAKE).
 UNSENT_OWNER = "~unsent~"
+
+
+def unsent_owner(sends: Sequence[tuple[str, str]]) -> str:
+    """The owner of a step's lease record whose `sends` (queue, id) are still to be sent."""
+    return UNSENT_OWNER + orjson.dumps([list(s) for s in sends]).decode()
+
+
+def unsent_sends(owner: str) -> list[tuple[str, str]] | None:
+    """The sends an UNSENT owner waits for; None for any other owner."""
+    if not owner.startswith(UNSENT_OWNER):
+        return None
+    try:
+        return [(str(q), str(i)) for q, i in orjson.loads(owner[len(UNSENT_OWNER) :] or "[]")]
+    except (orjson.JSONDecodeError, TypeError, ValueError):
+        return None
 
 
 class LockStore(ABC):
@@ -121,6 +139,9 @@ CANCELLED_TAKE = Granted(-1, 0, False)
 # it twice. Not to run, and to be deleted: left alone it would come back until the
 # record's grace ran out, then run a second time.
 ACKED_TAKE = Granted(-2, 0, False)
+# What `take` grants the copy of an acked workflow step met again while its record is
+# UNSENT (see UNSENT_OWNER): deleted if its sends were all made, else refused.
+UNSENT_TAKE = Granted(-3, 0, False)
 
 
 class LeaseEnd(NamedTuple):

@@ -147,6 +147,49 @@ def test_a_step_that_died_between_its_sends_and_its_delete_is_not_run_again(
     assert sqs.ack([sent.receipt]) == [True]
 
 
+def test_a_step_that_died_after_its_sends_before_it_said_so_is_not_run_again(
+    sqs: SqsBackend,
+) -> None:
+    """Its worker sent what it enqueues, then died before its record said so: the copy
+    met again finds every send made and is deleted. It was refused until the record's
+    grace ran out, then ran a second time (a long chaos run met a worker killed 5 ms
+    after sending a chord's callback)."""
+    queue = f"q-{uuid.uuid4().hex[:8]}"
+    [first] = _start(sqs, queue, "d", ["0"])
+    effects = Effects(result=b"1", flow="d", enqueue=(_env(queue, "d.1"), _env(queue, "d.2")))
+    _, go_on = sqs._claim([sqs._end(Settle.ack(first.receipt, effects))])
+    assert go_on == [True]
+    sqs._send_steps(effects.enqueue, f"{queue}:{first.id}")  # then the worker dies
+    sent = sqs.lease(queue, 10, 30.0)
+    assert sorted(d.id for d in sent) == ["d.1", "d.2"]
+    sqs._visibility(sqs._info(queue).url, [first.token], 0)
+    assert sqs.lease(queue, 10, 30.0, wait=1.0) == []  # met again: deleted, not run
+    assert _count(sqs, queue) == 2  # d.1 and d.2, leased above
+    time.sleep(GRACE + 0.1)
+    assert _ids(sqs, queue) == []  # nothing comes back once the grace is over
+    assert sqs.ack([d.receipt for d in sent]) == [True, True]
+
+
+def test_a_step_that_died_between_two_of_its_sends_is_run_again(sqs: SqsBackend) -> None:
+    """One of its sends was made, the other not: its copy is kept, to run again after
+    the grace, and that run sends only what is missing."""
+    queue = f"q-{uuid.uuid4().hex[:8]}"
+    [first] = _start(sqs, queue, "e", ["0"])
+    effects = Effects(result=b"1", flow="e", enqueue=(_env(queue, "e.1"), _env(queue, "e.2")))
+    _, go_on = sqs._claim([sqs._end(Settle.ack(first.receipt, effects))])
+    assert go_on == [True]
+    sqs._send_steps(effects.enqueue[:1], f"{queue}:{first.id}")  # then the worker dies
+    [one] = sqs.lease(queue, 10, 30.0)
+    assert one.id == "e.1"
+    sqs._visibility(sqs._info(queue).url, [first.token], 0)
+    assert sqs.lease(queue, 10, 30.0, wait=1.0) == []  # met again: refused, kept
+    assert _count(sqs, queue) == 2
+    again = _redeliver(sqs, queue, first)
+    assert again.attempt > first.attempt
+    assert sqs.settle([Settle.ack(again.receipt, effects)]) == [True]
+    assert _ids(sqs, queue) == ["e.2"]  # e.1 was sent already
+
+
 def test_a_flow_whose_start_stopped_before_its_sends_sends_them_when_started_again(
     sqs: SqsBackend,
 ) -> None:

@@ -21,7 +21,7 @@ from tasuki.backends.redis.codec import ms, records
 from tasuki.backends.redis.lease_records import CHUNK, RedisLeaseRecords, result_slot_key
 from tasuki.backends.redis.plumbing import RedisBase
 from tasuki.core.flowrecords import FlowRecord, FlowRecords
-from tasuki.core.locks import LeaseEnd, RecordLifetimes, Settled
+from tasuki.core.locks import LeaseEnd, RecordLifetimes, Settled, unsent_owner, unsent_sends
 from tasuki.core.records import MessageState
 from tasuki.errors import BackendUnavailable, InvalidArgument
 
@@ -116,6 +116,7 @@ class RedisStepRecords(RedisLeaseRecords, FlowRecords):
         ]
         for fill in effects.fills:
             args += [fill.slot, fill.size]
+        args.append(unsent_owner([(e.queue, e.id) for e in effects.enqueue]))
 
     def start_flow(self, record: FlowRecord) -> bool:
         self._single()
@@ -164,6 +165,21 @@ class RedisStepRecords(RedisLeaseRecords, FlowRecords):
         if ids:
             keys = [self._backend.keys.lock(self.id_key(queue, i)) for i in ids]
             self._backend._eval("records_sent", keys, [SENDING + sender, SENT + sender])
+
+    def sends_made(self, queue: str, id: str) -> bool:
+        self._single()
+        lock = self._backend.keys.lock
+        lease = lock(self.lease_key(queue, id))
+        record = self._backend._command("GET", lease)
+        if record is None:
+            return False
+        owner = bytes(record).split(b"\n", 1)[0].decode()
+        sends = unsent_sends(owner)
+        if sends is None:
+            return owner == ""  # said sent meanwhile: an acked record
+        keys = [lease, *(lock(self.id_key(q, i)) for q, i in sends)]
+        args = [owner, SENDING + f"{queue}:{id}"]
+        return bool(self._backend._eval("records_sends_made", keys, args) == 1)
 
     def steps_sent(self, messages: Sequence[tuple[str, str]]) -> None:
         if messages:

@@ -18,6 +18,7 @@ from tasuki.core.flowrecords import ResultRecord
 from tasuki.core.locks import (
     ACKED_TAKE,
     CANCELLED_TAKE,
+    UNSENT_TAKE,
     Granted,
     IdClaim,
     IdFinish,
@@ -40,6 +41,8 @@ def granted(fence: int, receives: int, lapsed: int) -> Granted | None:
         return CANCELLED_TAKE
     if fence == -2:
         return ACKED_TAKE
+    if fence == -3:
+        return UNSENT_TAKE
     return Granted(fence, receives, lapsed == 1) if fence > 0 else None
 
 

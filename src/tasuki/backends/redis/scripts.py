@@ -49,6 +49,7 @@ NAMES = (
     "records_claim_sends",
     "records_sent",
     "records_steps_sent",
+    "records_sends_made",
     "records_steps",
     "start_flow",
     "cancel_flow",
@@ -107,6 +108,7 @@ class Scripts:
     records_claim_sends: Script
     records_sent: Script
     records_steps_sent: Script
+    records_sends_made: Script
     records_steps: Script
     start_flow: Script
     cancel_flow: Script

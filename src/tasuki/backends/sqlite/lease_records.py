@@ -24,6 +24,7 @@ from tasuki.core.locks import (
     CANCELLED_OWNER,
     CANCELLED_TAKE,
     UNSENT_OWNER,
+    UNSENT_TAKE,
     Granted,
     IdClaim,
     IdFinish,
@@ -35,6 +36,8 @@ from tasuki.core.locks import (
     Settled,
     grant,
     progress_json,
+    unsent_owner,
+    unsent_sends,
 )
 from tasuki.core.records import CancelStatus, LeaseStatus, MessageState, Progress, Receipt
 
@@ -135,6 +138,14 @@ class SQLiteLeaseRecords(LeaseRecords, FlowRecords):
                 if row is not None and row["owner"].startswith(CANCELLED_OWNER):
                     granted.append(CANCELLED_TAKE)
                     continue
+                if (
+                    row is not None
+                    and row["lease_until"] > now
+                    and row["owner"].startswith(UNSENT_OWNER)
+                    and row["copy"] == take.copy
+                ):
+                    granted.append(UNSENT_TAKE)
+                    continue
                 # A live lease holds it, or (no owner) this very copy was acked: either
                 # way a duplicate delivery, not to run.
                 if (
@@ -194,8 +205,10 @@ class SQLiteLeaseRecords(LeaseRecords, FlowRecords):
                 go_on = end.effects is not None and flows.apply(
                     db, end.effects, self.namespace, f"{receipt.queue}:{receipt.id}", now
                 )
-                if go_on and end.acked:
-                    db.execute(SQL["mark_unsent"], {"key": key, "unsent": UNSENT_OWNER})
+                if go_on and end.acked and end.effects is not None:
+                    sends = [(e.queue, e.id) for e in end.effects.enqueue]
+                    params = {"key": key, "unsent": unsent_owner(sends), "expires": expires}
+                    db.execute(SQL["mark_unsent"], params)
                 out.append(Settled(True, go_on))
             return out
 
@@ -294,7 +307,10 @@ class SQLiteLeaseRecords(LeaseRecords, FlowRecords):
                 row = None
             if row is not None and (
                 row["owner"].startswith(CANCELLED_OWNER)
-                or (row["owner"] in ("", UNSENT_OWNER) and row["lease_until"] > now)  # acked
+                or (
+                    (row["owner"] == "" or row["owner"].startswith(UNSENT_OWNER))
+                    and row["lease_until"] > now
+                )  # acked
             ):
                 return "unknown"
             running = row is not None and row["owner"] != "" and row["lease_until"] > now
@@ -382,6 +398,25 @@ class SQLiteLeaseRecords(LeaseRecords, FlowRecords):
             with self._transaction(len(ids)) as db:
                 for i in ids:
                     flows.mark_sent(db, self.id_key(queue, i), sender)
+
+    def sends_made(self, queue: str, id: str) -> bool:
+        now = time.time()
+        key = self.lease_key(queue, id)
+        claim = flows.SENDING + f"{queue}:{id}"
+        with self._transaction(1) as db:
+            row = db.execute(SQL["read_lease"], {"key": key}).fetchone()
+            if row is None or row["expires"] <= now:
+                return False
+            sends = unsent_sends(row["owner"])
+            if sends is None:
+                return bool(row["owner"] == "")  # said sent meanwhile: an acked record
+            for q, i in sends:
+                known = db.execute(SQL["read_record"], {"key": self.id_key(q, i), "now": now})
+                got = known.fetchone()
+                if got is None or got["owner"] == claim:
+                    return False  # never claimed, or claimed and perhaps not sent
+            db.execute(SQL["steps_sent"], {"key": key, "unsent": UNSENT_OWNER})
+            return True
 
     def steps_sent(self, messages: Sequence[tuple[str, str]]) -> None:
         if messages:

@@ -59,11 +59,17 @@ UPDATE tasuki_sqs_records SET owner = '', lease_until = :until, expires = :until
 WHERE key = :key AND owner = :owner AND expires > :now;
 
 -- name: mark_unsent
--- An acked step whose steps are still to be sent (UNSENT_OWNER, tasuki.core.locks).
-UPDATE tasuki_sqs_records SET owner = :unsent WHERE key = :key AND owner = '';
+-- An acked step whose steps are still to be sent (UNSENT_OWNER, tasuki.core.locks):
+-- `:unsent` is that prefix and the steps. Kept past its grace (`:expires`), so that a
+-- re-run after it counts on from this lease.
+UPDATE tasuki_sqs_records SET owner = :unsent, expires = :expires
+WHERE key = :key AND owner = '';
 
 -- name: steps_sent
-UPDATE tasuki_sqs_records SET owner = '' WHERE key = :key AND owner = :unsent;
+-- `:unsent`: the prefix of every UNSENT owner. A plain acked record from now on, kept
+-- for what is left of its grace.
+UPDATE tasuki_sqs_records SET owner = '', expires = lease_until
+WHERE key = :key AND substr(owner, 1, length(:unsent)) = :unsent;
 
 -- name: settle_released
 -- Released: kept, no owner, not live, for its count of leases (a dead-lettered message's

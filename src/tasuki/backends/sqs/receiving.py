@@ -17,7 +17,7 @@ from tasuki.backends.sqs.limits import Parked
 from tasuki.backends.sqs.options import RECORDS, SQS_BATCH, SQS_MAX_WAIT
 from tasuki.backends.sqs.plumbing import SqsBase, _Held, _Move, _seconds, log
 from tasuki.backends.sqs.queues import QueueInfo, level_token
-from tasuki.core.locks import ACKED_TAKE, Granted, IdFinish, LeaseTake
+from tasuki.core.locks import ACKED_TAKE, UNSENT_TAKE, Granted, IdFinish, LeaseTake
 from tasuki.core.reasons import ATTEMPTS_EXHAUSTED, LEASE_EXPIRED
 
 # ReceiveMessage calls one lease keeps in flight at once when a backlog fills them.
@@ -212,7 +212,10 @@ class Receiving(SqsBase):
                         fresh=first > 0 and now - first < RECORDS.lease,
                     )
                 )
-            granted = self._records.take(takes)
+            granted = [
+                self._unsent(info.name, meta.id) if given == UNSENT_TAKE else given
+                for given, (_, meta, _, _) in zip(self._records.take(takes), received, strict=True)
+            ]
         deliveries: list[Delivery] = []
         dead: list[_Move] = []
         cancelled: list[tuple[dict[str, Any], Meta]] = []
@@ -221,9 +224,10 @@ class Receiving(SqsBase):
         acked: list[tuple[dict[str, Any], Meta]] = []  # copies acked already
         for (message, meta, others, _), given in zip(received, granted, strict=True):
             # The acked copy again (ACKED_TAKE): its delete failed, or SQS delivered it
-            # twice: deleted, not run. (An acked workflow step whose sends were cut short
-            # is refused like a held one instead, to run again once the record's grace
-            # is over and send what is left: UNSENT_OWNER, core/locks.py.)
+            # twice: deleted, not run. So is an acked workflow step's whose sends were
+            # all made; one whose sends were cut short is refused like a held one, to
+            # run again once the record's grace is over and send what is left
+            # (UNSENT_TAKE, core/locks.py: `_unsent`).
             if given is None:
                 # SQS handed out a message another lease still holds: not delivered. It
                 # comes back after its own visibility timeout, by when that lease has
@@ -294,6 +298,11 @@ class Receiving(SqsBase):
         self._cancelled_gone(
             info.name, [(meta.id, meta) for (_, meta), ok in zip(messages, done, strict=True) if ok]
         )
+
+    def _unsent(self, queue: str, id: str) -> Granted | None:
+        """The copy of an acked step met again before its record said its sends were
+        made: acked (deleted) if they were, else refused."""
+        return ACKED_TAKE if self._flow_store().sends_made(queue, id) else None
 
     def _admit_limits(
         self,

@@ -20,7 +20,7 @@ local cur = redis.call('GET', key)
 local owner, until_ms, copy, receives, fence = '', 0, '', 0, 0
 if cur then
   owner, until_ms, copy, receives, fence = read_lease(cur)
-  if cancelled(owner) or ((owner == '' or owner == UNSENT) and until_ms > now) then
+  if cancelled(owner) or ((owner == '' or unsent(owner)) and until_ms > now) then
     return 0
   end
 end

@@ -12,7 +12,8 @@
 -- then per message: its lease token, '1' if acked ('0' released), its result's state
 --   ('' for none), its result's value, the step's writer (QUEUE:ID; '' if it is no
 --   step); for a step, then its effects (`apply_step`: ttl, failure, final, enqueue,
---   value, number of fills, per fill slot and size)
+--   value, number of fills, per fill slot and size), then its record's owner while the
+--   steps it enqueues are unsent (UNSENT and those steps)
 --
 -- Returns per message: 1 if the token was current (0 if stale), and 1 if the step's
 -- effects say to go on (its successors are the caller's to send: an acked one's record
@@ -30,7 +31,7 @@ while p <= #ARGV do
   local token, acked, state, value, writer =
     ARGV[p], ARGV[p + 1], ARGV[p + 2], ARGV[p + 3], ARGV[p + 4]
   k, p = k + 2, p + 5
-  local dead, flow, barriers, step_at = nil, nil, {}, nil
+  local dead, flow, barriers, step_at, unsent_owner = nil, nil, {}, nil, ''
   if writer ~= '' then
     local nfills = tonumber(ARGV[p + 5])
     dead, flow = KEYS[k], KEYS[k + 1]
@@ -38,7 +39,8 @@ while p <= #ARGV do
       barriers[i] = KEYS[k + 1 + i]
     end
     step_at = p
-    k, p = k + 2 + nfills, p + 6 + 2 * nfills
+    unsent_owner = ARGV[p + 6 + 2 * nfills]
+    k, p = k + 2 + nfills, p + 7 + 2 * nfills
   end
   local current, go_on = 0, 0
   local copy, receives, fence = held_lease(key, token)
@@ -47,10 +49,12 @@ while p <= #ARGV do
     if step_at then
       go_on = apply_step(flow, dead, barriers, step_at, writer)
     end
-    if acked == '1' then
-      local owner = ''
-      if go_on == 1 then owner = UNSENT end
-      redis.call('SET', key, lease_text(owner, now + tonumber(ARGV[1]), copy, receives, fence),
+    if acked == '1' and go_on == 1 then
+      -- Kept past its grace, so that a re-run after it counts on from this lease.
+      redis.call('SET', key,
+        lease_text(unsent_owner, now + tonumber(ARGV[1]), copy, receives, fence), 'PX', ARGV[2])
+    elseif acked == '1' then
+      redis.call('SET', key, lease_text('', now + tonumber(ARGV[1]), copy, receives, fence),
         'PX', ARGV[1])
     else
       redis.call('SET', key, lease_text('', 0, copy, receives, fence), 'PX', ARGV[2])

@@ -25,9 +25,11 @@
 -- is unknown), else ARGV[7+6(i-1)]: the rule of `tasuki.core.locks.grant`.
 -- A cancelled message (its record's owner starts with CANCELLED) is refused as such: not
 -- to run, to be deleted; its record stays. So is the acked copy met again (ACKED_TAKE).
+-- The copy of an acked step whose sends are not known to be made (UNSENT) is answered
+-- as such (UNSENT_TAKE): the caller checks them (records_sends_made.lua).
 -- Returns a `granted` record per message: the fence and receives granted (0 and 0:
--- refused, -1 and 0: cancelled, -2 and 0: acked), and 1 if the message's last lease was
--- taken and never settled (it lapsed).
+-- refused, -1 and 0: cancelled, -2 and 0: acked, -3 and 0: unsent), and 1 if the
+-- message's last lease was taken and never settled (it lapsed).
 --- @reply granted: fence receives lapsed
 
 --- @include "lease_record"
@@ -47,6 +49,8 @@ for i, key in ipairs(KEYS) do
       refused = -1
     elseif until_ms > now and owner ~= token and owner == '' and held == copy then
       refused = -2
+    elseif until_ms > now and unsent(owner) and held == copy then
+      refused = -3
     elseif until_ms > now and owner ~= token and owner ~= '' then
       refused = true
     else
@@ -60,7 +64,7 @@ for i, key in ipairs(KEYS) do
     end
   end
   local o = 3 * (i - 1)
-  if refused == -1 or refused == -2 then
+  if refused == -1 or refused == -2 or refused == -3 then
     out[o + 1], out[o + 2], out[o + 3] = refused, 0, 0
   elseif refused then
     out[o + 1], out[o + 2], out[o + 3] = 0, 0, 0

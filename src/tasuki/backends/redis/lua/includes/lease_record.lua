@@ -20,11 +20,16 @@ end
 
 local CANCELLED = '~cancelled~'
 -- An acked step's owner while the steps it enqueues are still to be sent (UNSENT_OWNER,
--- tasuki.core.locks): a copy met meanwhile is refused as if leased.
+-- tasuki.core.locks): this prefix, then those steps as JSON. The same copy met meanwhile
+-- is UNSENT_TAKE (records_take.lua), any other refused as if leased.
 local UNSENT = '~unsent~'
 
 local function cancelled(owner)
   return string.sub(owner, 1, string.len(CANCELLED)) == CANCELLED
+end
+
+local function unsent(owner)
+  return string.sub(owner, 1, string.len(UNSENT)) == UNSENT
 end
 
 local function lease_text(owner, until_ms, copy, receives, fence, progress)
