@@ -84,6 +84,24 @@ class Worker:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, sig)
 
+    def freeze_outside_writes(self, url: str, tries: int = 200) -> None:
+        """SIGSTOP the worker's process group at a moment none of it holds SQLite's write
+        lock (any moment on another backend). Stopped inside a write transaction, it
+        would keep the database's one write lock and so stop every worker with it, since
+        no process can take a lock from a stopped one: SQLite's nature, and not the lost
+        lease a test of one frozen worker is about."""
+        shm = Path(url.removeprefix("sqlite:///") + "-shm") if url.startswith("sqlite:") else None
+        for _ in range(tries):
+            self.signal_group(signal.SIGSTOP)
+            if shm is None:
+                return
+            time.sleep(0.05)  # a lock call under way when the signal came completes first
+            if not any(_in_group(pid, self.proc.pid) for pid in _write_lock_holders(shm)):
+                return
+            self.signal_group(signal.SIGCONT)
+            time.sleep(0.005)
+        raise AssertionError(f"worker {self.wid} held the SQLite write lock at every try")
+
     def stop(self, timeout: float = 30.0) -> None:
         if not self.alive():
             self.signal_group(signal.SIGKILL)  # children a killed worker left behind
@@ -320,6 +338,13 @@ def _write_lock_holders(shm: Path) -> list[int]:
         if fields[3] == "WRITE" and int(start) <= WAL_WRITE_LOCK_BYTE <= _end(end):
             pids.append(pid)
     return pids
+
+
+def _in_group(pid: int, group: int) -> bool:
+    try:
+        return os.getpgid(pid) == group
+    except ProcessLookupError:
+        return False
 
 
 def _end(text: str) -> int:

@@ -39,7 +39,7 @@ def test_frozen_worker_wakes_to_a_lost_lease(shared_url: str, tmp_path: Path) ->
             return [r for r in read(log) if r["worker"] == worker and r["event"] == event]
 
         wait_until(lambda: bool(runs("A", "start")), 20)
-        a.signal_group(signal.SIGSTOP)
+        a.freeze_outside_writes(shared_url)
         b = Worker("B", shared_url, log, VT, stderr, "-c", "1")
         workers.append(b)
         wait_until(lambda: bool(runs("B", "end")), 20)  # redelivered and finished elsewhere
