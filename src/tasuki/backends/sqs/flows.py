@@ -11,8 +11,9 @@ the step's place (`core/flows.py`), each claimed for its sender, the settling me
 settle and its delete sends only what was not sent, and any other message meeting a set
 already complete sends nothing. The settling message's lease record lists the ids it is
 to send until it says they were sent: a copy met after a crash between the two finds
-them sent and is deleted, not run (`FlowRecords.sends_made`). What is left: a crash between a send and the record of
-it (one lock-store write) sends that step twice (docs/backends/sqs.md).
+them sent and is deleted, not run (`FlowRecords.sends_made`). What is left: a crash
+between a send and the record of it (one lock-store write) sends that step twice
+(docs/backends/sqs.md).
 """
 
 from __future__ import annotations

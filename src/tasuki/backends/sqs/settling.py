@@ -191,6 +191,11 @@ class Settling(Flows):
             held = [n for n, status in zip(positions, kept, strict=True) if status == "held"]
             for n, status in zip(positions, kept, strict=True):
                 out[n] = status
+            # Fenced out: the slots just renewed are not its to keep.
+            lost = [
+                items[n].receipt.token for n, s in zip(positions, kept, strict=True) if s == "lost"
+            ]
+            self._free_limits(lost)
             changed = self._change([items[n].receipt for n in held], vt)
             for n, ok in zip(held, changed, strict=True):
                 out[n] = "held" if ok else "lost"
@@ -275,6 +280,10 @@ class Settling(Flows):
             else [True] * len(kept)
         )
         positions = [n for n, ok in zip(kept, current, strict=True) if ok]
+        # Fenced out: the slots just renewed are not its to keep.
+        self._free_limits(
+            [receipts[n].token for n, ok in zip(kept, current, strict=True) if not ok]
+        )
         changed = self._change([receipts[n] for n in positions], visibility_timeout)
         for n, ok in zip(positions, changed, strict=True):
             results[n] = ok
