@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from tests.chaos.backends import BACKENDS, ChaosBackend
-from tests.chaos.checker import KEEPER_SHARE
 from tests.chaos.runner import REDELIVERY, Options, run_backend
 
 DEFAULT = [b for b in BACKENDS if b.default]
@@ -21,12 +20,6 @@ DEFAULT = [b for b in BACKENDS if b.default]
 pytestmark = pytest.mark.slow
 
 VT = 2.0
-# The longest a worker may be found unable to run (waiting for a CPU, or in uninterruptible
-# sleep) by the sampler, outside the stops the runner does: two thirds of a lease, the
-# longest a lease keeper (extending every third of a lease) can wait and still extend in
-# time, so the machine alone cannot make a lease lapse. On the 2-core machine at a load
-# average of 1.5 to 9.4, thirty runs measured at most 0.68 s (docs/reliability.md).
-STALL_BOUND = KEEPER_SHARE * VT
 # p99 redelivery, counted from the lapse (or the end of the outage that caused it) to the
 # message's next lease by any worker: the documented target is 2 s from there (one lease
 # + 2 s after a worker's death). Not to the next run's start: a worker may take a message
@@ -61,7 +54,13 @@ def test_short_chaos_run_loses_nothing(backend: ChaosBackend, tmp_path: Path) ->
     assert report.callbacks_twice == [] and report.callbacks_missing == [], report.details()
     assert report.limit_exceeded == [] and report.stuck_slots == 0, report.details()
     assert report.duplicates > 0, "the faults interrupted nothing: the run proved nothing"
-    assert report.longest_stall < STALL_BOUND, report.details()
+    # No duplicate may need the excuse of a stall (its worker found unable to run by the
+    # sampler, outside the runner's stops): here every one has an injected fault behind
+    # it. The stalls themselves are the machine's, not the worker's (a thread waiting for
+    # the GIL sleeps; it is not on the run queue), and are only printed: a long one that
+    # made no lease lapse says nothing of the backend, and bounding it failed a run beside
+    # two long chaos runs (a 2.16 s wait for a CPU, no duplicate after it).
+    assert report.starved == [], report.details()
     # On the three-node test cluster, one redelivery in a few runs has taken up to ~9 s
     # from the fault, measured to the run's start then, cause not yet found (an open item
     # of the reliability report): it keeps its wider bound of 10 s until then, while
