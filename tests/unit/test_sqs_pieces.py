@@ -19,12 +19,14 @@ from tasuki.backends.sqs.codec import (
     received_meta,
     stored,
 )
+from tasuki.backends.sqs.levels import Levels
 from tasuki.backends.sqs.limits import FORGET_AFTER, Admission
 from tasuki.backends.sqs.options import parse_url
-from tasuki.backends.sqs.queues import sqs_names, tasuki_name
+from tasuki.backends.sqs.queues import Queues, sqs_names, tasuki_name
 from tasuki.core.message import ErrorInfo
 from tasuki.core.records import Limit
-from tasuki.errors import InvalidURL
+from tasuki.errors import BackendUnavailable, InvalidURL
+from tests.support.deps import need
 
 
 def test_url_options() -> None:
@@ -178,3 +180,28 @@ def test_admission_forgets_leases_that_lapse_unsettled() -> None:
     assert admission.admit("e", one, 30.0, {}) is None
     assert set(admission._held) == {"d", "e"}
     assert admission.free(["a"]) == []  # a late settle frees nothing
+
+
+class _DownPaginator:
+    def paginate(self, **kwargs: object) -> object:
+        from botocore.exceptions import EndpointConnectionError
+
+        raise EndpointConnectionError(endpoint_url="http://127.0.0.1:1/")
+
+
+class _DownClient:
+    def get_paginator(self, name: str) -> _DownPaginator:
+        return _DownPaginator()
+
+
+def test_listing_the_levels_while_the_server_is_down_is_an_outage() -> None:
+    """A lease lists a queue's priority levels once a minute: the server down then is a
+    BackendUnavailable like any other call's, and the next lease lists them again. (The
+    botocore error went through as it was, and ended a worker's fetch thread.)"""
+    need("botocore")
+    options = parse_url("sqs://us-east-1?endpoint_url=http://127.0.0.1:1")
+    levels = Levels(Queues(_DownClient(), options).levels)
+    with pytest.raises(BackendUnavailable, match="unreachable"):
+        levels.in_use("q")
+    with pytest.raises(BackendUnavailable):  # not taken for listed until the next minute
+        levels.in_use("q")

@@ -82,6 +82,24 @@ def test_lease_outage_then_recovery(faulty: FaultyBackend) -> None:
     assert sorted(runs) == list(range(10))
 
 
+def test_a_lease_that_raises_a_bug_leaves_the_worker_fetching(
+    faulty: FaultyBackend, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A backend error that is no TasukiError (a bug: the SQS backend's listing of its
+    priority levels let botocore's connection error through) is logged with its
+    traceback and retried; it ended the fetch thread, and the worker, alive to every
+    look, never fetched again."""
+    runs: Counter[int] = Counter()
+    app = counting_app(faulty, runs)
+    app.jobs["work"].enqueue_many([(n,) for n in range(10)])
+    faulty.fail("lease", times=2, error=RuntimeError("a bug"))
+    caplog.set_level("ERROR", logger="tasuki")
+    app.worker(concurrency=2).run(until_idle=True, timeout=30)
+    assert faulty.injected["lease"] == 2
+    assert sorted(runs) == list(range(10))
+    assert any("internal error leasing" in r.getMessage() for r in caplog.records)
+
+
 def test_heartbeat_outage_longer_than_the_lease_loses_it(
     faulty: FaultyBackend, caplog: pytest.LogCaptureFixture
 ) -> None:

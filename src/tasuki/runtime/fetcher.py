@@ -164,7 +164,12 @@ class Fetcher:
                     leased = self.backend.lease(
                         self.queue, 1, self.visibility_timeout, wait=self.wait
                     )
-            except TasukiError as exc:
+            except Exception as exc:
+                if not isinstance(exc, TasukiError):
+                    # A bug (a backend error not turned into a TasukiError): said with
+                    # its traceback, then retried like an outage. Left to end the thread,
+                    # it would leave a worker that looks alive and never fetches again.
+                    logs.logger.exception("internal error leasing from queue %r", self.queue)
                 self.slots.give_back(reserved)
                 self.outage.failed(exc, backoff)
                 with self.pulse.idle():  # backing off from a failing backend: alive

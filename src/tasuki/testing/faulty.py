@@ -43,7 +43,7 @@ from tasuki.backends.base import (
     SettledTotals,
 )
 from tasuki.core.message import DeadLetter
-from tasuki.errors import BackendUnavailable, TasukiError
+from tasuki.errors import BackendUnavailable
 
 T = TypeVar("T")
 # "ack", "release" and "dead" name the settle calls that carry an item of that verdict.
@@ -65,7 +65,7 @@ class _Fault:
     kind: str  # "fail" | "lose_reply" | "stall"
     remaining: int | None  # None: until recover()
     seconds: float = 0.0
-    error: TasukiError | None = None
+    error: Exception | None = None
 
 
 class FaultyBackend(Backend):
@@ -85,8 +85,9 @@ class FaultyBackend(Backend):
         with self._mutex:
             self._faults.setdefault(operation, []).append(fault)
 
-    def fail(self, operation: str, times: int | None = 1, error: TasukiError | None = None) -> None:
-        """The next `times` calls raise without reaching the backend."""
+    def fail(self, operation: str, times: int | None = 1, error: Exception | None = None) -> None:
+        """The next `times` calls raise without reaching the backend: `error`, or
+        `BackendUnavailable` (any other exception stands for a bug in a backend)."""
         self._add(operation, _Fault("fail", times, error=error))
 
     def lose_reply(self, operation: str, times: int | None = 1) -> None:

@@ -64,11 +64,16 @@ class Levels:
         """The levels in use, highest first (0 always); listed again when stale."""
         with self._mutex:
             state = self._state(queue)
-            stale = time.monotonic() - state.listed_at >= REFRESH
+            listed_at = state.listed_at
+            stale = time.monotonic() - listed_at >= REFRESH
             if stale:
                 state.listed_at = time.monotonic()
         if stale:
-            found = self._listing(queue)
+            try:
+                found = self._listing(queue)
+            except BaseException:
+                state.listed_at = listed_at  # listed again at the next call
+                raise
             with self._mutex:
                 now = time.time()
                 for level in found:

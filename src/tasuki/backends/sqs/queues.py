@@ -154,11 +154,19 @@ class Queues:
         stem, _ = _split_fifo(queue)
         found: set[int] = set()
         paginator = self._client.get_paginator("list_queues")
-        for page in paginator.paginate(QueueNamePrefix=self._options.prefix + stem + "-p"):
-            for url in page.get("QueueUrls", []):
-                level = level_of(self._options, queue, url.rsplit("/", 1)[-1])
-                if level:
-                    found.add(level)
+        try:
+            for page in paginator.paginate(QueueNamePrefix=self._options.prefix + stem + "-p"):
+                for url in page.get("QueueUrls", []):
+                    level = level_of(self._options, queue, url.rsplit("/", 1)[-1])
+                    if level:
+                        found.add(level)
+        except Exception as exc:
+            # Listed by a lease every minute: the server down then is an outage like any
+            # other (a worker's fetch loop backs off), not a bug.
+            down = unreachable(exc, self._options.url)
+            if down is not None:
+                raise down from exc
+            raise
         return sorted(found)
 
     def _url(self, name: str) -> str | None:
