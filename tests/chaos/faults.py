@@ -244,8 +244,12 @@ class Injector:
         w.signal_group(signal.SIGSTOP)
         # On SQLite a worker frozen inside a write transaction keeps the write lock: every
         # other worker's extensions and acks wait for it, so the fault reaches them all.
-        locked = self.service.path is not None and w.pid in _write_lock_holders(
-            self.service.path.with_name(self.service.path.name + "-shm")
+        # So does one frozen in the SQS backend's SQLite lock store (its lease records).
+        files = [f for f in (self.service.path, getattr(self.service, "locks", None)) if f]
+        locked = any(
+            _in_group(pid, w.pid)
+            for f in files
+            for pid in _write_lock_holders(f.with_name(f.name + "-shm"))
         )
         time.sleep(pause)
         w.signal_group(signal.SIGCONT)
