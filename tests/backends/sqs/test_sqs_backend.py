@@ -610,6 +610,34 @@ def test_an_acked_message_whose_delete_failed_is_deleted_when_met_again(
     assert stats(locked, queue) == (0, 0, 0, 0)
 
 
+@pytest.mark.parametrize("window", [3600.0, 0.0])
+def test_a_second_copy_of_a_finished_message_from_a_retried_send_is_not_run(
+    locked: SqsBackend, queue: str, monkeypatch: pytest.MonkeyPatch, window: float
+) -> None:
+    """A send whose reply was lost is sent again by the SQS client: SQS then holds two
+    copies of the message. A message whose id window outlasts the acked record's grace
+    cannot have been enqueued again meanwhile, so the second copy met after the first's
+    ack is deleted, not run (a chaos run met a chord's callback run twice this way). A
+    message without that window may be a new enqueue of the same id, and runs."""
+    original = locked._send
+
+    def twice(url: str, entries: list[dict[str, Any]]) -> list[str]:
+        original(url, entries)
+        return original(url, entries)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(locked, "_send", twice)
+        locked.enqueue([env(queue, "sent-twice", keep_id=window)])
+    [first] = locked.lease(queue, 1, 30.0, wait=2.0)
+    assert locked.ack([first.receipt]) == [True]
+    again = locked.lease(queue, 10, 30.0, wait=2.0)
+    if window:
+        assert again == []
+        assert stats(locked, queue) == (0, 0, 0, 0)  # and deleted
+    else:
+        assert [d.id for d in again] == ["sent-twice"]
+
+
 def test_a_queue_first_used_while_the_server_is_down_raises_backend_unavailable(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -120,7 +120,8 @@ class RedisLeaseRecords(LeaseRecords):
 
         def fields(n: int) -> tuple[Any, ...]:
             t = takes[n]
-            return (t.token, ms(t.visibility), t.copy, t.receive_count, t.fence, t.first())
+            fresh = t.first()
+            return (t.token, ms(t.visibility), t.copy, t.receive_count, t.fence, fresh, int(t.once))
 
         reply = self._run("records_take", keys, fields, [ms(self.lifetimes.lease)])
         return list(records(reply, granted))

@@ -146,13 +146,14 @@ class SQLiteLeaseRecords(LeaseRecords, FlowRecords):
                 ):
                     granted.append(UNSENT_TAKE)
                     continue
-                # A live lease holds it, or (no owner) this very copy was acked: either
-                # way a duplicate delivery, not to run.
+                # A live lease holds it, or (no owner) this very copy was acked, or
+                # another copy of a message sent once (`LeaseTake.once`): either way a
+                # duplicate delivery, not to run.
                 if (
                     row is not None
                     and row["lease_until"] > now
                     and row["owner"] != take.token
-                    and (row["owner"] or row["copy"] == take.copy)
+                    and (row["owner"] or row["copy"] == take.copy or take.once)
                 ):
                     granted.append(None if row["owner"] else ACKED_TAKE)
                     continue

@@ -210,6 +210,7 @@ class Receiving(SqsBase):
                         fence=meta.fence_before + count,
                         visibility=meta.visibility_timeout or default_vt,
                         fresh=first > 0 and now - first < RECORDS.lease,
+                        once=meta.keep_id >= self._records.lifetimes.acked,
                     )
                 )
             granted = [

@@ -9,12 +9,14 @@
 --                 leases granted on that copy, `fence` the last lease's fencing number.
 --
 -- ARGV[1]         TTL of a record (ms)
--- ARGV[2+6(i-1)]  the lease token of message i
--- ARGV[3+6(i-1)]  its visibility timeout (ms)
--- ARGV[4+6(i-1)]  the SQS MessageId received
--- ARGV[5+6(i-1)]  SQS's receive count of it
--- ARGV[6+6(i-1)]  the fencing number counted from the message
--- ARGV[7+6(i-1)]  the receives to count where there is no record of this copy
+-- ARGV[2+7(i-1)]  the lease token of message i
+-- ARGV[3+7(i-1)]  its visibility timeout (ms)
+-- ARGV[4+7(i-1)]  the SQS MessageId received
+-- ARGV[5+7(i-1)]  SQS's receive count of it
+-- ARGV[6+7(i-1)]  the fencing number counted from the message
+-- ARGV[7+7(i-1)]  the receives to count where there is no record of this copy
+-- ARGV[8+7(i-1)]  '1' if the message was sent once (`LeaseTake.once`): another copy of it
+--                 met while its record says acked is a second send, refused as acked
 --
 -- A lapsed or settled lease's record is replaced: the new lease is the current one.
 -- Refused, as a duplicate delivery not to run (and not counted): a message whose other
@@ -37,17 +39,18 @@
 local now = now_ms()
 local out = {}
 for i, key in ipairs(KEYS) do
-  local at = 2 + 6 * (i - 1)
+  local at = 2 + 7 * (i - 1)
   local token, vt, copy = ARGV[at], tonumber(ARGV[at + 1]), ARGV[at + 2]
   local count, fence, receives = tonumber(ARGV[at + 3]), tonumber(ARGV[at + 4]),
     tonumber(ARGV[at + 5])
+  local once = ARGV[at + 6] == '1'
   local refused, lapsed = false, 0
   local cur = redis.call('GET', key)
   if cur then
     local owner, until_ms, held, got, last = read_lease(cur)
     if cancelled(owner) then
       refused = -1
-    elseif until_ms > now and owner ~= token and owner == '' and held == copy then
+    elseif until_ms > now and owner ~= token and owner == '' and (held == copy or once) then
       refused = -2
     elseif until_ms > now and unsent(owner) and held == copy then
       refused = -3
