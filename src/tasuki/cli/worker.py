@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gc
-import os
 import sys
 from typing import Any
 
@@ -13,6 +12,7 @@ from click.core import ParameterSource
 from tasuki import logs
 from tasuki.cli.common import friendly_errors
 from tasuki.cli.target import load_app, refuse_in_process
+from tasuki.runtime.cores import usable_cpus
 from tasuki.runtime.health import STUCK_AFTER
 
 CPYTHON_SLICE = 0.005  # sys.getswitchinterval() until someone changes it
@@ -21,15 +21,6 @@ SUPERVISOR_ONLY = frozenset(
     {"workers", "metrics_port", "metrics_host", "health_port", "health_host", "reload",
      "reload_dirs"}
 )  # fmt: skip
-
-
-def usable_cpus() -> int:
-    """The CPUs this process may run on (taskset, a cpuset), else the machine's count.
-    A CPU quota (a container's `cpu.max`) is not seen: give `--workers` a number there."""
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except (AttributeError, OSError):  # not on every platform
-        return os.cpu_count() or 1
 
 
 class WorkerCount(click.ParamType):  # type: ignore[type-arg]

@@ -48,7 +48,7 @@ from tasuki import logs
 from tasuki.errors import TasukiError
 from tasuki.runtime.children import RESTART_FIRST, Child, Entry, describe_exit
 from tasuki.runtime.group_endpoints import serve_group_endpoints
-from tasuki.runtime.supervised import DIR_ENV, INDEX_ENV, PID_ENV, SERVES_ENV
+from tasuki.runtime.supervised import DIR_ENV, GROUP_ENV, INDEX_ENV, PID_ENV, SERVES_ENV
 
 RESTART_MAX = 30.0
 STABLE_AFTER = 60.0  # a child that lived this long resets the pause before the next start
@@ -96,6 +96,7 @@ class Supervisor:
         env = dict(os.environ)
         env[DIR_ENV] = str(self.run_dir)
         env[INDEX_ENV] = str(child.index)
+        env[GROUP_ENV] = str(len(self.children))
         env[PID_ENV] = str(os.getpid())
         serves = []
         if self.metrics is not None or self.health is not None:

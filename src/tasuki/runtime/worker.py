@@ -26,6 +26,7 @@ from tasuki.core.registry import Registry
 from tasuki.errors import InvalidArgument, TasukiError
 from tasuki.middleware.base import MiddlewareChain
 from tasuki.runtime.chain import ChainDriver
+from tasuki.runtime.cores import CoreWatch
 from tasuki.runtime.deadlines import Deadlines
 from tasuki.runtime.fetcher import Fetcher, Slots
 from tasuki.runtime.finisher import Finisher
@@ -190,6 +191,7 @@ class Worker:
             backend.url,
         )
         self.maintenance = Maintenance(backend.maintenance(), self.locks)
+        self.cores = CoreWatch(lambda: self.slots.busy)
         self._loops = [*self.fetchers, self.keeper, self.settler, self.scheduler]
         for f in self.fetchers:
             f.start()
@@ -228,6 +230,7 @@ class Worker:
     def _loop_until(self, until_idle: bool, deadline: float | None) -> None:
         tick = IDLE_CHECK if until_idle or deadline is not None else 1.0
         while not self._stop_requested.wait(tick):
+            self.cores.tick()
             if deadline is not None and time.monotonic() >= deadline:
                 return
             if until_idle and self._idle():
