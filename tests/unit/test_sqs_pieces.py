@@ -215,3 +215,5 @@ def test_listing_the_levels_while_the_server_is_down_is_an_outage() -> None:
         levels.in_use("q")
     with pytest.raises(BackendUnavailable):  # not taken for listed until the next minute
         levels.in_use("q")
+    with pytest.raises(BackendUnavailable, match="unreachable"):  # the same for queues()
+        Queues(_DownClient(), options).urls("")
