@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import datetime as dt
 import inspect
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import tasuki
 from tasuki import errors
+from tasuki.backends.base import Enqueued, Envelope
 from tasuki.backends.memory import MemoryBackend
 from tasuki.backends.sqlite import SQLiteBackend
 
@@ -126,6 +129,32 @@ def test_enqueue_options_and_idempotent_ids(app: tasuki.App) -> None:
     ids = resize.enqueue_many([(1,), (2,), (3,)])
     assert len(set(ids)) == 3
     assert app.stats("default")["ready"] == 4
+
+
+def test_an_id_the_producer_made_is_marked_generated(
+    app: tasuki.App, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only an id made for this enqueue is `id_generated`: SQS deletes a second copy of
+    such a message met after its ack (a send retried after its reply was lost), which a
+    given id may legitimately be."""
+    stored: list[Envelope] = []
+    enqueue = app.backend.enqueue
+
+    def recorded(envelopes: Sequence[Envelope], *args: Any) -> list[Enqueued]:
+        stored.extend(envelopes)
+        return enqueue(envelopes, *args)
+
+    monkeypatch.setattr(app.backend, "enqueue", recorded)
+
+    @app.job
+    def resize(image_id: int) -> None: ...
+
+    resize.enqueue(1)
+    resize.enqueue_many([(2,), (3,)])
+    resize.options(message_id="img-4").enqueue(4)
+    app.send("raw", b"x")
+    app.send("raw", b"x", message_id="raw-1")
+    assert [e.id_generated for e in stored] == [True, True, True, False, True, False]
 
 
 def test_wrong_arguments_are_refused_at_enqueue(app: tasuki.App) -> None:

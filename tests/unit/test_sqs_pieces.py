@@ -79,6 +79,7 @@ def test_meta_round_trips_through_the_attribute() -> None:
         max_attempts=4,
         visibility_timeout=12.5,
         keep_id=60.0,
+        id_generated=True,
         enqueued_at=1.5,
         attempts_before=3,
         fence_before=7,
@@ -94,6 +95,15 @@ def test_meta_round_trips_through_the_attribute() -> None:
     back, others = received_meta(message)
     assert back == meta
     assert others == {}
+
+
+def test_a_message_from_before_the_generated_id_marker_reads_as_given() -> None:
+    """An older message has no "g": its id is not taken for a generated one."""
+    generated = stored(Envelope("q", "m1", b"x", id_generated=True), 1.5, "")
+    assert '"g":1' in generated.dumps()
+    older = Meta.loads(generated.dumps().replace(',"g":1', ""))
+    assert (older.id_generated, Meta.loads(generated.dumps()).id_generated) == (False, True)
+    assert '"g"' not in stored(Envelope("q", "m1", b"x"), 1.5, "").dumps()
 
 
 def test_an_envelope_travels_to_a_delivery_and_a_dead_letter() -> None:
@@ -205,3 +215,5 @@ def test_listing_the_levels_while_the_server_is_down_is_an_outage() -> None:
         levels.in_use("q")
     with pytest.raises(BackendUnavailable):  # not taken for listed until the next minute
         levels.in_use("q")
+    with pytest.raises(BackendUnavailable, match="unreachable"):  # the same for queues()
+        Queues(_DownClient(), options).urls("")

@@ -50,7 +50,9 @@ class Envelope(NamedTuple):
     `headers` must not be mutated (the default is shared). `priority` (0-9) orders the
     lease; `limits` are admitted at lease time; `keep_result` > 0 makes the backend keep
     a result record for the message (pending now, its outcome once settled, for that many
-    seconds after).
+    seconds after). `id_generated`: the producer made the id for this enqueue
+    (`core.message.new_id`), so no other enqueue offers it: any second copy of the
+    message is a duplicate (SQS deletes one met after the ack: `backends/sqs/codec.py`).
     """
 
     queue: str
@@ -65,6 +67,7 @@ class Envelope(NamedTuple):
     priority: int = 0
     limits: tuple[Limit, ...] = ()
     keep_result: float = 0.0
+    id_generated: bool = False
 
 
 EnqueueStatus = Literal["enqueued", "duplicate", "conflict", "replaced"]

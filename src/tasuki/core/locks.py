@@ -116,10 +116,11 @@ class LeaseTake(NamedTuple):
     # (its first lease is the first). Otherwise its record may have expired: the
     # receive count it is.
     fresh: bool
-    # The message's id window outlasts an acked record's grace: within that grace, no
-    # one can have enqueued its id again, so another copy of it met while its record
-    # says acked is a second send of the same message (a send retried after its reply
-    # was lost), not to run: ACKED_TAKE.
+    # No one can have enqueued the message's id again within an acked record's grace
+    # (its id window outlasts that grace, or the producer made the id for this one
+    # enqueue), so another copy of it met while its record says acked is a second send
+    # of the same message (a send retried after its reply was lost), not to run:
+    # ACKED_TAKE.
     once: bool = False
 
     def first(self) -> int:

@@ -34,6 +34,8 @@ class Outgoing:
     visibility_timeout: float | None = None
     keep_id: float = 0.0
     unique: UniqueClaim | None = None
+    # False where the producer made the id (`Envelope.id_generated`): a middleware that
+    # gives the message an id of its own sets it True.
     id_given: bool = False
     # 0 (lowest) to 9: the order of the lease (`Envelope.priority`).
     priority: int = 0
@@ -86,6 +88,7 @@ class Sealer:
             priority=d.priority,
             limits=_limits(d, body, headers),
             keep_result=d.job.keep_result if d.job is not None else 0.0,
+            id_generated=not d.id_given,
         )
 
 

@@ -638,6 +638,50 @@ def test_a_second_copy_of_a_finished_message_from_a_retried_send_is_not_run(
         assert [d.id for d in again] == ["sent-twice"]
 
 
+def test_a_second_copy_of_a_message_with_a_generated_id_from_a_retried_send_is_not_run(
+    locked: SqsBackend, queue: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The retried send of a message whose id the producer made for this one enqueue
+    (`Envelope.id_generated`, no id window): no other enqueue offers that id, so the
+    second copy met after the first's ack is a duplicate too, deleted, not run."""
+    original = locked._send
+
+    def twice(url: str, entries: list[dict[str, Any]]) -> list[str]:
+        original(url, entries)
+        return original(url, entries)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(locked, "_send", twice)
+        locked.enqueue([env(queue, "made-here", id_generated=True)])
+    [first] = locked.lease(queue, 1, 30.0, wait=2.0)
+    assert locked.ack([first.receipt]) == [True]
+    assert locked.lease(queue, 10, 30.0, wait=2.0) == []
+    assert stats(locked, queue) == (0, 0, 0, 0)  # and deleted
+
+
+def test_a_message_with_a_generated_id_runs_again_when_it_is_retried_or_redriven(
+    locked: SqsBackend, queue: str
+) -> None:
+    """Other copies of a generated-id message are legitimate: a retry (the same SQS
+    message made visible again), a release that gives its attempt back (a new SQS
+    message), a redrive from the dead-letter queue (another). Their lease records are
+    released or forgotten, never acked, so each runs."""
+    locked.enqueue([env(queue, "made-here", id_generated=True)])
+    [first] = locked.lease(queue, 1, 30.0, wait=2.0)
+    assert locked.settle([Settle.release(first.receipt, 0.0, penalty=True)]) == [True]
+    [retried] = locked.lease(queue, 1, 30.0, wait=2.0)
+    assert (retried.id, retried.attempt) == ("made-here", 2)
+    assert locked.settle([Settle.release(retried.receipt, 0.0, penalty=False)]) == [True]
+    [resent] = locked.lease(queue, 1, 30.0, wait=2.0)
+    assert (resent.id, resent.attempt) == ("made-here", 2)
+    assert locked.settle([Settle.dead(resent.receipt, "no")]) == [True]
+    assert locked.redrive(queue) == 1
+    [redriven] = locked.lease(queue, 1, 30.0, wait=2.0)
+    assert (redriven.id, redriven.attempt) == ("made-here", 1)
+    assert locked.ack([redriven.receipt]) == [True]
+    assert stats(locked, queue) == (0, 0, 0, 0)
+
+
 def test_a_queue_first_used_while_the_server_is_down_raises_backend_unavailable(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

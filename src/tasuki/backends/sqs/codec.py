@@ -72,6 +72,9 @@ class Meta:
     max_attempts: int = 10
     visibility_timeout: float | None = None
     keep_id: float = 0.0
+    # The producer made the id for this enqueue (`Envelope.id_generated`): no other
+    # enqueue offers it, so another copy met after the ack is a second send (receiving.py).
+    id_generated: bool = False
     # The message keeps a result record (in the lock store) this long after it settles.
     keep_result: float = 0.0
     enqueued_at: float = 0.0
@@ -102,6 +105,8 @@ class Meta:
             doc["vt"] = self.visibility_timeout
         if self.keep_id:
             doc["k"] = self.keep_id
+        if self.id_generated:
+            doc["g"] = 1
         if self.keep_result:
             doc["r"] = self.keep_result
         if self.attempts_before:
@@ -138,6 +143,7 @@ class Meta:
             max_attempts=int(doc.get("ma", 10)),
             visibility_timeout=doc.get("vt"),
             keep_id=float(doc.get("k", 0.0)),
+            id_generated=bool(doc.get("g", 0)),
             keep_result=float(doc.get("r", 0.0)),
             enqueued_at=float(doc.get("t", 0.0)),
             attempts_before=int(doc.get("a", 0)),
@@ -205,6 +211,7 @@ def stored(env: Envelope, now: float, id_owner: str) -> Meta:
         max_attempts=env.max_attempts,
         visibility_timeout=env.visibility_timeout,
         keep_id=env.keep_id,
+        id_generated=env.id_generated,
         keep_result=env.keep_result,
         enqueued_at=now,
         id_owner=id_owner,

@@ -9,7 +9,7 @@ from typing import NoReturn
 from tasuki.backends.base import LockHolder, LockStore, QueueStats
 from tasuki.backends.sqs.codec import received_meta as _received_meta
 from tasuki.backends.sqs.plumbing import SqsBase, _code, log
-from tasuki.backends.sqs.queues import QueueInfo, tasuki_name, unreachable
+from tasuki.backends.sqs.queues import QueueInfo, tasuki_name
 from tasuki.core.locks import IdFinish
 from tasuki.errors import BackendUnavailable, ConfigurationError
 
@@ -93,22 +93,13 @@ class Operating(SqsBase):
 
     def queues(self) -> list[str]:
         names: list[str] = []
-        paginator = self._client.get_paginator("list_queues")
-        try:
-            pages = list(paginator.paginate(QueueNamePrefix=self._options.prefix))
-        except Exception as exc:
-            down = unreachable(exc, self.url)
-            if down is not None:
-                raise down from exc
-            raise
-        for page in pages:
-            for url in page.get("QueueUrls", []):
-                name = tasuki_name(self._options, url.rsplit("/", 1)[-1])
-                if name is None:
-                    continue
-                s = self.stats(name)
-                if s.ready + s.in_flight + s.delayed + s.dead:
-                    names.append(name)
+        for url in self._queues.urls(self._options.prefix):
+            name = tasuki_name(self._options, url.rsplit("/", 1)[-1])
+            if name is None:
+                continue
+            s = self.stats(name)
+            if s.ready + s.in_flight + s.delayed + s.dead:
+                names.append(name)
         return sorted(names)
 
     def purge(self, queue: str) -> int:

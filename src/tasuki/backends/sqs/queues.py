@@ -153,21 +153,29 @@ class Queues:
         """The priority levels above 0 whose SQS queues exist (one ListQueues call)."""
         stem, _ = _split_fifo(queue)
         found: set[int] = set()
+        for url in self.urls(self._options.prefix + stem + "-p"):
+            level = level_of(self._options, queue, url.rsplit("/", 1)[-1])
+            if level:
+                found.add(level)
+        return sorted(found)
+
+    def urls(self, prefix: str) -> list[str]:
+        """The URLs of the SQS queues whose names start with `prefix` (ListQueues, every
+        page)."""
         paginator = self._client.get_paginator("list_queues")
         try:
-            for page in paginator.paginate(QueueNamePrefix=self._options.prefix + stem + "-p"):
-                for url in page.get("QueueUrls", []):
-                    level = level_of(self._options, queue, url.rsplit("/", 1)[-1])
-                    if level:
-                        found.add(level)
+            return [
+                url
+                for page in paginator.paginate(QueueNamePrefix=prefix)
+                for url in page.get("QueueUrls", [])
+            ]
         except Exception as exc:
-            # Listed by a lease every minute: the server down then is an outage like any
-            # other (a worker's fetch loop backs off), not a bug.
+            # Listed by a lease every minute (`levels`): the server down then is an outage
+            # like any other (a worker's fetch loop backs off), not a bug.
             down = unreachable(exc, self._options.url)
             if down is not None:
                 raise down from exc
             raise
-        return sorted(found)
 
     def _url(self, name: str) -> str | None:
         try:

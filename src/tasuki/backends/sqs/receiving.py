@@ -197,6 +197,11 @@ class Receiving(SqsBase):
         if self._records is not None and received:
             now = time.time()
             takes: list[LeaseTake] = []
+            # Sent once (`LeaseTake.once`): no enqueue can have offered the id again while
+            # an acked record refuses copies, as its window outlasts that record's grace
+            # or the producer made it for this enqueue. Copies that are a new send (a
+            # release's re-send, a redrive) meet a released or forgotten record, and run.
+            acked_grace = self._records.lifetimes.acked
             for message, meta, _, count in received:
                 attrs = message.get("Attributes", {})
                 first = int(attrs.get("ApproximateFirstReceiveTimestamp", 0)) / 1000
@@ -210,7 +215,7 @@ class Receiving(SqsBase):
                         fence=meta.fence_before + count,
                         visibility=meta.visibility_timeout or default_vt,
                         fresh=first > 0 and now - first < RECORDS.lease,
-                        once=meta.keep_id >= self._records.lifetimes.acked,
+                        once=meta.id_generated or meta.keep_id >= acked_grace,
                     )
                 )
             granted = [
