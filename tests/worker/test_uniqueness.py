@@ -128,7 +128,7 @@ def test_reschedule_runs_the_duplicate_later(app: tasuki.App, mode: str) -> None
     task.enqueue("b")
     s = app.stats()
     assert (s["ready"], s["delayed"]) == (1, 1)
-    drain(app)
+    drain(app, until=lambda: len(runs.items) >= 2)  # "b" may be on its way back again
     assert sorted(runs.values) == ["a", "b"]
     assert runs.values[0] == "a"
     if mode != "until_executing":
