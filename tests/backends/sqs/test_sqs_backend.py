@@ -610,15 +610,24 @@ def test_an_acked_message_whose_delete_failed_is_deleted_when_met_again(
     assert stats(locked, queue) == (0, 0, 0, 0)
 
 
-@pytest.mark.parametrize("window", [3600.0, 0.0])
+@pytest.mark.parametrize(
+    ("window", "generated"),
+    [(3600.0, False), (0.0, True), (0.0, False)],
+    ids=["id-window", "generated-id", "given-id-no-window"],
+)
 def test_a_second_copy_of_a_finished_message_from_a_retried_send_is_not_run(
-    locked: SqsBackend, queue: str, monkeypatch: pytest.MonkeyPatch, window: float
+    locked: SqsBackend,
+    queue: str,
+    monkeypatch: pytest.MonkeyPatch,
+    window: float,
+    generated: bool,
 ) -> None:
     """A send whose reply was lost is sent again by the SQS client: SQS then holds two
-    copies of the message. A message whose id window outlasts the acked record's grace
-    cannot have been enqueued again meanwhile, so the second copy met after the first's
-    ack is deleted, not run (a chaos run met a chord's callback run twice this way). A
-    message without that window may be a new enqueue of the same id, and runs."""
+    copies of the message. No other enqueue can have offered its id meanwhile when its id
+    window outlasts the acked record's grace, or when the producer made the id for this
+    one enqueue (`Envelope.id_generated`): the second copy met after the first's ack is
+    then deleted, not run (a chaos run met a chord's callback run twice this way). A
+    given id without that window may be a new enqueue of the same id, and runs."""
     original = locked._send
 
     def twice(url: str, entries: list[dict[str, Any]]) -> list[str]:
@@ -627,36 +636,15 @@ def test_a_second_copy_of_a_finished_message_from_a_retried_send_is_not_run(
 
     with monkeypatch.context() as patched:
         patched.setattr(locked, "_send", twice)
-        locked.enqueue([env(queue, "sent-twice", keep_id=window)])
+        locked.enqueue([env(queue, "sent-twice", keep_id=window, id_generated=generated)])
     [first] = locked.lease(queue, 1, 30.0, wait=2.0)
     assert locked.ack([first.receipt]) == [True]
     again = locked.lease(queue, 10, 30.0, wait=2.0)
-    if window:
+    if window or generated:
         assert again == []
         assert stats(locked, queue) == (0, 0, 0, 0)  # and deleted
     else:
         assert [d.id for d in again] == ["sent-twice"]
-
-
-def test_a_second_copy_of_a_message_with_a_generated_id_from_a_retried_send_is_not_run(
-    locked: SqsBackend, queue: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The retried send of a message whose id the producer made for this one enqueue
-    (`Envelope.id_generated`, no id window): no other enqueue offers that id, so the
-    second copy met after the first's ack is a duplicate too, deleted, not run."""
-    original = locked._send
-
-    def twice(url: str, entries: list[dict[str, Any]]) -> list[str]:
-        original(url, entries)
-        return original(url, entries)
-
-    with monkeypatch.context() as patched:
-        patched.setattr(locked, "_send", twice)
-        locked.enqueue([env(queue, "made-here", id_generated=True)])
-    [first] = locked.lease(queue, 1, 30.0, wait=2.0)
-    assert locked.ack([first.receipt]) == [True]
-    assert locked.lease(queue, 10, 30.0, wait=2.0) == []
-    assert stats(locked, queue) == (0, 0, 0, 0)  # and deleted
 
 
 def test_a_message_with_a_generated_id_runs_again_when_it_is_retried_or_redriven(
