@@ -21,8 +21,9 @@ import time
 from collections.abc import Callable
 
 from tasuki import logs
-from tasuki.runtime.supervised import GROUP_ENV
 
+# Set by the supervisor (`runtime/supervisor.py`) in each child: the group's size.
+GROUP_ENV = "TASUKI_WORKERS"
 WINDOW = 30.0
 BOUND = 0.75
 CONTENDED = 2.0

@@ -27,7 +27,6 @@ DIR_ENV = "TASUKI_SUPERVISOR_DIR"  # its run directory (probe ports, metrics fil
 INDEX_ENV = "TASUKI_WORKER_INDEX"  # this child's number in the group, from 1
 SERVES_ENV = "TASUKI_SUPERVISOR_SERVES"  # "health", "health,metrics" or ""
 PID_ENV = "TASUKI_SUPERVISOR_PID"  # the supervisor (a child may start after it died)
-GROUP_ENV = "TASUKI_WORKERS"  # how many worker processes the group runs
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,8 +47,9 @@ from types import FrameType
 from tasuki import logs
 from tasuki.errors import TasukiError
 from tasuki.runtime.children import RESTART_FIRST, Child, Entry, describe_exit
+from tasuki.runtime.cores import GROUP_ENV
 from tasuki.runtime.group_endpoints import serve_group_endpoints
-from tasuki.runtime.supervised import DIR_ENV, GROUP_ENV, INDEX_ENV, PID_ENV, SERVES_ENV
+from tasuki.runtime.supervised import DIR_ENV, INDEX_ENV, PID_ENV, SERVES_ENV
 
 RESTART_MAX = 30.0
 STABLE_AFTER = 60.0  # a child that lived this long resets the pause before the next start
