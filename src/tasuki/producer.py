@@ -82,7 +82,7 @@ class Producer:
                     max_attempts=job.retry.max_attempts,
                     visibility_timeout=job.visibility_timeout,
                     keep_id=self.id_window if given else 0.0,
-                    id_given=given is not None,
+                    made_id="" if given is not None else message_id,
                     priority=priority,
                 )
             )
@@ -107,9 +107,10 @@ class Producer:
         given = check_message_id(message_id) if message_id is not None else None
         if given is not None:
             self._check_ids_supported()
+        made = "" if given is not None else new_id()
         draft = Outgoing(
             queue=queue,
-            id=given or new_id(),
+            id=given or made,
             job=consumer,
             body=body,
             headers=check_headers(headers),
@@ -117,7 +118,7 @@ class Producer:
             max_attempts=consumer.retry.max_attempts if consumer else UNSTATED_MAX_ATTEMPTS,
             visibility_timeout=consumer.visibility_timeout if consumer else None,
             keep_id=self.id_window if given else 0.0,
-            id_given=given is not None,
+            made_id=made,
             priority=consumer.priority if consumer else 0,
         )
         return self.enqueue_outgoing([draft])[0].id

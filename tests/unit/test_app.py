@@ -15,6 +15,8 @@ from tasuki import errors
 from tasuki.backends.base import Enqueued, Envelope
 from tasuki.backends.memory import MemoryBackend
 from tasuki.backends.sqlite import SQLiteBackend
+from tasuki.core.outgoing import Outgoing
+from tasuki.middleware.base import EnqueueNext
 
 
 @pytest.fixture
@@ -155,6 +157,19 @@ def test_an_id_the_producer_made_is_marked_generated(
     app.send("raw", b"x")
     app.send("raw", b"x", message_id="raw-1")
     assert [e.id_generated for e in stored] == [True, True, True, False, True, False]
+
+    class OwnIds(tasuki.Middleware):
+        """A client middleware that gives messages ids of its own (idempotency keys)."""
+
+        def enqueue(self, messages: list[Outgoing], call_next: EnqueueNext) -> list[Enqueued]:
+            for m in messages:
+                m.id = f"order-{m.args[0]}"
+            return call_next(messages)
+
+    app.middleware.append(OwnIds())
+    del stored[:]
+    resize.enqueue(5)  # its id is the middleware's now, not the one the producer made
+    assert [(e.id, e.id_generated) for e in stored] == [("order-5", False)]
 
 
 def test_wrong_arguments_are_refused_at_enqueue(app: tasuki.App) -> None:

@@ -100,16 +100,17 @@ def enqueue(
         click.echo(bound.enqueue(*values, **kwargs))
         return
     given = check_message_id(message_id) if message_id else None
+    made = "" if given is not None else new_id()
     draft = Outgoing(
         queue=queue or app.default_queue,
-        id=given or new_id(),
+        id=given or made,
         job=None,
         body=app.codec.encode_payload(job, values, kwargs),
         headers={JOB_HEADER: job, **app.codec.content_headers},
         delay=check_delay(delay),
         max_attempts=UNSTATED_MAX_ATTEMPTS,  # the worker applies the job's own policy
         keep_id=app.id_window if given else 0.0,
-        id_given=given is not None,
+        made_id=made,
         priority=priority or 0,
     )
     click.echo(app.producer.enqueue_outgoing([draft])[0].id)

@@ -299,7 +299,6 @@ def draft(
         max_attempts=job.retry.max_attempts + 1,
         visibility_timeout=job.visibility_timeout,
         keep_id=retention,
-        id_given=True,
         priority=int(spec["r"]),
     )
 

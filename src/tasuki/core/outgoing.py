@@ -34,9 +34,11 @@ class Outgoing:
     visibility_timeout: float | None = None
     keep_id: float = 0.0
     unique: UniqueClaim | None = None
-    # False where the producer made the id (`Envelope.id_generated`): a middleware that
-    # gives the message an id of its own sets it True.
-    id_given: bool = False
+    # The id the producer made for this draft (`new_id`), "" where the id was given. The
+    # envelope says the id was made here only while the draft still carries it
+    # (`Envelope.id_generated`), so a middleware that gives the message an id of its own
+    # needs to say nothing.
+    made_id: str = ""
     # 0 (lowest) to 9: the order of the lease (`Envelope.priority`).
     priority: int = 0
 
@@ -88,7 +90,7 @@ class Sealer:
             priority=d.priority,
             limits=_limits(d, body, headers),
             keep_result=d.job.keep_result if d.job is not None else 0.0,
-            id_generated=not d.id_given,
+            id_generated=bool(d.made_id) and d.id == d.made_id,
         )
 
 
