@@ -183,7 +183,11 @@ def test_a_concurrency_limit_holds_across_worker_processes(
     shared_url: str, log: Path, tmp_path: Path, workers: list[WorkerProcess]
 ) -> None:
     app = producer(shared_url)
-    app.jobs["limited"].enqueue_many([(n, "a", 0.4) for n in range(10)])
+    # Tenant A's runs last long enough for B's four to finish before A's third pair starts,
+    # with room for SQS, where a freed slot wakes the next message about 0.4 s after the
+    # job ended (when the ack is sent): with A at 0.4 s, B's last run ended 0.16 s after
+    # A's sixth start once on a loaded machine.
+    app.jobs["limited"].enqueue_many([(n, "a", 0.8) for n in range(10)])
     app.jobs["limited"].enqueue_many([(n, "b", 0.1) for n in range(10, 14)])
     # Two slots a worker: no one process can hold both tenants' slots at once. (With
     # four, the first to lease took all four, and on SQLite, whose commits wake the

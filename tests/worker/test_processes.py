@@ -149,7 +149,10 @@ def test_second_signal_exits_at_once(
 def test_job_running_ten_times_its_lease_runs_once_with_two_workers(
     shared_url: str, log: Path, workers: list[WorkerProcess]
 ) -> None:
-    vt = 0.4
+    # A keep lands every third of the lease: 0.8 s leaves a keep 0.5 s late still in time
+    # (with 0.4 s, one SQLite keep that waited out a busy writer on a loaded 2-core
+    # machine lapsed, and the other worker ran the job again).
+    vt = 0.8
     app = producer(shared_url, vt)
     app.jobs["work"].enqueue(1, vt * 10)
     for _ in range(2):
