@@ -48,14 +48,16 @@ class TestPriorities:
     def test_waiting_ages_a_message_up_one_level_per_period(
         self, backend: Backend, queue: str
     ) -> None:
-        backend.priority_aging = 0.5
+        # A period well above the waits: an enqueue that takes a while (SQS's first use of
+        # a level creates its queue) must not age "old" past a period before "new" is in.
+        backend.priority_aging = 1.0
         backend.enqueue([env(queue, "old", priority=0)])
         time.sleep(0.3)
         # 0.3 s of waiting is less than a period: a level higher still goes first.
         backend.enqueue([env(queue, "new", priority=1)])
         assert _order(backend, queue) == ["new", "old"]
         backend.enqueue([env(queue, "old2", priority=0)])
-        time.sleep(0.7)
+        time.sleep(1.4)
         # Over a period of waiting: it ranks above a level-1 message enqueued now.
         backend.enqueue([env(queue, "new2", priority=1)])
         assert _order(backend, queue) == ["old2", "new2"]
