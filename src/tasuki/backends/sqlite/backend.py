@@ -40,7 +40,7 @@ from tasuki.errors import BackendError, BackendUnavailable, InvalidArgument, Inv
 Q = load_dialect_queries(
     "tasuki.backends.sqlite",
     cte_writes=False,
-    files=("queries.sql", "results.sql", "flows.sql", "limits.sql"),
+    files=("queries.sql", "results.sql", "flows.sql", "limits.sql", "durable.sql"),
 )
 SCHEMA = resources.files("tasuki.backends.sqlite").joinpath("schema.sql").read_text("utf-8")
 
@@ -152,6 +152,8 @@ class SQLiteDialect:
             cancel=True,
             results=True,
             progress=True,
+            durable_steps=True,
+            transactional_steps=True,
             workflows=True,
             rate_limits=True,
             concurrency_limits=True,

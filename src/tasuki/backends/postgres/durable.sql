@@ -1,0 +1,97 @@
+-- Durable steps (`sql/durable.py`): step records, signals and waits. A lease checked in
+-- a write holds the message's row (FOR SHARE / FOR UPDATE) until the commit: a lease
+-- taken or settled at the same time waits for it, then sees the row as it is.
+
+-- name: steps_read
+SELECT name, occurrence, result, started_at, duration FROM tasuki_steps
+WHERE queue = %(queue)s AND id = %(id)s
+ORDER BY started_at, name, occurrence;
+
+-- name: step_record
+-- Written only where the token is the message's current lease: a zombie's is refused.
+WITH held AS (
+    SELECT queue, id FROM tasuki_messages
+    WHERE queue = %(queue)s AND id = %(id)s AND token = %(token)s AND state = 1
+    FOR SHARE
+)
+INSERT INTO tasuki_steps (queue, id, name, occurrence, result, started_at, duration)
+SELECT queue, id, %(name)s, %(occurrence)s, %(result)s, %(started_at)s, %(duration)s FROM held
+ON CONFLICT (queue, id, name, occurrence) DO NOTHING;
+
+-- name: step_hold
+SELECT id FROM tasuki_messages
+WHERE queue = %(queue)s AND id = %(id)s AND token = %(token)s AND state = 1
+FOR UPDATE;
+
+-- name: signal_target
+SELECT state FROM tasuki_messages WHERE queue = %(queue)s AND id = %(id)s FOR UPDATE;
+
+-- name: signal_put
+INSERT INTO tasuki_signals (queue, id, name, payload, sent_at)
+VALUES (%(queue)s, %(id)s, %(name)s, %(payload)s, %(now)s);
+
+-- name: signal_wake
+-- A message waiting for this signal is ready at once.
+UPDATE tasuki_messages SET visible_at = %(now)s
+WHERE queue = %(queue)s AND id = %(id)s AND state = 0 AND visible_at > %(now)s
+  AND EXISTS (SELECT 1 FROM tasuki_waits w
+              WHERE w.queue = %(queue)s AND w.id = %(id)s AND w.signal = %(name)s
+                AND w.signal <> '')
+RETURNING id;
+
+-- name: wait_end
+DELETE FROM tasuki_waits WHERE queue = %(queue)s AND id = %(id)s;
+
+-- name: signal_first
+SELECT seq, payload FROM tasuki_signals
+WHERE queue = %(queue)s AND id = %(id)s AND name = %(name)s
+ORDER BY seq LIMIT 1;
+
+-- name: signal_consume
+DELETE FROM tasuki_signals WHERE seq = %(seq)s;
+
+-- name: wait_put
+INSERT INTO tasuki_waits (queue, id, signal, until)
+VALUES (%(queue)s, %(id)s, %(signal)s, %(until)s)
+ON CONFLICT (queue, id) DO UPDATE SET signal = excluded.signal, until = excluded.until;
+
+-- name: wait_signalled
+-- The signal it now waits for came before the wait was settled: ready at once.
+UPDATE tasuki_messages SET visible_at = %(now)s
+WHERE queue = %(queue)s AND id = %(id)s AND state = 0
+  AND EXISTS (SELECT 1 FROM tasuki_signals s
+              WHERE s.queue = %(queue)s AND s.id = %(id)s AND s.name = %(signal)s)
+RETURNING id;
+
+-- name: wait_read
+SELECT w.signal, w.until FROM tasuki_waits w
+JOIN tasuki_messages m ON m.queue = w.queue AND m.id = w.id
+WHERE w.queue = %(queue)s AND w.id = %(id)s AND m.state = 0 AND m.visible_at > %(now)s;
+
+-- name: steps_forget_orphans
+-- The records of messages gone (acked and their result's time over, purged, cancelled).
+DELETE FROM tasuki_steps WHERE ctid IN (
+    SELECT s.ctid FROM tasuki_steps s
+    WHERE NOT EXISTS (SELECT 1 FROM tasuki_messages m WHERE m.queue = s.queue AND m.id = s.id)
+      AND NOT EXISTS (SELECT 1 FROM tasuki_results r WHERE r.queue = s.queue AND r.id = s.id)
+    LIMIT %(limit)s
+);
+
+-- name: signals_forget_orphans
+DELETE FROM tasuki_signals WHERE seq IN (
+    SELECT s.seq FROM tasuki_signals s
+    WHERE NOT EXISTS (SELECT 1 FROM tasuki_messages m WHERE m.queue = s.queue AND m.id = s.id)
+    LIMIT %(limit)s
+);
+
+-- name: waits_forget_orphans
+DELETE FROM tasuki_waits WHERE (queue, id) IN (
+    SELECT w.queue, w.id FROM tasuki_waits w
+    WHERE NOT EXISTS (SELECT 1 FROM tasuki_messages m WHERE m.queue = w.queue AND m.id = w.id)
+    LIMIT %(limit)s
+);
+
+-- name: step_transaction
+-- A transactional step runs the job's code between its statements: the session's short
+-- limit for a quiet client (`IDLE_IN_TRANSACTION`) would end it.
+SET LOCAL idle_in_transaction_session_timeout = 0;

@@ -1,0 +1,85 @@
+-- Durable steps (`sql/durable.py`): step records, signals and waits. SQLite's writes are
+-- serialized (one IMMEDIATE transaction at a time), so a lease checked in a write stays
+-- the caller's until its commit.
+
+-- name: steps_read
+SELECT name, occurrence, result, started_at, duration FROM tasuki_steps
+WHERE queue = :queue AND id = :id
+ORDER BY started_at, name, occurrence;
+
+-- name: step_record
+-- Written only where the token is the message's current lease: a zombie's is refused.
+INSERT INTO tasuki_steps (queue, id, name, occurrence, result, started_at, duration)
+SELECT :queue, :id, :name, :occurrence, :result, :started_at, :duration
+FROM tasuki_messages WHERE queue = :queue AND id = :id AND token = :token AND state = 1
+ON CONFLICT (queue, id, name, occurrence) DO NOTHING;
+
+-- name: step_hold
+SELECT id FROM tasuki_messages
+WHERE queue = :queue AND id = :id AND token = :token AND state = 1;
+
+-- name: signal_target
+SELECT state FROM tasuki_messages WHERE queue = :queue AND id = :id;
+
+-- name: signal_put
+INSERT INTO tasuki_signals (queue, id, name, payload, sent_at)
+VALUES (:queue, :id, :name, :payload, :now);
+
+-- name: signal_wake
+-- A message waiting for this signal is ready at once.
+UPDATE tasuki_messages SET visible_at = :now
+WHERE queue = :queue AND id = :id AND state = 0 AND visible_at > :now
+  AND EXISTS (SELECT 1 FROM tasuki_waits w
+              WHERE w.queue = :queue AND w.id = :id AND w.signal = :name AND w.signal <> '')
+RETURNING id;
+
+-- name: wait_end
+DELETE FROM tasuki_waits WHERE queue = :queue AND id = :id;
+
+-- name: signal_first
+SELECT seq, payload FROM tasuki_signals
+WHERE queue = :queue AND id = :id AND name = :name
+ORDER BY seq LIMIT 1;
+
+-- name: signal_consume
+DELETE FROM tasuki_signals WHERE seq = :seq;
+
+-- name: wait_put
+INSERT INTO tasuki_waits (queue, id, signal, until) VALUES (:queue, :id, :signal, :until)
+ON CONFLICT (queue, id) DO UPDATE SET signal = excluded.signal, until = excluded.until;
+
+-- name: wait_signalled
+-- The signal it now waits for came before the wait was settled: ready at once.
+UPDATE tasuki_messages SET visible_at = :now
+WHERE queue = :queue AND id = :id AND state = 0
+  AND EXISTS (SELECT 1 FROM tasuki_signals s
+              WHERE s.queue = :queue AND s.id = :id AND s.name = :signal)
+RETURNING id;
+
+-- name: wait_read
+SELECT w.signal, w.until FROM tasuki_waits w
+JOIN tasuki_messages m ON m.queue = w.queue AND m.id = w.id
+WHERE w.queue = :queue AND w.id = :id AND m.state = 0 AND m.visible_at > :now;
+
+-- name: steps_forget_orphans
+-- The records of messages gone (acked and their result's time over, purged, cancelled).
+DELETE FROM tasuki_steps WHERE rowid IN (
+    SELECT s.rowid FROM tasuki_steps s
+    WHERE NOT EXISTS (SELECT 1 FROM tasuki_messages m WHERE m.queue = s.queue AND m.id = s.id)
+      AND NOT EXISTS (SELECT 1 FROM tasuki_results r WHERE r.queue = s.queue AND r.id = s.id)
+    LIMIT :limit
+);
+
+-- name: signals_forget_orphans
+DELETE FROM tasuki_signals WHERE seq IN (
+    SELECT s.seq FROM tasuki_signals s
+    WHERE NOT EXISTS (SELECT 1 FROM tasuki_messages m WHERE m.queue = s.queue AND m.id = s.id)
+    LIMIT :limit
+);
+
+-- name: waits_forget_orphans
+DELETE FROM tasuki_waits WHERE (queue, id) IN (
+    SELECT w.queue, w.id FROM tasuki_waits w
+    WHERE NOT EXISTS (SELECT 1 FROM tasuki_messages m WHERE m.queue = w.queue AND m.id = w.id)
+    LIMIT :limit
+);
