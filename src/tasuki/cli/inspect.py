@@ -20,6 +20,7 @@ from tasuki.cli.common import (
 )
 from tasuki.cli.tables import Column, record, table
 from tasuki.core.flowrecords import ResultRecord
+from tasuki.core.steps import preview
 from tasuki.core.records import MessageInfo, Progress
 
 
@@ -32,8 +33,8 @@ from tasuki.core.records import MessageInfo, Progress
 def inspect(
     queue: str, message_id: str, app_spec: str | None, url: str | None, as_json: bool
 ) -> None:
-    """State, attempts, priority, lease, progress, result and recent history of one
-    message.
+    """State, attempts, priority, lease, progress, result, recent history, durable steps
+    and what it waits for, of one message.
 
     Exits with status 1 when the backend knows nothing of the message (never enqueued,
     or acked and its id no longer remembered) and keeps no result of it.
@@ -124,6 +125,8 @@ def print_info(info: MessageInfo) -> None:
             rows.append(("visible", when(info.visible_at, now)))
         if info.lease_expires_at is not None:
             rows.append(("lease expires", when(info.lease_expires_at, now)))
+        if info.waiting:
+            rows.append(("waiting", info.waiting))
         if info.state == "dead":
             rows += [("died", when(info.died_at, now)), ("reason", info.reason)]
             if info.error is not None:
@@ -140,6 +143,23 @@ def print_info(info: MessageInfo) -> None:
                 Column("detail"),
             ],
             [[when(e.at, now), e.event, str(e.fencing_token), e.detail] for e in info.history],
+            out=out,
+        )
+    if info.steps:
+        out.print()
+        table(
+            "durable steps, oldest first",
+            [
+                Column("step", whole=True),
+                Column("started", whole=True),
+                Column("took", whole=True, justify="right"),
+                Column("result"),
+            ],
+            [
+                [f"{s.name} #{s.occurrence}", when(s.started_at, now), f"{s.duration:.3f}s"]
+                + [preview(s.result)]
+                for s in info.steps
+            ],
             out=out,
         )
     if info.error is not None and info.error.traceback:
