@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import tasuki
+from tasuki.core.policies import Constant
 from tests.support.servers import env_with_src
 from tests.worker.helpers import ROOT, read_log, wait_until
 
@@ -65,3 +66,26 @@ def test_a_step_recorded_before_a_sigkill_never_runs_again(
     [done] = _events(log, "done")
     assert done["result"] == "shipped 40"
     wait_until(lambda: app.stats("default")["in_flight"] + app.stats("default")["ready"] == 0, 10)
+
+
+def test_an_async_job_awaits_its_async_steps_and_replays_them() -> None:
+    app = tasuki.App("memory://", middleware=[])
+    ran: list[int] = []
+
+    async def fetch(n: int) -> int:
+        ran.append(n)
+        return n + 1
+
+    @app.job(retry=tasuki.Retry(3, Constant(0.0)))
+    async def crawl(n: int) -> None:
+        ctx = tasuki.current()
+        got = await ctx.step("fetch", fetch, n)
+        plain = ctx.step("plain", int, got)
+        if ctx.attempt == 1:
+            raise RuntimeError("after the steps")
+        ran.append(plain * 100)
+
+    crawl.enqueue(1)
+    app.worker(concurrency=1, wait=0.05).run(until_idle=True, timeout=20)
+    assert ran == [1, 200]
+    assert app.stats()["dead"] == 0
