@@ -165,7 +165,7 @@ class StepLog:
 
     def __init__(self, durable: Durable, receipt: Receipt, on_lost: Callable[[], None]) -> None:
         if durable.store is None:
-            raise TasukiError(durable.refusal or "this delivery cannot record steps")
+            raise InvalidArgument(durable.refusal or "this delivery cannot record steps")
         self._durable = durable
         self._receipt = receipt
         self._on_lost = on_lost
