@@ -20,8 +20,8 @@ from tasuki.cli.common import (
 )
 from tasuki.cli.tables import Column, record, table
 from tasuki.core.flowrecords import ResultRecord
-from tasuki.core.steps import preview
 from tasuki.core.records import MessageInfo, Progress
+from tasuki.core.steps import StepRecord, preview
 
 
 @click.command()
@@ -96,6 +96,11 @@ def progress_line(progress: Progress) -> str:
     return f"{progress.fraction:.0%} {progress.text}".rstrip()
 
 
+def _step_row(step: StepRecord, now: float) -> list[str]:
+    name = f"{step.name} #{step.occurrence}"
+    return [name, when(step.started_at, now), f"{step.duration:.3f}s", preview(step.result)]
+
+
 def print_info(info: MessageInfo) -> None:
     now = time.time()
     out = console.real()
@@ -155,11 +160,7 @@ def print_info(info: MessageInfo) -> None:
                 Column("took", whole=True, justify="right"),
                 Column("result"),
             ],
-            [
-                [f"{s.name} #{s.occurrence}", when(s.started_at, now), f"{s.duration:.3f}s"]
-                + [preview(s.result)]
-                for s in info.steps
-            ],
+            [_step_row(s, now) for s in info.steps],
             out=out,
         )
     if info.error is not None and info.error.traceback:

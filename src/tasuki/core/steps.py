@@ -32,7 +32,6 @@ from tasuki.errors import (
     MessageTooLarge,
     SerializationError,
     SignalTimeout,
-    TasukiError,
 )
 
 # How many step records one message may hold unless the App says otherwise.
