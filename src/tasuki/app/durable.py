@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from tasuki.backends.base import Backend, SignalStatus, lacks
+from tasuki.backends.base import Backend, SignalStatus
 from tasuki.core.job import check_message_id, check_queue
 from tasuki.core.records import MessageInfo
 from tasuki.core.steps import check_name, describe_wait
@@ -19,8 +19,7 @@ from tasuki.errors import SerializationError
 
 def signal(backend: Backend, queue: str, message_id: str, name: str, payload: Any) -> SignalStatus:
     """Store the signal for the message (see `App.signal`)."""
-    if not backend.capabilities.durable_steps:
-        raise lacks(backend, "durable_steps", "signal a message")
+    backend.require("durable_steps", "signal a message")
     check_name(name)
     try:
         data = orjson.dumps(payload)

@@ -18,6 +18,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
+from tasuki.backends.urls import scheme_of
+from tasuki.core.capabilities import ANOTHER_BACKEND, Capabilities, refusal
 from tasuki.core.flowrecords import Effects, Fill, FlowFailure, FlowRecord, FlowStep, ResultRecord
 from tasuki.core.locks import LockStore
 from tasuki.core.message import DeadLetter
@@ -25,7 +27,6 @@ from tasuki.core.records import (
     DEFAULT_VISIBILITY_TIMEOUT,
     FOREVER,
     CancelStatus,
-    Capabilities,
     Delivery,
     Enqueued,
     EnqueueStatus,
@@ -46,7 +47,7 @@ from tasuki.core.records import (
 )
 from tasuki.core.reliability import Reliability
 from tasuki.core.steps import StepRecord, Taken, Wait, Waiting
-from tasuki.errors import InvalidArgument
+from tasuki.errors import Unsupported
 
 T = TypeVar("T")
 # What `signal` did: stored it for a message that exists ("delivered"), or found none.
@@ -92,23 +93,6 @@ __all__ = [
 ]
 
 
-def refuse_connection(backend: Backend, connection: object | None) -> None:
-    """Raise if a caller's connection is given to a backend that cannot join it."""
-    if connection is not None:
-        scheme = backend.url.split("://", 1)[0]
-        raise InvalidArgument(
-            f"{scheme}:// cannot enqueue inside your database transaction "
-            "(it lacks the transactional_enqueue capability); drop connection= "
-            "or use a sqlite:// or postgresql:// backend"
-        )
-
-
-def lacks(backend: Backend, capability: str, what: str) -> InvalidArgument:
-    """The error for an operation a backend cannot do, naming the missing capability."""
-    scheme = backend.url.split("://", 1)[0]
-    return InvalidArgument(f"{scheme}:// cannot {what} (it lacks the {capability} capability)")
-
-
 # How a default `wait_result` / `wait_flow` polls: from 10 ms, doubling, to 1 s.
 POLL_FIRST, POLL_MOST = 0.01, 1.0
 
@@ -141,6 +125,36 @@ class Backend(ABC):
     # Seconds of waiting that count as one priority level (`Envelope.priority`): the
     # lease ranks due messages by visible_at - priority x priority_aging. The App sets it.
     priority_aging: float = 300.0
+    # The GIL slice (`sys.setswitchinterval`, seconds) a `tasuki worker` process takes
+    # while fast jobs run inline, or None for CPython's 5 ms: a worker tuning, not a
+    # capability. The fetcher holds the GIL while it runs a batch of jobs; a client
+    # library that gives the GIL up and takes it back several times per call (psycopg
+    # reading a lease's rows) waits up to a slice each time, and the next batch is late.
+    gil_slice: float | None = None
+
+    # -- refusing --------------------------------------------------------------------
+    @property
+    def scheme(self) -> str:
+        """The URL's scheme ("redis", "sqs", ...), as every refusal names the backend."""
+        return scheme_of(self.url)
+
+    def refusal(self, capability: str, what: str, advice: str = ANOTHER_BACKEND) -> Unsupported:
+        """The error for `what`, which this backend cannot do (`core/capabilities.py`)."""
+        return refusal(self.scheme, capability, what, advice)
+
+    def require(self, capability: str, what: str, advice: str = ANOTHER_BACKEND) -> None:
+        """Raise `refusal(...)` unless this backend has `capability`."""
+        if not getattr(self.capabilities, capability):
+            raise self.refusal(capability, what, advice)
+
+    def refuse_connection(self, connection: object | None) -> None:
+        """Raise if a caller's connection is given to a backend that cannot join it."""
+        if connection is not None:
+            raise self.refusal(
+                "transactional_enqueue",
+                "enqueue inside your database transaction",
+                "drop connection= or use a sqlite:// or postgresql:// backend",
+            )
 
     # -- producing -------------------------------------------------------------------
     @abstractmethod
@@ -152,7 +166,7 @@ class Backend(ABC):
         `connection`: the caller's own database connection, inside whose open
         transaction the messages are written (rolled back: they never existed). Only
         backends with the `transactional_enqueue` capability take one; the others
-        refuse it with `refuse_connection`.
+        refuse it with `Backend.refuse_connection`.
         """
 
     # -- consuming -------------------------------------------------------------------
@@ -229,12 +243,12 @@ class Backend(ABC):
         """Cancel a message: "removed" (it was waiting: gone, `inspect` says cancelled),
         "signalled" (in flight: its lease is fenced out, `keep` answers "cancelled", it is
         never leased again), "unknown" (nothing to cancel)."""
-        raise lacks(self, "cancel", "cancel a message")
+        raise self.refusal("cancel", "cancel a message")
 
     # -- results and workflows (`core/flowrecords.py`) ------------------------------------
     def result(self, queue: str, id: str) -> ResultRecord | None:
         """The message's result record, or None (unknown id, result not kept, expired)."""
-        raise lacks(self, "results", "keep results")
+        raise self.refusal("results", "keep results")
 
     def wait_result(self, queue: str, id: str, timeout: float) -> ResultRecord | None:
         """`result`, once it is no longer pending or `timeout` passed. This default polls
@@ -244,10 +258,10 @@ class Backend(ABC):
     def start_flow(self, record: FlowRecord, envelopes: Sequence[Envelope]) -> bool:
         """Store a flow's record and enqueue its first steps, atomically where the engine
         can; False (and nothing enqueued) if a flow with that id exists."""
-        raise lacks(self, "workflows", "run workflows")
+        raise self.refusal("workflows", "run workflows")
 
     def flow(self, flow_id: str) -> FlowRecord | None:
-        raise lacks(self, "workflows", "run workflows")
+        raise self.refusal("workflows", "run workflows")
 
     def wait_flow(self, flow_id: str, timeout: float) -> FlowRecord | None:
         """`flow`, once it has a result, a failure or is cancelled, or `timeout` passed."""
@@ -260,11 +274,11 @@ class Backend(ABC):
     def cancel_flow(self, flow_id: str) -> bool:
         """Set the flow's cancelled flag (settles of its steps then enqueue nothing);
         False if the flow is unknown. The runtime cancels its steps."""
-        raise lacks(self, "workflows", "run workflows")
+        raise self.refusal("workflows", "run workflows")
 
     def group_value(self, flow_id: str, barrier: str) -> bytes | None:
         """A complete barrier's value (the JSON array of its slots), or None."""
-        raise lacks(self, "workflows", "run workflows")
+        raise self.refusal("workflows", "run workflows")
 
     def flow_steps(self, steps: Sequence[FlowStep]) -> list[MessageInfo]:
         """What `app.flow` shows of each step: `inspect` of it. A backend that cannot
@@ -283,12 +297,12 @@ class Backend(ABC):
     def steps(self, queue: str, id: str) -> list[StepRecord]:
         """The message's step records (consumed signals included), oldest first; empty
         for an unknown message. One read per run, at its first durable call."""
-        raise lacks(self, "durable_steps", "record durable steps")
+        raise self.refusal("durable_steps", "record durable steps")
 
     def record_step(self, receipt: Receipt, record: StepRecord) -> bool:
         """Store one step record, atomically with the check that `receipt.token` is the
         message's current lease: False (and nothing stored) if it is not (a zombie's)."""
-        raise lacks(self, "durable_steps", "record durable steps")
+        raise self.refusal("durable_steps", "record durable steps")
 
     def take_signal(self, receipt: Receipt, name: str, occurrence: int) -> Taken:
         """Consume the oldest stored signal `name` of the message, atomically with the
@@ -296,14 +310,14 @@ class Backend(ABC):
         occurrence (its result: the payload): a signal is consumed once. `Taken(False,
         None)` if the lease is stale (nothing changed), `Taken(True, None)` if no such
         signal is stored."""
-        raise lacks(self, "durable_steps", "wait for signals")
+        raise self.refusal("durable_steps", "wait for signals")
 
     def signal(self, queue: str, id: str, name: str, payload: bytes) -> SignalStatus:
         """Store a signal (`payload`: JSON) for a message waiting, delayed or in flight:
         "delivered"; if the message waits for `name` (`Waiting.signal`), it becomes
         ready at once, in the same atomic step, and its wait ends. "unknown" (nothing
         stored) for a message the backend does not hold, or holds dead."""
-        raise lacks(self, "durable_steps", "signal a message")
+        raise self.refusal("durable_steps", "signal a message")
 
     def waiting(self, queue: str, id: str) -> Waiting | None:
         """What a waiting message waits for (a sleep or a signal, until when); None if it
@@ -318,7 +332,7 @@ class Backend(ABC):
         call `work(connection)` (the step's own writes happen on that connection), store
         the record it returns, commit. None, and everything rolled back, if the lease is
         stale before or after `work`; `work`'s error rolls back and propagates."""
-        raise lacks(self, "transactional_steps", "run a step inside its transaction")
+        raise self.refusal("transactional_steps", "run a step inside its transaction")
 
     # -- operating -------------------------------------------------------------------
     @abstractmethod
@@ -347,10 +361,7 @@ class Backend(ABC):
     def in_flight(self, queue: str, limit: int = 100) -> list[MessageInfo]:
         """Messages whose lease is current, soonest expiry first (state "in_flight", no
         history): what the workers hold now. A backend without `inspection` raises."""
-        scheme = self.url.split("://", 1)[0]
-        raise InvalidArgument(
-            f"{scheme}:// cannot list messages in flight (it lacks the inspection capability)"
-        )
+        raise self.refusal("inspection", "list messages in flight")
 
     def settled_totals(self, queue: str) -> SettledTotals | None:
         """Messages acked and dead-lettered so far (rates are their differences over
@@ -371,10 +382,7 @@ class Backend(ABC):
 
         A backend that cannot tell declares `inspection=False` and keeps this default.
         """
-        scheme = self.url.split("://", 1)[0]
-        raise InvalidArgument(
-            f"{scheme}:// cannot inspect a message (it lacks the inspection capability)"
-        )
+        raise self.refusal("inspection", "inspect a message")
 
     @abstractmethod
     def redrive(self, queue: str, ids: Sequence[str] | None = None) -> int:

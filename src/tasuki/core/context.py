@@ -232,9 +232,7 @@ class Context:
 
     def _log(self) -> StepLog:
         if self._steps is None:
-            durable = self._durable or Durable(
-                None, refusal="this delivery cannot record steps (a process job, or no worker)"
-            )
+            durable = self._durable or Durable(None, durable_steps=True)
             self._steps = StepLog(durable, self.receipt, self._lost)
         return self._steps
 

@@ -24,6 +24,7 @@ from typing import Any, NamedTuple, Protocol
 
 import orjson
 
+from tasuki.core.capabilities import Capabilities, refusal
 from tasuki.core.records import Receipt
 from tasuki.errors import (
     Defer,
@@ -112,42 +113,32 @@ class StepStore(Protocol):
 
 
 class Durable(NamedTuple):
-    """What every run's step log shares: the store, its limits and what it refuses."""
+    """What every run's step log shares: the store (None where the backend cannot keep
+    steps), its limits, and what the backend can do."""
 
     store: StepStore | None
     max_steps: int = DEFAULT_MAX_STEPS
     max_size: int = 256 * 1024
-    # Why steps cannot be recorded here, when they cannot (the missing capability).
-    refusal: str = ""
-    transactional_refusal: str = ""
+    scheme: str = ""
+    durable_steps: bool = False
+    transactional_steps: bool = False
 
 
 def durable_for(
     store: StepStore,
-    durable_steps: bool,
-    transactional: bool,
+    caps: Capabilities,
     scheme: str,
-    max_size: int,
     max_steps: int = DEFAULT_MAX_STEPS,
 ) -> Durable:
-    """What a worker's runs share, from its backend's capabilities: the refusals name the
-    missing one."""
-    lacks = "{scheme}:// cannot {what} (it lacks the {capability} capability)"
-    if not durable_steps:
-        refusal = lacks.format(
-            scheme=scheme, what="record durable steps", capability="durable_steps"
-        )
-        return Durable(None, max_steps, max_size, refusal, refusal)
-    refusal = (
-        ""
-        if transactional
-        else lacks.format(
-            scheme=scheme,
-            what="run a step inside its transaction",
-            capability="transactional_steps",
-        )
+    """What a worker's runs share, from its backend's capabilities."""
+    return Durable(
+        store if caps.durable_steps else None,
+        max_steps,
+        caps.max_message_size,
+        scheme,
+        caps.durable_steps,
+        caps.transactional_steps,
     )
-    return Durable(store, max_steps, max_size, "", refusal)
 
 
 def check_max_steps(value: object) -> int:
@@ -163,8 +154,12 @@ class StepLog:
     __slots__ = ("_counts", "_durable", "_on_lost", "_receipt", "_records", "waiting")
 
     def __init__(self, durable: Durable, receipt: Receipt, on_lost: Callable[[], None]) -> None:
+        if not durable.durable_steps:
+            raise refusal(durable.scheme, "durable_steps", "record durable steps")
         if durable.store is None:
-            raise InvalidArgument(durable.refusal or "this delivery cannot record steps")
+            raise InvalidArgument(
+                "this delivery cannot record steps (a process job, or a run without a worker)"
+            )
         self._durable = durable
         self._receipt = receipt
         self._on_lost = on_lost
@@ -225,8 +220,10 @@ class StepLog:
         )
 
     def check_transactional(self) -> None:
-        if self._durable.transactional_refusal:
-            raise InvalidArgument(self._durable.transactional_refusal)
+        if not self._durable.transactional_steps:
+            raise refusal(
+                self._durable.scheme, "transactional_steps", "run a step inside its transaction"
+            )
 
     def in_transaction(
         self, name: str, occurrence: int, fn: Callable[..., Any], args: Any, kwargs: Any

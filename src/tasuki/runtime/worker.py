@@ -92,15 +92,7 @@ class Worker:
         # How a flow step's successors are sealed: the app's producer's way.
         caps = backend.capabilities
         self.sealer = sealer or Sealer(codec, caps.max_message_size, caps.max_delay)
-        scheme = backend.url.split("://", 1)[0]
-        self.durable = durable_for(
-            backend,
-            caps.durable_steps,
-            caps.transactional_steps,
-            scheme,
-            caps.max_message_size,
-            check_max_steps(max_steps),
-        )
+        self.durable = durable_for(backend, caps, backend.scheme, check_max_steps(max_steps))
         if isinstance(queues, str):
             queues = [q.strip() for q in queues.split(",") if q.strip()]
         if not queues:
