@@ -13,7 +13,7 @@ import orjson
 import tasuki
 from tasuki.backends.base import Envelope, Settle, StepRecord, Wait
 from tests.e2e.test_cli import tasuki_cli
-from tests.support.servers import env_with_src
+from tests.support.processes import env_with_src
 
 ROOT = Path(__file__).resolve().parents[2]
 

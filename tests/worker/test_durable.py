@@ -13,7 +13,7 @@ import pytest
 
 import tasuki
 from tasuki.core.policies import Constant
-from tests.support.servers import env_with_src
+from tests.support.processes import env_with_src
 from tests.worker.helpers import ROOT, read_log, wait_until
 
 
