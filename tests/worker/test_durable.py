@@ -3,9 +3,11 @@ runs again; the step the worker died in may (DESIGN §4c)."""
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -89,3 +91,23 @@ def test_an_async_job_awaits_its_async_steps_and_replays_them() -> None:
     app.worker(concurrency=1, wait=0.05).run(until_idle=True, timeout=20)
     assert ran == [1, 200]
     assert app.stats()["dead"] == 0
+
+
+def test_a_sleep_longer_than_the_backends_longest_delay_hops() -> None:
+    app = tasuki.App("memory://", middleware=[])
+    caps = app.backend.capabilities
+    app.backend.capabilities = dataclasses.replace(caps, max_delay=0.2)  # type: ignore[misc]
+    runs: list[float] = []
+
+    @app.job(retry=tasuki.Retry(1))
+    def nap() -> None:
+        runs.append(time.monotonic())
+        tasuki.current().sleep(0.7)
+        runs.append(-1.0)
+
+    started = time.monotonic()
+    nap.enqueue()
+    app.worker(concurrency=1, wait=0.05).run(until_idle=True, timeout=20)
+    assert runs[-1] == -1.0 and runs.count(-1.0) == 1
+    assert len(runs) - 1 >= 4  # 0.7 s in hops of at most 0.2 s: the first run and 3 more
+    assert time.monotonic() - started >= 0.7

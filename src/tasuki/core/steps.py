@@ -122,6 +122,9 @@ class Durable(NamedTuple):
     scheme: str = ""
     durable_steps: bool = False
     transactional_steps: bool = False
+    # The longest delay the backend stores in one go: a longer sleep or wait hops (the
+    # run wakes early, finds its wake-up time recorded, and suspends again).
+    max_delay: float | None = None
 
 
 def durable_for(
@@ -138,6 +141,7 @@ def durable_for(
         scheme,
         caps.durable_steps,
         caps.transactional_steps,
+        caps.max_delay,
     )
 
 
@@ -255,7 +259,8 @@ class StepLog:
 
     def suspend(self, delay: float, wait: Wait) -> Suspend:
         self.waiting = wait
-        return Suspend(delay, wait)
+        hop = self._durable.max_delay
+        return Suspend(delay if hop is None else min(delay, hop), wait)
 
 
 def check_name(name: object) -> str:

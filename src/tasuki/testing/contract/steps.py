@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tasuki.app import App
-from tasuki.backends.base import Backend, Settle, StepRecord, Taken, Wait
+from tasuki.backends.base import Backend, Limit, Settle, StepRecord, Taken, Wait
 from tasuki.core.policies import Constant, Retry
 from tasuki.errors import InvalidArgument, SignalTimeout
 from tasuki.middleware.retry import Retries
@@ -142,6 +142,29 @@ class TestSteps:
         backend.enqueue([env(queue, "a1")])
         assert backend.steps(queue, "a1") == []
 
+    @pytest.mark.requires("cancel")
+    def test_cancel_removes_a_sleeping_message(self, backend: Backend, queue: str) -> None:
+        backend.enqueue([env(queue, "c")])
+        [d] = backend.lease(queue, 1, 30.0)
+        assert backend.record_step(d.receipt, _record("one"))
+        assert backend.settle([Settle.suspend(d.receipt, 3600.0, Wait("go"))]) == [True]
+        assert backend.cancel(queue, "c") == "removed"  # waiting, not running
+        assert backend.signal(queue, "c", "go", b"1") == "unknown"
+        _maintain(backend)
+        assert backend.steps(queue, "c") == []
+
+    @pytest.mark.requires("concurrency_limits")
+    def test_a_sleeping_message_holds_no_concurrency_slot(
+        self, backend: Backend, queue: str
+    ) -> None:
+        one = Limit(f"concurrency:{queue}", "concurrency", 1)
+        backend.enqueue([env(queue, "s0", limits=(one,)), env(queue, "s1", limits=(one,))])
+        [first] = backend.lease(queue, 10, 30.0)
+        assert backend.lease(queue, 10, 30.0) == []  # the slot is taken
+        assert backend.settle([Settle.suspend(first.receipt, 3600.0, Wait())]) == [True]
+        [second] = backend.lease(queue, 10, 30.0, wait=2.0)
+        assert second.id != first.id
+
     # -- through a worker ------------------------------------------------------------------
     def test_a_failed_attempt_replays_what_was_recorded(self, backend: Backend, queue: str) -> None:
         app = _app(backend)
@@ -229,6 +252,37 @@ class TestSteps:
         finally:
             worker.stop()
         assert got == {"sent": {"ok": True}, "late": "timed out"}
+
+    @pytest.mark.requires("workflows")
+    def test_a_durable_job_is_a_step_of_a_chain(
+        self, backend: Backend, queue: str, short: float
+    ) -> None:
+        app = _app(backend)
+        ran: list[str] = []
+
+        def double(n: int) -> int:
+            ran.append("double")
+            return n * 2
+
+        @app.job(queue=queue)
+        def durable(n: int) -> int:
+            import tasuki
+
+            ctx = tasuki.current()
+            got = ctx.step("double", double, n)
+            ctx.sleep(short)
+            return int(got)
+
+        @app.job(queue=queue)
+        def plus_one(n: int) -> int:
+            return n + 1
+
+        import tasuki
+
+        flow_id = tasuki.chain(durable.step(5), plus_one.step()).enqueue()
+        _drain(app, queue)
+        assert app.flow_result(flow_id, timeout=10.0) == 11
+        assert ran == ["double"]
 
     def test_limits_refuse_clearly(self, backend: Backend, queue: str) -> None:
         app = App(backend=backend, middleware=[Retries()], max_steps=2)
