@@ -56,3 +56,21 @@ def test_inspect_shows_steps_and_the_wait(tmp_path: Path) -> None:
     assert [(s["name"], s["occurrence"], s["result"]) for s in info["steps"]] == [
         ("create", 1, '{"account":700}')
     ]
+
+
+def test_the_dashboard_shows_steps_and_the_wait(tmp_path: Path) -> None:
+    from starlette.testclient import TestClient
+
+    from tasuki.web import create_app
+
+    app = tasuki.App(f"sqlite:///{tmp_path / 'dash.db'}")
+    app.backend.enqueue([Envelope("jobs", "d-2", b"x")])
+    [d] = app.backend.lease("jobs", 1, 30.0)
+    app.backend.record_step(d.receipt, StepRecord("create", 1, b'{"account":7}', time.time(), 0.5))
+    app.backend.settle([Settle.suspend(d.receipt, 3600.0, Wait())])
+    with TestClient(create_app(app), base_url="http://127.0.0.1") as client:
+        page = client.get("/queues/jobs/messages/d-2")
+    assert page.status_code == 200
+    assert 'data-field="waiting">sleeping until ' in page.text
+    assert 'id="steps"' in page.text and "create #1" in page.text
+    assert "{&#34;account&#34;:7}" in page.text  # the result's preview, escaped

@@ -38,6 +38,7 @@ from tasuki.backends.urls import redact
 from tasuki.core.flows import FlowState
 from tasuki.core.job import check_message_id, check_queue
 from tasuki.core.reliability import Reliability
+from tasuki.core.steps import preview
 from tasuki.errors import TasukiError, UnknownFlow
 from tasuki.web.chart import rate_chart
 from tasuki.web.formatting import ago, bound, seconds, when
@@ -74,6 +75,7 @@ def create_app(
     templates.globals.update(
         ago=ago, when=when, quote=quote, actions=ACTIONS, seconds=seconds, bound=bound
     )
+    templates.globals["preview"] = preview
     backend_url = redact(app.url)
     inspection = app.backend.capabilities.inspection
     kept = app.backend.capabilities.reliability_counts
