@@ -142,6 +142,17 @@ class TestSteps:
         backend.enqueue([env(queue, "a1")])
         assert backend.steps(queue, "a1") == []
 
+    def test_a_redriven_message_keeps_its_step_records(self, backend: Backend, queue: str) -> None:
+        backend.enqueue([env(queue, "rd")])
+        [d] = backend.lease(queue, 1, 30.0)
+        assert backend.record_step(d.receipt, _record("kept", 1, b'"v"'))
+        backend.settle([Settle.dead(d.receipt, "no")])
+        _maintain(backend)
+        assert backend.redrive(queue, ["rd"]) == 1
+        [again] = backend.lease(queue, 1, 30.0, wait=2.0)
+        assert [(r.name, r.result) for r in backend.steps(queue, "rd")] == [("kept", b'"v"')]
+        assert again.id == "rd"
+
     @pytest.mark.requires("cancel")
     def test_cancel_removes_a_sleeping_message(self, backend: Backend, queue: str) -> None:
         backend.enqueue([env(queue, "c")])
