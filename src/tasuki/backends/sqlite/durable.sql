@@ -26,11 +26,13 @@ INSERT INTO tasuki_signals (queue, id, name, payload, sent_at)
 VALUES (:queue, :id, :name, :payload, :now);
 
 -- name: signal_wake
--- A message waiting for this signal is ready at once.
+-- A message waiting for this signal is ready at once (the wait its last settle stored:
+-- see `wait_read`).
 UPDATE tasuki_messages SET visible_at = :now
 WHERE queue = :queue AND id = :id AND state = 0 AND visible_at > :now
   AND EXISTS (SELECT 1 FROM tasuki_waits w
-              WHERE w.queue = :queue AND w.id = :id AND w.signal = :name AND w.signal <> '')
+              WHERE w.queue = :queue AND w.id = :id AND w.signal = :name AND w.signal <> ''
+                AND w.until >= tasuki_messages.visible_at - 0.001)
 RETURNING id;
 
 -- name: wait_end
@@ -57,9 +59,12 @@ WHERE queue = :queue AND id = :id AND state = 0
 RETURNING id;
 
 -- name: wait_read
+-- The wait the message's last settle stored, while it lasts: a row left by a wait that
+-- ended (timed out, then retried) no longer matches the message's time.
 SELECT w.signal, w.until FROM tasuki_waits w
 JOIN tasuki_messages m ON m.queue = w.queue AND m.id = w.id
-WHERE w.queue = :queue AND w.id = :id AND m.state = 0 AND m.visible_at > :now;
+WHERE w.queue = :queue AND w.id = :id AND m.state = 0 AND m.visible_at > :now
+  AND w.until >= m.visible_at - 0.001;
 
 -- name: steps_forget_orphans
 -- The records of messages gone (acked and their result's time over, purged, cancelled).

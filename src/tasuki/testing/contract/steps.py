@@ -119,6 +119,18 @@ class TestSteps:
         assert backend.settle([Settle.suspend(d.receipt, 3600.0, Wait("go"))]) == [True]
         assert len(backend.lease(queue, 1, 30.0, wait=5.0)) == 1
 
+    def test_a_wait_that_ended_is_no_longer_waited_for(
+        self, backend: Backend, queue: str, short: float
+    ) -> None:
+        backend.enqueue([env(queue, "t")])
+        [d] = backend.lease(queue, 1, 30.0)
+        assert backend.settle([Settle.suspend(d.receipt, short, Wait("go"))]) == [True]
+        [woke] = backend.lease(queue, 1, 30.0, wait=short + 3.0)  # timed out
+        assert backend.settle([Settle.release(woke.receipt, 3600.0)]) == [True]  # a retry
+        assert backend.waiting(queue, "t") is None
+        assert backend.signal(queue, "t", "go", b"1") == "delivered"  # kept for a wait
+        assert backend.lease(queue, 1, 30.0) == []  # but the retry keeps its time
+
     def test_a_signal_to_no_message_is_unknown(self, backend: Backend, queue: str) -> None:
         assert backend.signal(queue, "nobody", "go", b"1") == "unknown"
         backend.enqueue([env(queue, "d")])
