@@ -16,9 +16,10 @@ from click.testing import CliRunner
 
 import tasuki
 from tasuki.cli.main import cli
+from tasuki.testing.servers import free_port, wait_for_port
 from tests.e2e.test_cli import ROOT, tasuki_cli
 from tests.e2e.test_cli_errors import RUNTIME, USAGE, assert_one_line_error
-from tests.support.servers import env_with_src, free_port, wait_for_port
+from tests.support.processes import env_with_src
 
 TOKEN = "6a1f0c9e8d7b2a4c5e3f1b0d9c8a7e6f"
 

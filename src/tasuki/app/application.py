@@ -23,7 +23,7 @@ from tasuki.core.message import DeadLetter, Message
 from tasuki.core.policies import ConcurrencyLimit, Dedup, RateLimit, Retry, Unique
 from tasuki.core.records import CancelStatus, MessageInfo
 from tasuki.core.registry import Registry
-from tasuki.errors import InvalidArgument
+from tasuki.errors import ConfigurationError, InvalidArgument
 from tasuki.middleware import default_middleware
 from tasuki.middleware.base import MiddlewareChain
 from tasuki.producer import DEFAULT_ID_WINDOW, Producer

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import tasuki
-from tests.support.servers import MotoServer
+from tasuki.testing.servers import MotoServer
 
 FILES = ("", "-wal", "-shm")
 
