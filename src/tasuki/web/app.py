@@ -121,7 +121,7 @@ def create_app(
         async for chunk in request.stream():
             body += chunk
             if len(body) > MAX_FORM_BYTES:
-                raise InvalidArgument(f"a form of more than {MAX_FORM_BYTES} bytes")
+                raise InvalidArgument(f"refusing a form of more than {MAX_FORM_BYTES} bytes")
         text = body.decode("utf-8", "replace")
         return {k: v[0] for k, v in parse_qs(text, keep_blank_values=True).items()}
 
