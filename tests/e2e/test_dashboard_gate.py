@@ -17,7 +17,8 @@ from tasuki.testing import FaultyBackend
 from tasuki.web.app import MAX_OFFSET, create_app
 from tasuki.web.headers import CONTENT_SECURITY_POLICY
 from tasuki.web.sampler import Sampler
-from tasuki.web.security import COOKIE, LoginThrottle
+from tasuki.web.security import COOKIE
+from tasuki.web.throttle import LoginThrottle
 
 BASE = "http://127.0.0.1:8181"
 TOKEN = "0f1e2d3c4b5a69788796a5b4c3d2e1f0"

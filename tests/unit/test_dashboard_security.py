@@ -11,14 +11,13 @@ from tasuki.web.app import _local_path
 from tasuki.web.security import (
     MIN_TOKEN_LENGTH,
     Guard,
-    LoginThrottle,
-    Sessions,
     check_bind,
-    client_key,
     host_of,
     is_loopback,
     same_origin,
 )
+from tasuki.web.sessions import Sessions
+from tasuki.web.throttle import LoginThrottle, client_key
 
 STRONG = "9f2c1e7a5b3d4c6e8a0b1f2d"
 

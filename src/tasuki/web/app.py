@@ -45,16 +45,9 @@ from tasuki.web.chart import rate_chart
 from tasuki.web.formatting import ago, bound, seconds, when
 from tasuki.web.headers import SecurityHeaders, server_error
 from tasuki.web.sampler import Sampler
-from tasuki.web.security import (
-    COOKIE,
-    SESSION_LIFETIME,
-    Guard,
-    LoginThrottle,
-    Session,
-    Sessions,
-    client_key,
-    same_origin,
-)
+from tasuki.web.security import COOKIE, Guard, same_origin
+from tasuki.web.sessions import SESSION_LIFETIME, Session, Sessions
+from tasuki.web.throttle import LoginThrottle, client_key
 
 PAGE_SIZE = 50
 MAX_OFFSET = 1_000_000_000

@@ -4,11 +4,8 @@
   token of at least `MIN_TOKEN_LENGTH` characters (`check_bind`).
 - **Token**: with one, every request carries it, as `Authorization: Bearer TOKEN` (for
   scripts) or as the session cookie the login form sets (for browsers). The cookie holds
-  a random session id, not the token: the session lives in this process only and ends
-  at logout, after `SESSION_IDLE` unused, at the end of its lifetime, or when the
-  dashboard restarts (`Sessions`).
-- **Guesses** of the token are slowed per client address (`LoginThrottle`): a few wrong
-  ones are free, then each one more doubles the wait before the next is even checked.
+  a random session id, not the token (`sessions.py`).
+- **Guesses** of the token are slowed per client address (`throttle.py`).
 - **Host**: without a token, the `Host` header must name the loopback, so a web page
   whose name resolves to 127.0.0.1 (DNS rebinding) cannot talk to the dashboard.
 - **Changes** are POSTs only, refused when the browser says they come from another
@@ -18,23 +15,18 @@
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import ipaddress
 import secrets
-import threading
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from urllib.parse import urlsplit
+
+from tasuki.web.sessions import Session, Sessions
+from tasuki.web.throttle import LoginThrottle
 
 COOKIE = "tasuki_dashboard"
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
 MIN_TOKEN_LENGTH = 16
 MIN_TOKEN_DISTINCT = 5
-SESSION_LIFETIME = 8 * 3600.0
-SESSION_IDLE = 3600.0
-MAX_SESSIONS = 1000
 STRONG_TOKEN_HINT = "openssl rand -hex 24"
 
 
@@ -86,164 +78,6 @@ def host_of(netloc: str) -> str:
     if netloc.startswith("["):
         return netloc.split("]", 1)[0] + "]"
     return netloc.rsplit(":", 1)[0] if netloc.count(":") == 1 else netloc
-
-
-def client_key(address: str | None) -> str:
-    """Whose guesses count together: the address, or for IPv6 its /64 (one host is
-    usually given a whole /64, so counting single addresses would not slow it)."""
-    if not address:
-        return "?"
-    try:
-        ip = ipaddress.ip_address(address)
-    except ValueError:
-        return address
-    if isinstance(ip, ipaddress.IPv6Address):
-        if ip.ipv4_mapped is not None:
-            return str(ip.ipv4_mapped)
-        return str(ipaddress.ip_network(f"{ip}/64", strict=False))
-    return str(ip)
-
-
-@dataclass
-class Session:
-    """One login: its CSRF token and when it ends."""
-
-    csrf: str
-    started: float
-    used: float
-
-
-class Sessions:
-    """The logged-in browsers, by a random id the cookie carries (kept as its hash)."""
-
-    def __init__(
-        self,
-        lifetime: float = SESSION_LIFETIME,
-        idle: float = SESSION_IDLE,
-        limit: int = MAX_SESSIONS,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.lifetime = lifetime
-        self.idle = min(idle, lifetime)
-        self._limit = limit
-        self._clock = clock
-        self._by_hash: dict[str, Session] = {}
-        self._mutex = threading.Lock()
-
-    def start(self) -> tuple[str, Session]:
-        """A new session: the id for the cookie, and the session."""
-        session_id = secrets.token_urlsafe(32)
-        now = self._clock()
-        session = Session(csrf=secrets.token_urlsafe(32), started=now, used=now)
-        with self._mutex:
-            self._prune(now)
-            while len(self._by_hash) >= self._limit:  # the least recently used goes
-                oldest = min(self._by_hash, key=lambda k: self._by_hash[k].used)
-                del self._by_hash[oldest]
-            self._by_hash[_digest(session_id)] = session
-        return session_id, session
-
-    def find(self, session_id: str | None) -> Session | None:
-        """The live session of this id (and it counts as used now), or None."""
-        if not session_id:
-            return None
-        now = self._clock()
-        key = _digest(session_id)
-        with self._mutex:
-            session = self._by_hash.get(key)
-            if session is None:
-                return None
-            if self._expired(session, now):
-                del self._by_hash[key]
-                return None
-            session.used = now
-            return session
-
-    def end(self, session_id: str | None) -> None:
-        if session_id:
-            with self._mutex:
-                self._by_hash.pop(_digest(session_id), None)
-
-    def __len__(self) -> int:
-        with self._mutex:
-            self._prune(self._clock())
-            return len(self._by_hash)
-
-    def _expired(self, session: Session, now: float) -> bool:
-        return now - session.started >= self.lifetime or now - session.used >= self.idle
-
-    def _prune(self, now: float) -> None:
-        for key in [k for k, s in self._by_hash.items() if self._expired(s, now)]:
-            del self._by_hash[key]
-
-
-@dataclass
-class _Failures:
-    count: int
-    last: float
-
-
-class LoginThrottle:
-    """Wrong tokens per client: `free` of them cost nothing, then each one more doubles
-    the wait before that client's next attempt is checked at all (`first_wait`, twice
-    that, ... up to `max_wait`). A client quiet for `forget_after` starts afresh. A right
-    token does not clear the count: whoever shares an address with a guesser (a NAT, a
-    proxy) would otherwise hand the guesser fresh free attempts."""
-
-    def __init__(
-        self,
-        free: int = 5,
-        first_wait: float = 1.0,
-        max_wait: float = 300.0,
-        forget_after: float = 3600.0,
-        limit: int = 10_000,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.free = free
-        self.first_wait = first_wait
-        self.max_wait = max_wait
-        self.forget_after = max(forget_after, max_wait)
-        self._limit = limit
-        self._clock = clock
-        self._failures: dict[str, _Failures] = {}
-        self._mutex = threading.Lock()
-
-    def wait(self, client: str) -> float:
-        """Seconds before `client` may try a token again (0: now)."""
-        now = self._clock()
-        with self._mutex:
-            failures = self._current(client, now)
-            if failures is None or failures.count < self.free:
-                return 0.0
-            doublings = min(failures.count - self.free, 64)  # a float, never an overflow
-            delay = min(self.max_wait, self.first_wait * 2.0**doublings)
-            return max(0.0, failures.last + delay - now)
-
-    def failed(self, client: str) -> None:
-        now = self._clock()
-        with self._mutex:
-            failures = self._current(client, now)
-            if failures is None:
-                if len(self._failures) >= self._limit:
-                    self._forget(now)
-                failures = self._failures[client] = _Failures(0, now)
-            failures.count += 1
-            failures.last = now
-
-    def _current(self, client: str, now: float) -> _Failures | None:
-        failures = self._failures.get(client)
-        if failures is not None and now - failures.last >= self.forget_after:
-            del self._failures[client]
-            return None
-        return failures
-
-    def _forget(self, now: float) -> None:
-        """Room for one more client: the quiet ones go, else the longest quiet."""
-        quiet = [k for k, f in self._failures.items() if now - f.last >= self.forget_after]
-        for key in quiet:
-            del self._failures[key]
-        if len(self._failures) >= self._limit:
-            del self._failures[min(self._failures, key=lambda k: self._failures[k].last)]
 
 
 class Guard:
@@ -306,7 +140,3 @@ def same_origin(origin: str | None, referer: str | None, host_header: str | None
     if not source or not host_header:
         return False
     return urlsplit(source).netloc.lower() == host_header.lower()
-
-
-def _digest(session_id: str) -> str:
-    return hashlib.sha256(session_id.encode("utf-8", "surrogateescape")).hexdigest()
