@@ -24,7 +24,7 @@ from tasuki.core.policies import ConcurrencyLimit, Dedup, RateLimit, Retry, Uniq
 from tasuki.core.records import CancelStatus, MessageInfo
 from tasuki.core.registry import Registry
 from tasuki.core.steps import DEFAULT_MAX_STEPS, check_max_steps
-from tasuki.errors import InvalidArgument
+from tasuki.errors import ConfigurationError, InvalidArgument
 from tasuki.middleware import default_middleware
 from tasuki.middleware.base import MiddlewareChain
 from tasuki.producer import DEFAULT_ID_WINDOW, Producer
@@ -47,6 +47,9 @@ class App:
     `priority_aging`: seconds of waiting that count as one priority level (the backend's
     own 300 s when None); give every App of a deployment the same. `max_steps`: how
     many durable step records one message may hold (`ctx.step`; past it, an error).
+    `serializer="pickle"` needs a `signing_key`: a worker unpickles what it receives, so
+    without signatures anyone who can write to a queue runs code in the workers.
+    `allow_unsigned_pickle=True` accepts that (a backend only trusted writers reach).
 
     Nothing below holds the app: jobs hold the producer, the worker gets the registry,
     backend, lock store, codec and chain.
@@ -65,8 +68,10 @@ class App:
         backend: Backend | None = None,
         locks: LockStore | str | None = None,
         priority_aging: float | None = None,
+        allow_unsigned_pickle: bool = False,
         max_steps: int = DEFAULT_MAX_STEPS,
     ) -> None:
+        _check_pickle(serializer, signing_key, allow_unsigned_pickle)
         self.url = url or os.environ.get("TASUKI_URL") or DEFAULT_URL
         self.backend: Backend = backend if backend is not None else backend_from_url(self.url)
         if priority_aging is not None:
@@ -370,3 +375,17 @@ class App:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _check_pickle(
+    serializer: str | Serializer, signing_key: bytes | str | None, allowed: bool
+) -> None:
+    """Refuse pickle without signatures unless the caller said it is fine."""
+    content_type = serializer if isinstance(serializer, str) else serializer.content_type
+    if content_type == "pickle" and not signing_key and not allowed:
+        raise ConfigurationError(
+            'serializer="pickle" without a signing_key lets anyone who can write to a '
+            "queue run code in your workers: give signing_key=... (the same on producers "
+            "and workers), or allow_unsigned_pickle=True if only trusted code can write "
+            "to the backend"
+        )
