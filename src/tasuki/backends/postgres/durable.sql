@@ -3,20 +3,29 @@
 -- taken or settled at the same time waits for it, then sees the row as it is.
 
 -- name: steps_read
-SELECT name, occurrence, result, started_at, duration FROM tasuki_steps
-WHERE queue = %(queue)s AND id = %(id)s
-ORDER BY started_at, name, occurrence;
+-- Only the records of the message as it is now (not of an earlier one of that id).
+SELECT s.name, s.occurrence, s.result, s.started_at, s.duration FROM tasuki_steps s
+JOIN tasuki_messages m ON m.queue = s.queue AND m.id = s.id AND m.enqueued_at = s.enqueued_at
+WHERE s.queue = %(queue)s AND s.id = %(id)s
+ORDER BY s.started_at, s.name, s.occurrence;
 
 -- name: step_record
 -- Written only where the token is the message's current lease: a zombie's is refused.
+-- A record an earlier message of that id left (not dropped yet) gives way.
 WITH held AS (
-    SELECT queue, id FROM tasuki_messages
+    SELECT queue, id, enqueued_at FROM tasuki_messages
     WHERE queue = %(queue)s AND id = %(id)s AND token = %(token)s AND state = 1
     FOR SHARE
 )
-INSERT INTO tasuki_steps (queue, id, name, occurrence, result, started_at, duration)
-SELECT queue, id, %(name)s, %(occurrence)s, %(result)s, %(started_at)s, %(duration)s FROM held
-ON CONFLICT (queue, id, name, occurrence) DO NOTHING;
+INSERT INTO tasuki_steps AS s
+    (queue, id, name, occurrence, result, started_at, duration, enqueued_at)
+SELECT queue, id, %(name)s, %(occurrence)s, %(result)s, %(started_at)s, %(duration)s,
+       enqueued_at
+FROM held
+ON CONFLICT (queue, id, name, occurrence) DO UPDATE
+SET result = excluded.result, started_at = excluded.started_at,
+    duration = excluded.duration, enqueued_at = excluded.enqueued_at
+WHERE s.enqueued_at <> excluded.enqueued_at;
 
 -- name: step_hold
 SELECT id FROM tasuki_messages
@@ -27,8 +36,9 @@ FOR UPDATE;
 SELECT state FROM tasuki_messages WHERE queue = %(queue)s AND id = %(id)s FOR UPDATE;
 
 -- name: signal_put
-INSERT INTO tasuki_signals (queue, id, name, payload, sent_at)
-VALUES (%(queue)s, %(id)s, %(name)s, %(payload)s, %(now)s);
+INSERT INTO tasuki_signals (queue, id, name, payload, sent_at, enqueued_at)
+SELECT %(queue)s, %(id)s, %(name)s, %(payload)s, %(now)s, enqueued_at
+FROM tasuki_messages WHERE queue = %(queue)s AND id = %(id)s;
 
 -- name: signal_wake
 -- A message waiting for this signal is ready at once (the wait its last settle stored:
@@ -44,9 +54,10 @@ RETURNING id;
 DELETE FROM tasuki_waits WHERE queue = %(queue)s AND id = %(id)s;
 
 -- name: signal_first
-SELECT seq, payload FROM tasuki_signals
-WHERE queue = %(queue)s AND id = %(id)s AND name = %(name)s
-ORDER BY seq LIMIT 1;
+SELECT s.seq, s.payload FROM tasuki_signals s
+JOIN tasuki_messages m ON m.queue = s.queue AND m.id = s.id AND m.enqueued_at = s.enqueued_at
+WHERE s.queue = %(queue)s AND s.id = %(id)s AND s.name = %(name)s
+ORDER BY s.seq LIMIT 1;
 
 -- name: signal_consume
 DELETE FROM tasuki_signals WHERE seq = %(seq)s;
@@ -61,7 +72,8 @@ ON CONFLICT (queue, id) DO UPDATE SET signal = excluded.signal, until = excluded
 UPDATE tasuki_messages SET visible_at = %(now)s
 WHERE queue = %(queue)s AND id = %(id)s AND state = 0
   AND EXISTS (SELECT 1 FROM tasuki_signals s
-              WHERE s.queue = %(queue)s AND s.id = %(id)s AND s.name = %(signal)s)
+              WHERE s.queue = %(queue)s AND s.id = %(id)s AND s.name = %(signal)s
+                AND s.enqueued_at = tasuki_messages.enqueued_at)
 RETURNING id;
 
 -- name: wait_read
@@ -76,7 +88,8 @@ WHERE w.queue = %(queue)s AND w.id = %(id)s AND m.state = 0 AND m.visible_at > %
 -- The records of messages gone (acked and their result's time over, purged, cancelled).
 DELETE FROM tasuki_steps WHERE ctid IN (
     SELECT s.ctid FROM tasuki_steps s
-    WHERE NOT EXISTS (SELECT 1 FROM tasuki_messages m WHERE m.queue = s.queue AND m.id = s.id)
+    WHERE NOT EXISTS (SELECT 1 FROM tasuki_messages m
+                      WHERE m.queue = s.queue AND m.id = s.id AND m.enqueued_at = s.enqueued_at)
       AND NOT EXISTS (SELECT 1 FROM tasuki_results r WHERE r.queue = s.queue AND r.id = s.id)
     LIMIT %(limit)s
 );
@@ -84,7 +97,8 @@ DELETE FROM tasuki_steps WHERE ctid IN (
 -- name: signals_forget_orphans
 DELETE FROM tasuki_signals WHERE seq IN (
     SELECT s.seq FROM tasuki_signals s
-    WHERE NOT EXISTS (SELECT 1 FROM tasuki_messages m WHERE m.queue = s.queue AND m.id = s.id)
+    WHERE NOT EXISTS (SELECT 1 FROM tasuki_messages m
+                      WHERE m.queue = s.queue AND m.id = s.id AND m.enqueued_at = s.enqueued_at)
     LIMIT %(limit)s
 );
 

@@ -3,16 +3,22 @@
 -- the caller's until its commit.
 
 -- name: steps_read
-SELECT name, occurrence, result, started_at, duration FROM tasuki_steps
-WHERE queue = :queue AND id = :id
-ORDER BY started_at, name, occurrence;
+-- Only the records of the message as it is now (not of an earlier one of that id).
+SELECT s.name, s.occurrence, s.result, s.started_at, s.duration FROM tasuki_steps s
+JOIN tasuki_messages m ON m.queue = s.queue AND m.id = s.id AND m.enqueued_at = s.enqueued_at
+WHERE s.queue = :queue AND s.id = :id
+ORDER BY s.started_at, s.name, s.occurrence;
 
 -- name: step_record
 -- Written only where the token is the message's current lease: a zombie's is refused.
-INSERT INTO tasuki_steps (queue, id, name, occurrence, result, started_at, duration)
-SELECT :queue, :id, :name, :occurrence, :result, :started_at, :duration
+-- A record an earlier message of that id left (not dropped yet) gives way.
+INSERT INTO tasuki_steps (queue, id, name, occurrence, result, started_at, duration, enqueued_at)
+SELECT :queue, :id, :name, :occurrence, :result, :started_at, :duration, enqueued_at
 FROM tasuki_messages WHERE queue = :queue AND id = :id AND token = :token AND state = 1
-ON CONFLICT (queue, id, name, occurrence) DO NOTHING;
+ON CONFLICT (queue, id, name, occurrence) DO UPDATE
+SET result = excluded.result, started_at = excluded.started_at,
+    duration = excluded.duration, enqueued_at = excluded.enqueued_at
+WHERE tasuki_steps.enqueued_at <> excluded.enqueued_at;
 
 -- name: step_hold
 SELECT id FROM tasuki_messages
@@ -22,8 +28,9 @@ WHERE queue = :queue AND id = :id AND token = :token AND state = 1;
 SELECT state FROM tasuki_messages WHERE queue = :queue AND id = :id;
 
 -- name: signal_put
-INSERT INTO tasuki_signals (queue, id, name, payload, sent_at)
-VALUES (:queue, :id, :name, :payload, :now);
+INSERT INTO tasuki_signals (queue, id, name, payload, sent_at, enqueued_at)
+SELECT :queue, :id, :name, :payload, :now, enqueued_at
+FROM tasuki_messages WHERE queue = :queue AND id = :id;
 
 -- name: signal_wake
 -- A message waiting for this signal is ready at once (the wait its last settle stored:
@@ -39,9 +46,10 @@ RETURNING id;
 DELETE FROM tasuki_waits WHERE queue = :queue AND id = :id;
 
 -- name: signal_first
-SELECT seq, payload FROM tasuki_signals
-WHERE queue = :queue AND id = :id AND name = :name
-ORDER BY seq LIMIT 1;
+SELECT s.seq, s.payload FROM tasuki_signals s
+JOIN tasuki_messages m ON m.queue = s.queue AND m.id = s.id AND m.enqueued_at = s.enqueued_at
+WHERE s.queue = :queue AND s.id = :id AND s.name = :name
+ORDER BY s.seq LIMIT 1;
 
 -- name: signal_consume
 DELETE FROM tasuki_signals WHERE seq = :seq;
@@ -55,7 +63,8 @@ ON CONFLICT (queue, id) DO UPDATE SET signal = excluded.signal, until = excluded
 UPDATE tasuki_messages SET visible_at = :now
 WHERE queue = :queue AND id = :id AND state = 0
   AND EXISTS (SELECT 1 FROM tasuki_signals s
-              WHERE s.queue = :queue AND s.id = :id AND s.name = :signal)
+              WHERE s.queue = :queue AND s.id = :id AND s.name = :signal
+                AND s.enqueued_at = tasuki_messages.enqueued_at)
 RETURNING id;
 
 -- name: wait_read
@@ -70,7 +79,8 @@ WHERE w.queue = :queue AND w.id = :id AND m.state = 0 AND m.visible_at > :now
 -- The records of messages gone (acked and their result's time over, purged, cancelled).
 DELETE FROM tasuki_steps WHERE rowid IN (
     SELECT s.rowid FROM tasuki_steps s
-    WHERE NOT EXISTS (SELECT 1 FROM tasuki_messages m WHERE m.queue = s.queue AND m.id = s.id)
+    WHERE NOT EXISTS (SELECT 1 FROM tasuki_messages m
+                      WHERE m.queue = s.queue AND m.id = s.id AND m.enqueued_at = s.enqueued_at)
       AND NOT EXISTS (SELECT 1 FROM tasuki_results r WHERE r.queue = s.queue AND r.id = s.id)
     LIMIT :limit
 );
@@ -78,7 +88,8 @@ DELETE FROM tasuki_steps WHERE rowid IN (
 -- name: signals_forget_orphans
 DELETE FROM tasuki_signals WHERE seq IN (
     SELECT s.seq FROM tasuki_signals s
-    WHERE NOT EXISTS (SELECT 1 FROM tasuki_messages m WHERE m.queue = s.queue AND m.id = s.id)
+    WHERE NOT EXISTS (SELECT 1 FROM tasuki_messages m
+                      WHERE m.queue = s.queue AND m.id = s.id AND m.enqueued_at = s.enqueued_at)
     LIMIT :limit
 );
 

@@ -146,13 +146,20 @@ class TestSteps:
         backend.settle([Settle.ack(leased["a1"].receipt), Settle.dead(leased["x1"].receipt, "no")])
         assert backend.purge_dead(queue) == 1
         backend.settle([Settle.release(leased["p1"].receipt, penalty=False)])
+        assert backend.signal(queue, "p1", "go", b"1") == "delivered"
         assert backend.purge(queue) == 1
+        # An id used again at once is a new message: nothing of its namesake's is read,
+        # dropped or not, and its own records replace what is left.
+        backend.enqueue([env(queue, "p1")])
+        assert backend.steps(queue, "p1") == []
+        [again] = backend.lease(queue, 1, 30.0)
+        assert backend.take_signal(again.receipt, "go", 1) == Taken(True, None)
+        assert backend.record_step(again.receipt, _record("one", 1, b"2"))
+        assert [r.result for r in backend.steps(queue, "p1")] == [b"2"]
+        backend.settle([Settle.ack(again.receipt)])
         _maintain(backend)
         for msg_id in ("a1", "p1", "x1"):
             assert backend.steps(queue, msg_id) == []
-        # An id used again is a new message: it replays nothing of the old one.
-        backend.enqueue([env(queue, "a1")])
-        assert backend.steps(queue, "a1") == []
 
     def test_a_redriven_message_keeps_its_step_records(self, backend: Backend, queue: str) -> None:
         backend.enqueue([env(queue, "rd")])

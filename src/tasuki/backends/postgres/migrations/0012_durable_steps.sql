@@ -1,6 +1,8 @@
 -- Durable steps (`sql/durable.py`, DESIGN §4c): a message's step records, the signals
 -- sent to it and not yet consumed, and what a suspended message waits for ('' for a
--- sleep). Dropped with the message by a maintenance service (`durable_forget_orphans`).
+-- sleep). Dropped with the message by a maintenance service (`*_forget_orphans`). Steps
+-- and signals carry their message's `enqueued_at`: a message enqueued again with the
+-- same id (after a purge, say) reads none of what its namesake left.
 CREATE TABLE tasuki_steps (
     queue      text             NOT NULL,
     id         text             NOT NULL,
@@ -9,6 +11,7 @@ CREATE TABLE tasuki_steps (
     result     bytea            NOT NULL,
     started_at double precision NOT NULL,
     duration   double precision NOT NULL,
+    enqueued_at double precision NOT NULL,
     PRIMARY KEY (queue, id, name, occurrence)
 );
 
@@ -18,7 +21,8 @@ CREATE TABLE tasuki_signals (
     id      text             NOT NULL,
     name    text             NOT NULL,
     payload bytea            NOT NULL,
-    sent_at double precision NOT NULL
+    sent_at double precision NOT NULL,
+    enqueued_at double precision NOT NULL
 );
 
 CREATE INDEX tasuki_signals_message ON tasuki_signals (queue, id, name, seq);
