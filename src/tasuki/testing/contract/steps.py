@@ -406,17 +406,33 @@ class TestSteps:
     def test_a_stale_lease_rolls_the_transactional_step_back(
         self, backend: Backend, queue: str, short: float
     ) -> None:
+        table = f"rollback_{queue.replace('-', '_')}"
         backend.enqueue([env(queue, "t")])
         [zombie] = backend.lease(queue, 1, short)
         time.sleep(short + 0.1)
         [current] = backend.lease(queue, 1, 30.0, wait=2.0)
-        ran: list[int] = []
+        ran: list[str] = []
 
-        def work(conn: Any) -> StepRecord:
-            ran.append(1)
+        def work(conn: Any, fail: bool = False) -> StepRecord:
+            ran.append("fails" if fail else "runs")
+            conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (n integer)")
+            conn.execute(f"INSERT INTO {table} (n) VALUES (1)")
+            if fail:
+                raise RuntimeError("the step's own error")
             return StepRecord("t", 1, b"1", time.time(), 0.0)
 
+        def rows(conn: Any) -> StepRecord:
+            conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (n integer)")
+            count = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+            return StepRecord("rows", 1, str(count).encode(), time.time(), 0.0)
+
         assert backend.record_step_in_transaction(zombie.receipt, work) is None
-        assert [r.name for r in backend.steps(queue, "t")] == []
+        assert ran == []  # a stale lease runs nothing
+        with pytest.raises(RuntimeError, match="own error"):
+            backend.record_step_in_transaction(current.receipt, lambda c: work(c, fail=True))
+        assert backend.steps(queue, "t") == []  # the failed step's write rolled back too
         done = backend.record_step_in_transaction(current.receipt, work)
         assert done is not None and [r.name for r in backend.steps(queue, "t")] == ["t"]
+        counted = backend.record_step_in_transaction(current.receipt, rows)
+        assert counted is not None and counted.result == b"1"  # one write: the step's
+        assert ran == ["fails", "runs"]
