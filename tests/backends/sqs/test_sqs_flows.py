@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from tasuki.backends.base import Delivery, Effects, Envelope, Fill, FlowRecord, FlowStep, Settle
+from tasuki.backends.sqs.records.base import LeaseEnd
 from tasuki.backends.urls import backend_from_url
-from tasuki.core.locks import LeaseEnd
 from tasuki.core.message import FLOW_HEADER
 from tasuki.errors import InvalidArgument
 from tests.support.deps import need

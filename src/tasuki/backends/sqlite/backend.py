@@ -34,7 +34,6 @@ import orjson
 from tasuki.backends.base import Capabilities
 from tasuki.backends.sql.backend import SQLBackend
 from tasuki.backends.sql.dialect import Connection, Queries, columns, load_dialect_queries
-from tasuki.backends.sqlite.locks import SQLiteLockStore
 from tasuki.errors import BackendError, BackendUnavailable, InvalidArgument, InvalidURL
 
 Q = load_dialect_queries(
@@ -349,5 +348,4 @@ class SQLiteBackend(SQLBackend):
             poll_interval=poll_interval,
         )
         super().__init__(f"sqlite:///{path}", self.sqlite)
-        self._locks = SQLiteLockStore(self.sqlite, path)
         self.sqlite.conn()  # open now: a path that can't be opened fails at construction

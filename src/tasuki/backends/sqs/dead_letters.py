@@ -12,7 +12,7 @@ from tasuki.backends.sqs.codec import dead_letter
 from tasuki.backends.sqs.codec import received_meta as _received_meta
 from tasuki.backends.sqs.plumbing import SqsBase, _Move
 from tasuki.backends.sqs.queues import QueueInfo
-from tasuki.core.locks import IdClaim, IdFinish, ResultPut
+from tasuki.backends.sqs.records.base import IdClaim, IdFinish, ResultPut
 from tasuki.core.message import DeadLetter, new_id
 
 

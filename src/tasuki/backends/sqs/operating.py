@@ -10,7 +10,7 @@ from tasuki.backends.base import LockHolder, LockStore, QueueStats
 from tasuki.backends.sqs.codec import received_meta as _received_meta
 from tasuki.backends.sqs.plumbing import SqsBase, _code, log
 from tasuki.backends.sqs.queues import QueueInfo, tasuki_name
-from tasuki.core.locks import IdFinish
+from tasuki.backends.sqs.records.base import IdFinish
 from tasuki.errors import BackendUnavailable, ConfigurationError
 
 

@@ -28,8 +28,9 @@ from tasuki.backends.sqs.options import (
     SqsOptions,
 )
 from tasuki.backends.sqs.queues import DEFAULT_MAX_SIZE, QueueInfo, Queues, unreachable
-from tasuki.core.flowrecords import FlowRecords, error_json
-from tasuki.core.locks import IdFinish, LeaseRecords, ResultPut
+from tasuki.backends.sqs.records import records_for
+from tasuki.backends.sqs.records.base import FlowRecords, IdFinish, LeaseRecords, ResultPut
+from tasuki.core.flowrecords import error_json
 from tasuki.core.message import GROUP_HEADER, JOB_HEADER, ErrorInfo
 from tasuki.core.records import CANCELLED_WINDOW
 
@@ -110,7 +111,7 @@ class SqsBase(Backend):
 
             self._lock_backend = backend_from_url(options.locks)
             self._locks = self._lock_backend.locks
-            self._records = self._locks.lease_records(f"tasuki-sqs:{options.prefix}", RECORDS)
+            self._records = records_for(self._lock_backend, f"tasuki-sqs:{options.prefix}", RECORDS)
         kept = self._records is not None
         # Limits are admitted in the lock store after the receive (limits.py).
         self._admission = (

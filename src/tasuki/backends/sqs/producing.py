@@ -17,8 +17,8 @@ from tasuki.backends.base import Enqueued, Envelope, lacks, refuse_connection
 from tasuki.backends.sqs.codec import Meta, attributes, attributes_size, encode_body, stored
 from tasuki.backends.sqs.plumbing import SqsBase, log
 from tasuki.backends.sqs.queues import QueueInfo
+from tasuki.backends.sqs.records.base import IdClaim, IdFinish, LeaseRecords, ResultPut
 from tasuki.core.flowrecords import ResultRecord
-from tasuki.core.locks import IdClaim, IdFinish, LeaseRecords, ResultPut
 from tasuki.core.message import new_id
 from tasuki.errors import BackendError, ConfigurationError, InvalidArgument, MessageTooLarge
 

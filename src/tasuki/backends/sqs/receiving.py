@@ -17,7 +17,7 @@ from tasuki.backends.sqs.limits import Parked
 from tasuki.backends.sqs.options import RECORDS, SQS_BATCH, SQS_MAX_WAIT
 from tasuki.backends.sqs.plumbing import SqsBase, _Held, _Move, _seconds, log
 from tasuki.backends.sqs.queues import QueueInfo, level_token
-from tasuki.core.locks import ACKED_TAKE, UNSENT_TAKE, Granted, IdFinish, LeaseTake
+from tasuki.backends.sqs.records.base import ACKED_TAKE, UNSENT_TAKE, Granted, IdFinish, LeaseTake
 from tasuki.core.reasons import ATTEMPTS_EXHAUSTED, LEASE_EXPIRED
 
 # ReceiveMessage calls one lease keeps in flight at once when a backlog fills them.
@@ -233,7 +233,7 @@ class Receiving(SqsBase):
             # twice: deleted, not run. So is an acked workflow step's whose sends were
             # all made; one whose sends were cut short is refused like a held one, to
             # run again once the record's grace is over and send what is left
-            # (UNSENT_TAKE, core/locks.py: `_unsent`).
+            # (UNSENT_TAKE, records/base.py: `_unsent`).
             if given is None:
                 # SQS handed out a message another lease still holds: not delivered. It
                 # comes back after its own visibility timeout, by when that lease has

@@ -14,8 +14,8 @@ from tasuki.backends.sqs.flows import Flows
 from tasuki.backends.sqs.options import SQS_MAX_VISIBILITY
 from tasuki.backends.sqs.plumbing import _Held, _Move, log
 from tasuki.backends.sqs.queues import split_token
+from tasuki.backends.sqs.records.base import IdFinish, LeaseEnd, Settled
 from tasuki.core.flowrecords import ResultState
-from tasuki.core.locks import IdFinish, LeaseEnd, Settled
 from tasuki.core.message import NOT_BEFORE_HEADER
 
 
