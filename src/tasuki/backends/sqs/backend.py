@@ -70,9 +70,9 @@ class SqsBackend(Backend):
         self.sqs = Plumbing(options, partial(lacks, self))
         self.capabilities = self.sqs.capabilities()
         self.producing = Producing(self.sqs)
-        self.flows = Flows(self.sqs, self.producing)
+        self.flows = Flows(self.sqs, self.producing.produce)
         self.leasing = Leasing(self.sqs)
-        self.settling = Settling(self.sqs, self.flows)
+        self.settling = Settling(self.sqs, self.flows.send_steps)
         self.dead = DeadLetters(self.sqs)
         self.operating = Operating(self.sqs)
 

@@ -21,20 +21,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tasuki.backends.base import Envelope
-from tasuki.backends.sqs.plumbing import Plumbing
-from tasuki.backends.sqs.producing import Producing
+from tasuki.backends.sqs.plumbing import Plumbing, SendSteps
 from tasuki.core.flowrecords import FlowRecord, FlowStep
 from tasuki.core.records import MessageInfo
 
 
 class Flows:
-    def __init__(self, sqs: Plumbing, producing: Producing) -> None:
+    def __init__(self, sqs: Plumbing, produce: SendSteps) -> None:
+        """`produce`: producing.py's, which sends the steps."""
         self.sqs = sqs
-        self.producing = producing
+        self._produce = produce
 
     def send_steps(self, envelopes: Sequence[Envelope], sender: str) -> None:
         """Send the steps `sender` enqueues, each id claimed for it (see the module)."""
-        self.producing.produce(envelopes, sender)
+        self._produce(envelopes, sender)
 
     def start_flow(self, record: FlowRecord, envelopes: Sequence[Envelope]) -> bool:
         """The flow's record, then its first steps, claimed for the flow: a start that

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tasuki.backends.base import Backend, Capabilities, LockStore
+from tasuki.backends.base import Backend, Capabilities, Envelope, LockStore
 from tasuki.backends.sqs.codec import Meta, attributes, attributes_size
 from tasuki.backends.sqs.levels import Levels
 from tasuki.backends.sqs.limits import Admission
@@ -34,6 +34,11 @@ from tasuki.core.message import GROUP_HEADER, JOB_HEADER, ErrorInfo
 from tasuki.core.records import CANCELLED_WINDOW
 
 log = logging.getLogger("tasuki.sqs")
+
+# How one part sends the messages that a sender (a workflow step, a flow's start)
+# enqueues, each id claimed for that sender: `Producing.produce`, handed to flows.py, and
+# flows.py's `send_steps`, handed to settling.py, so each part imports only this module.
+SendSteps = Callable[[Sequence[Envelope], str], object]
 
 # A batch call may carry at most this many bytes of messages in all (SQS quota).
 BATCH_BYTES = 262_144

@@ -10,9 +10,8 @@ from dataclasses import replace
 
 from tasuki.backends.base import CancelStatus, Keep, LeaseStatus, Receipt, Settle
 from tasuki.backends.sqs.codec import Meta
-from tasuki.backends.sqs.flows import Flows
 from tasuki.backends.sqs.options import SQS_MAX_VISIBILITY
-from tasuki.backends.sqs.plumbing import Held, Move, Plumbing, log
+from tasuki.backends.sqs.plumbing import Held, Move, Plumbing, SendSteps, log
 from tasuki.backends.sqs.queues import split_token
 from tasuki.backends.sqs.records.base import IdFinish, LeaseEnd, Settled
 from tasuki.core.flowrecords import ResultState
@@ -20,9 +19,10 @@ from tasuki.core.message import NOT_BEFORE_HEADER
 
 
 class Settling:
-    def __init__(self, sqs: Plumbing, flows: Flows) -> None:
+    def __init__(self, sqs: Plumbing, send_steps: SendSteps) -> None:
+        """`send_steps`: flows.py's, which sends what a settled step enqueues."""
         self.sqs = sqs
-        self.flows = flows
+        self._send_steps = send_steps
 
     def _claim(self, ends: Sequence[LeaseEnd]) -> tuple[list[Held | bool], list[bool]]:
         """Per lease: its Held (or True when held elsewhere) if current, else False; and
@@ -76,7 +76,7 @@ class Settling:
         for item, yes in zip(items, go_on, strict=True):
             if yes and item.effects is not None and item.effects.enqueue:
                 receipt = item.receipt
-                self.flows.send_steps(item.effects.enqueue, f"{receipt.queue}:{receipt.id}")
+                self._send_steps(item.effects.enqueue, f"{receipt.queue}:{receipt.id}")
                 if item.verdict == "ack":
                     done.append((receipt.queue, receipt.id))
         if done:
