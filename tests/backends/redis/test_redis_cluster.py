@@ -49,7 +49,7 @@ from tasuki.backends.urls import backend_from_url
 from tasuki.core.message import ErrorInfo
 from tasuki.errors import InvalidArgument
 from tasuki.testing.contract.helpers import env, stats
-from tests.support.servers import RedisCluster
+from tasuki.testing.servers import RedisCluster
 
 pytestmark = pytest.mark.slow
 

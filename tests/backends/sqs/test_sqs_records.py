@@ -44,7 +44,7 @@ from tasuki.backends.sqs.records.redis import result_slot_key
 from tasuki.backends.sqs.records.redis_flows import RedisStepRecords
 from tasuki.backends.sqs.records.sqlite import SQLiteLeaseRecords
 from tasuki.backends.urls import backend_from_url
-from tests.support.servers import RedisServer
+from tasuki.testing.servers import RedisServer
 
 LIFETIMES = RecordLifetimes(lease=3600.0, id=3600.0, acked=300.0)
 

@@ -29,7 +29,6 @@ purge, ping, close); beside them codec.py, queues.py, levels.py, limits.py, opti
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from functools import partial
 
 from tasuki.backends.base import (
     DEFAULT_VISIBILITY_TIMEOUT,
@@ -45,8 +44,6 @@ from tasuki.backends.base import (
     QueueStats,
     Receipt,
     Settle,
-    lacks,
-    refuse_connection,
 )
 from tasuki.backends.sqs.dead_letters import DeadLetters
 from tasuki.backends.sqs.flows import Flows
@@ -67,7 +64,7 @@ class SqsBackend(Backend):
 
     def __init__(self, options: SqsOptions) -> None:
         self.url = options.url
-        self.sqs = Plumbing(options, partial(lacks, self))
+        self.sqs = Plumbing(options, self.refusal)
         self.capabilities = self.sqs.capabilities()
         self.producing = Producing(self.sqs)
         self.flows = Flows(self.sqs, self.producing.produce)
@@ -80,7 +77,7 @@ class SqsBackend(Backend):
     def enqueue(
         self, envelopes: Sequence[Envelope], connection: object | None = None
     ) -> list[Enqueued]:
-        refuse_connection(self, connection)
+        self.refuse_connection(connection)
         return self.producing.produce(envelopes)
 
     def result(self, queue: str, id: str) -> ResultRecord | None:

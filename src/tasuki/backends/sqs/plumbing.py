@@ -88,16 +88,16 @@ class Move:
 class Plumbing:
     """What the parts of `SqsBackend` share: the client, the queues and their levels, the
     `locks=` store with the records SQS keeps there and the limits admitted in it, and
-    the leases this process holds. `refuse(capability, what)` is the backend's refusal
-    of what it lacks (`lacks`)."""
+    the leases this process holds. `refusal(capability, what, advice)` is the backend's
+    (`Backend.refusal`), so a part refuses what SQS lacks in the one wording."""
 
-    def __init__(self, options: SqsOptions, refuse: Callable[[str, str], Exception]) -> None:
+    def __init__(self, options: SqsOptions, refusal: Callable[[str, str, str], Exception]) -> None:
         import boto3
         from botocore.config import Config
 
         self.url = options.url
         self.options = options
-        self.refuse = refuse
+        self.refusal = refusal
         config = Config(
             retries={"max_attempts": 5, "mode": "standard"},
             max_pool_connections=32,
@@ -197,11 +197,12 @@ class Plumbing:
         """The lock store's flow records, which producing, settling and flows share."""
         records: Any = self.records
         if records is None or not records.flows:
-            raise self.refuse(
+            raise self.refusal(
                 "workflows",
-                "run workflows (they need locks=sqlite:///... or locks=redis://... on one"
-                " Redis server: on a Redis Cluster a step's lease record and its flow's"
-                " records live in different slots, which no one script can settle together)",
+                "run workflows",
+                "give it a lock store: locks=sqlite:///... or locks=redis://... on one Redis"
+                " server (on a Redis Cluster a step's lease record and its flow's records"
+                " live in different slots, which no one script can settle together)",
             )
         store: FlowRecords = records
         return store

@@ -159,8 +159,10 @@ class Producing:
     def results_store(self) -> LeaseRecords:
         records = self.sqs.records
         if records is None or not records.controls:
-            raise self.sqs.refuse(
-                "results", "keep results (it needs locks=sqlite:///... or locks=redis://...)"
+            raise self.sqs.refusal(
+                "results",
+                "keep results",
+                "give it a lock store: locks=sqlite:///... or redis://...",
             )
         return records
 

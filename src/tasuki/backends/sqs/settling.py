@@ -264,7 +264,9 @@ class Settling:
         one's lease is fenced out. Its uniqueness lock is freed when it is deleted."""
         records = self.sqs.records
         if records is None or not records.controls:
-            raise self.sqs.refuse("cancel", "cancel a message (it needs locks=sqlite or redis)")
+            raise self.sqs.refusal(
+                "cancel", "cancel a message", "give it a lock store: locks=sqlite or redis"
+            )
         status = records.cancel(queue, id)
         if status == "signalled" and self.sqs.admission is not None:
             # Its lease is fenced out: the concurrency slots it holds go now where this
