@@ -23,7 +23,7 @@ from tasuki.core.message import DeadLetter, Message
 from tasuki.core.policies import ConcurrencyLimit, Dedup, RateLimit, Retry, Unique
 from tasuki.core.records import CancelStatus, MessageInfo
 from tasuki.core.registry import Registry
-from tasuki.errors import InvalidArgument
+from tasuki.errors import ConfigurationError, InvalidArgument
 from tasuki.middleware import default_middleware
 from tasuki.middleware.base import MiddlewareChain
 from tasuki.producer import DEFAULT_ID_WINDOW, Producer
@@ -45,6 +45,9 @@ class App:
     has none of its own (a `LockStore`, or the URL of a backend whose locks to use).
     `priority_aging`: seconds of waiting that count as one priority level (the backend's
     own 300 s when None); give every App of a deployment the same.
+    `serializer="pickle"` needs a `signing_key`: a worker unpickles what it receives, so
+    without signatures anyone who can write to a queue runs code in the workers.
+    `allow_unsigned_pickle=True` accepts that (a backend only trusted writers reach).
 
     Nothing below holds the app: jobs hold the producer, the worker gets the registry,
     backend, lock store, codec and chain.
@@ -63,7 +66,9 @@ class App:
         backend: Backend | None = None,
         locks: LockStore | str | None = None,
         priority_aging: float | None = None,
+        allow_unsigned_pickle: bool = False,
     ) -> None:
+        _check_pickle(serializer, signing_key, allow_unsigned_pickle)
         self.url = url or os.environ.get("TASUKI_URL") or DEFAULT_URL
         self.backend: Backend = backend if backend is not None else backend_from_url(self.url)
         if priority_aging is not None:
@@ -359,3 +364,17 @@ class App:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _check_pickle(
+    serializer: str | Serializer, signing_key: bytes | str | None, allowed: bool
+) -> None:
+    """Refuse pickle without signatures unless the caller said it is fine."""
+    content_type = serializer if isinstance(serializer, str) else serializer.content_type
+    if content_type == "pickle" and not signing_key and not allowed:
+        raise ConfigurationError(
+            'serializer="pickle" without a signing_key lets anyone who can write to a '
+            "queue run code in your workers: give signing_key=... (the same on producers "
+            "and workers), or allow_unsigned_pickle=True if only trusted code can write "
+            "to the backend"
+        )

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from tasuki.backends.base import Backend
 from tasuki.backends.sqlfiles import load_queries
 from tasuki.backends.sqlite import SQLiteBackend
+from tasuki.backends.sqlite.files import create_private
 from tasuki.backends.sqs.records import sqlite_flows as flows
 from tasuki.backends.sqs.records.base import (
     ACKED_TAKE,
@@ -97,6 +98,7 @@ class SQLiteLeaseRecords(LeaseRecords, FlowRecords):
 
     def __init__(self, path: str, namespace: str, lifetimes: RecordLifetimes) -> None:
         super().__init__(namespace, lifetimes)
+        create_private(path)
         self._db = sqlite3.connect(
             path, timeout=30.0, isolation_level=None, check_same_thread=False
         )
