@@ -35,7 +35,6 @@ from tasuki.backends.base import Capabilities
 from tasuki.backends.sql.backend import SQLBackend
 from tasuki.backends.sql.dialect import Connection, Queries, columns, load_dialect_queries
 from tasuki.backends.sqlite.files import create_private
-from tasuki.backends.sqlite.locks import SQLiteLockStore
 from tasuki.errors import BackendError, BackendUnavailable, InvalidArgument, InvalidURL
 
 Q = load_dialect_queries(
@@ -354,5 +353,4 @@ class SQLiteBackend(SQLBackend):
             poll_interval=poll_interval,
         )
         super().__init__(f"sqlite:///{path}", self.sqlite)
-        self._locks = SQLiteLockStore(self.sqlite, path)
         self.sqlite.conn()  # open now: a path that can't be opened fails at construction
