@@ -351,6 +351,31 @@ class Plumbing:
         self.dead_lettered([(info.name, m.meta) for m, ok in zip(moves, done, strict=True) if ok])
         return done
 
+    def unique_note(self, queue: str, id: str) -> str:
+        """The lock whose owner is the unique key message `id` claimed (`note_unique`):
+        a cancel, which never sees the message's body, reads its key there."""
+        return f"tasuki-sqs:{self.options.prefix}unique-of:{queue}:{id}"
+
+    def note_unique(self, queue: str, id: str, key: str, ttl: float) -> None:
+        """Note the unique key a sent message holds, for as long as its claim lives."""
+        if self.locks is not None and self.records is not None and self.records.controls:
+            note = self.unique_note(queue, id)
+            if not self.locks.acquire(note, key, ttl):  # the same id sent again
+                holder = self.locks.holder(note)
+                if holder is not None:
+                    self.locks.swap(note, holder.owner, key, ttl)
+
+    def free_unique(self, queue: str, id: str) -> None:
+        """A cancelled message's unique key goes with it (where the message still holds
+        it: a key taken since by another message is not freed)."""
+        if self.locks is None:
+            return
+        note = self.unique_note(queue, id)
+        holder = self.locks.holder(note)
+        if holder is not None:
+            self.locks.release(holder.owner, id)
+            self.locks.release(note, holder.owner)
+
     def cancelled_gone(self, queue: str, gone: Sequence[tuple[str, Meta | None]]) -> None:
         """Cancelled messages (id, meta where known) deleted from SQS: their ids stay
         known for their window (at least CANCELLED_WINDOW), their uniqueness locks go."""
