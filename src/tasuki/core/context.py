@@ -9,6 +9,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from tasuki.core.records import Progress, Receipt
+from tasuki.core.text import storable
 from tasuki.errors import InvalidArgument, LeaseLost, TasukiError
 
 if TYPE_CHECKING:
@@ -167,7 +168,7 @@ class Context:
                 "this delivery's progress cannot be reported here (no lease keeper looks "
                 "after it: a process job, or a run already settled)"
             )
-        self.last_progress = Progress(float(fraction), text)
+        self.last_progress = Progress(float(fraction), storable(text))
 
     def request_stop(self, reason: str) -> None:
         stop = self._event()

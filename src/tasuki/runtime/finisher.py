@@ -1,5 +1,7 @@
-"""The finisher: from a run's outcome to exactly one settle: ack, release (a retry or a
-deferral) or dead; or to none, when the lease was lost or the message cancelled.
+"""The finisher: the one place that decides how a message ends. From a run's outcome to
+exactly one settle: ack, release (a retry or a deferral) or dead; or to none, when the
+lease was lost or the message cancelled. A delivery that never ran (refused by the
+receiver, out of attempts, or early for a long delay's next hop) ends here too.
 
 The way out of the middleware chain runs first, so middleware sees, and may change, the
 outcome; an error that no middleware decided on is retried by the default rule
@@ -8,14 +10,18 @@ outcome; an error that no middleware decided on is retried by the default rule
 
 from __future__ import annotations
 
+from typing import Any
+
 from tasuki import logs
-from tasuki.backends.base import Settle
+from tasuki.backends.base import Delivery, Settle
 from tasuki.core import results
 from tasuki.core.failure import decide_failure
 from tasuki.core.flowrecords import Effects
 from tasuki.core.flows import StepPlan
-from tasuki.core.message import ErrorInfo
+from tasuki.core.message import JOB_HEADER, ErrorInfo
+from tasuki.core.job import Job
 from tasuki.core.outcome import Outcome
+from tasuki.core.reasons import LEASE_EXPIRED, describe, exhausted
 from tasuki.errors import InvalidArgument, SerializationError, TasukiError
 from tasuki.runtime.chain import ChainDriver
 from tasuki.runtime.flows import FlowSteps
@@ -123,6 +129,40 @@ class Finisher:
         effects = flows.failed(plan, m.job or task.job.name, m.queue, m.id, error)
         self.settler.put(Settle.dead(task.receipt, reason, error, effects), task)
 
+    # -- deliveries that never ran -------------------------------------------------------
+    def refuse(
+        self, d: Delivery, reason: str, error: BaseException, plan: StepPlan | None = None
+    ) -> None:
+        """A delivery that cannot run (a poison message): to the dead letters, with why."""
+        fields = _fields(d)
+        logs.event("dead-lettered", **fields, reason=reason)
+        info = ErrorInfo(type(error).__name__, str(error), "")
+        self.settler.put(Settle.dead(d.receipt, reason, info, self._failed(d, plan, info)), fields)
+
+    def exhausted(self, d: Delivery, job: Job[..., Any], plan: StepPlan | None) -> bool:
+        """Out of attempts by the job's own policy before it runs: dead, and True."""
+        if not exhausted(d.attempt - 1, job.retry.max_attempts):
+            return False
+        # Its earlier leases were not settled by a run that failed (that run's Retries
+        # would have dead-lettered it at the limit): they lapsed.
+        reason = describe(LEASE_EXPIRED, d.attempt - 1, job.retry.max_attempts)
+        fields = logs.message_fields(d.queue, job.name, d.id, d.attempt)
+        logs.event("dead-lettered", **fields, reason=reason)
+        self.settler.put(Settle.dead(d.receipt, reason, None, self._failed(d, plan)), fields)
+        return True
+
+    def hop(self, d: Delivery, delay: float) -> None:
+        """Early for a long delay: back without penalty, for its next hop."""
+        self.settler.put(Settle.release(d.receipt, delay, penalty=False), _fields(d))
+
+    def _failed(
+        self, d: Delivery, plan: StepPlan | None, error: ErrorInfo | None = None
+    ) -> Effects | None:
+        """A flow step dead-lettered before it ran fails its flow like one that ran."""
+        if plan is None or self.flows is None:
+            return None
+        return self.flows.failed(plan, d.headers.get(JOB_HEADER, ""), d.queue, d.id, error)
+
     def release_on_shutdown(self, task: Task) -> bool:
         """Hand a still-running job's message back without penalty; True if this did it."""
         if not task.claim():
@@ -133,6 +173,10 @@ class Finisher:
         logs.event("released on shutdown", **task.fields)
         self.settler.put(Settle.release(task.receipt, penalty=False), task)
         return True
+
+
+def _fields(d: Delivery) -> dict[str, Any]:
+    return logs.message_fields(d.queue, d.headers.get(JOB_HEADER), d.id, d.attempt)
 
 
 def _keep(task: Task, outcome: Outcome) -> None:

@@ -156,7 +156,7 @@ class Worker:
             self.registry,
             self.codec,
             self.keeper,
-            self.settler,
+            self.finisher,
             self.locks,
             max_delay=backend.capabilities.max_delay,
             flows=flows,
