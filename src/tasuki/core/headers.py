@@ -58,7 +58,7 @@ def _signature(value: str) -> str | None:
 
 
 def _not_before(value: str) -> str | None:
-    if len(value) > 64:
+    if len(value) > 64 or not value.isascii():  # float() takes any script's digits
         return "is not a number of epoch seconds"
     try:
         at = float(value)

@@ -28,6 +28,7 @@ from tasuki.middleware.base import MiddlewareChain
 from tasuki.runtime.chain import ChainDriver
 from tasuki.runtime.cores import CoreWatch
 from tasuki.runtime.deadlines import Deadlines
+from tasuki.runtime.fatal import Fatal, LoopFailed, exit_later
 from tasuki.runtime.fetcher import Fetcher, Slots
 from tasuki.runtime.finisher import Finisher
 from tasuki.runtime.flows import FlowSteps
@@ -126,6 +127,9 @@ class Worker:
         self._renewal: LockRenewal | None = None
         # Set by `run(until_idle=True)`: the releases this worker expects back.
         self._returning: Returning | None = None
+        # The first loop that could not go on (`fatal.py`): the worker then stops.
+        self.fatal = Fatal()
+        self.fatal.on_failure(self._loop_failed)
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -134,6 +138,7 @@ class Worker:
         self._started = True
         backend = self.backend
         returning = self._returning
+        fatal = self.fatal
         self.settler = Settler(
             backend,
             on_released=None
@@ -141,8 +146,9 @@ class Worker:
             else lambda done: returning.released(
                 (s.receipt.queue, s.receipt.id, s.delay) for s in done
             ),
+            fatal=fatal,
         )
-        self.keeper = LeaseKeeper(backend, self.chain)
+        self.keeper = LeaseKeeper(backend, self.chain, fatal)
         self.slots = Slots(self.concurrency)
         self.threads = ThreadPool(self.concurrency)
         self.driver = ChainDriver(self.chain)
@@ -165,7 +171,7 @@ class Worker:
             self.driver, self.finisher, self._deadline_loop, self._process_pool
         )
         if any(j.dedup is not None or j.unique is not None for j in self.registry.jobs.values()):
-            self._renewal = LockRenewal(self.locks, self.keeper)
+            self._renewal = LockRenewal(self.locks, self.keeper, fatal)
         self.fetchers = [
             Fetcher(
                 backend,
@@ -176,11 +182,12 @@ class Worker:
                 visibility_timeout=self._default_vt(q),
                 batch_size=self.batch_size,
                 wait=self.wait,
+                fatal=fatal,
             )
             for q in self.queues
         ]
         self.scheduler = (
-            Scheduler(self.registry.periodics, self._stopping)
+            Scheduler(self.registry.periodics, self._stopping, fatal)
             if self.use_scheduler and self.registry.periodics
             else None
         )
@@ -190,7 +197,7 @@ class Worker:
             self.concurrency,
             backend.url,
         )
-        self.maintenance = Maintenance(backend.maintenance(), self.locks)
+        self.maintenance = Maintenance(backend.maintenance(), self.locks, fatal)
         self.cores = CoreWatch(lambda: self.slots.busy)
         self._loops = [*self.fetchers, self.keeper, self.settler, self.scheduler]
         for f in self.fetchers:
@@ -226,6 +233,8 @@ class Worker:
         finally:
             self._shutdown()
             self._running_loop = False
+        if self.fatal.reason is not None:
+            raise LoopFailed(f"the worker stopped: {self.fatal.reason}")
 
     def _loop_until(self, until_idle: bool, deadline: float | None) -> None:
         tick = IDLE_CHECK if until_idle or deadline is not None else 1.0
@@ -235,6 +244,14 @@ class Worker:
                 return
             if until_idle and self._idle():
                 return
+
+    def _loop_failed(self, reason: str) -> None:
+        """A loop could not go on: stop now (no grace: what runs could not be settled)."""
+        if self.handle_signals:
+            exit_later()
+        self.request_stop(grace=0.0)
+        if self._started and not self._running_loop:
+            threading.Thread(target=self._shutdown, name="tasuki-stop", daemon=True).start()
 
     def request_stop(self, grace: float | None = None) -> None:
         """Ask for a graceful stop without waiting for it (safe from signal handlers)."""
