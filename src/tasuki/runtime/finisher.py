@@ -10,6 +10,7 @@ outcome; an error that no middleware decided on is retried by the default rule
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from tasuki import logs
@@ -69,7 +70,10 @@ class Finisher:
 
     def settle(self, task: Task, outcome: Outcome) -> None:
         ctx = task.ctx
+        acked = _acked(outcome)
         if ctx.lease_lost or outcome.action == "cancel":
+            if acked is not None:
+                acked(False)
             return  # another delivery owns the message, or none will: its token is stale
         if outcome.action is None:
             if outcome.error is None:
@@ -80,24 +84,31 @@ class Finisher:
         receipt = task.receipt
         plan = task.flow
         if plan is not None and self.flows is not None:
-            self._settle_step(task, outcome, plan, self.flows)
+            self._settle_step(task, outcome, plan, self.flows, acked)
         elif action in ("ack", "skip"):
             kept = outcome.kept
             if kept is None and task.job.keep_result:
                 kept = b"null"  # skipped, or acked by the way out: the record must settle
             effects = None if kept is None else Effects(result=kept)
-            self.settler.put(Settle.ack(receipt, effects), task)
+            self.settler.put(Settle.ack(receipt, effects), task, acked)
         elif action == "defer":
-            self.settler.put(Settle.release(receipt, outcome.delay, penalty=False), task)
+            self.settler.put(Settle.release(receipt, outcome.delay, penalty=False), task, acked)
         elif action == "retry":
             failure = outcome.error
             error = None if failure is None else ErrorInfo(type(failure).__name__, str(failure))
-            self.settler.put(Settle.release(receipt, outcome.delay, error=error), task)
+            self.settler.put(Settle.release(receipt, outcome.delay, error=error), task, acked)
         else:
             error = ErrorInfo.from_exception(outcome.error) if outcome.error else None
-            self.settler.put(Settle.dead(receipt, outcome.reason, error), task)
+            self.settler.put(Settle.dead(receipt, outcome.reason, error), task, acked)
 
-    def _settle_step(self, task: Task, outcome: Outcome, plan: StepPlan, flows: FlowSteps) -> None:
+    def _settle_step(
+        self,
+        task: Task,
+        outcome: Outcome,
+        plan: StepPlan,
+        flows: FlowSteps,
+        acked: Callable[[bool], None] | None,
+    ) -> None:
         """A flow step's settle carries its follow-ups: on the ack, what comes next; on
         the dead letter, the flow's failure. A follow-up that cannot be made (a result
         too large for the next message, a job this worker does not know) fails the step:
@@ -109,25 +120,32 @@ class Finisher:
                 effects = flows.done(plan, outcome.kept or b"null")
             except TasukiError as exc:
                 reason = f"the flow's next step cannot be enqueued: {exc}"
-                self._dead_step(task, plan, flows, reason, ErrorInfo.from_exception(exc))
+                info = ErrorInfo.from_exception(exc)
+                self._dead_step(task, plan, flows, reason, info, acked)
                 return
-            self.settler.put(Settle.ack(receipt, effects), task)
+            self.settler.put(Settle.ack(receipt, effects), task, acked)
         elif action == "defer":
-            self.settler.put(Settle.release(receipt, outcome.delay, penalty=False), task)
+            self.settler.put(Settle.release(receipt, outcome.delay, penalty=False), task, acked)
         elif action == "retry":
             failure = outcome.error
             info = None if failure is None else ErrorInfo(type(failure).__name__, str(failure))
-            self.settler.put(Settle.release(receipt, outcome.delay, error=info), task)
+            self.settler.put(Settle.release(receipt, outcome.delay, error=info), task, acked)
         else:
             last = ErrorInfo.from_exception(outcome.error) if outcome.error else None
-            self._dead_step(task, plan, flows, outcome.reason, last)
+            self._dead_step(task, plan, flows, outcome.reason, last, acked)
 
     def _dead_step(
-        self, task: Task, plan: StepPlan, flows: FlowSteps, reason: str, error: ErrorInfo | None
+        self,
+        task: Task,
+        plan: StepPlan,
+        flows: FlowSteps,
+        reason: str,
+        error: ErrorInfo | None,
+        acked: Callable[[bool], None] | None,
     ) -> None:
         m = task.ctx.message
         effects = flows.failed(plan, m.job or task.job.name, m.queue, m.id, error)
-        self.settler.put(Settle.dead(task.receipt, reason, error, effects), task)
+        self.settler.put(Settle.dead(task.receipt, reason, error, effects), task, acked)
 
     # -- deliveries that never ran -------------------------------------------------------
     def refuse(
@@ -173,6 +191,21 @@ class Finisher:
         logs.event("released on shutdown", **task.fields)
         self.settler.put(Settle.release(task.receipt, penalty=False), task)
         return True
+
+
+def _acked(outcome: Outcome) -> Callable[[bool], None] | None:
+    """What must follow this run's ack (`Outcome.when_acked`), as one call, if anything."""
+    hooks = outcome.acked_hooks
+    if not hooks:
+        return None
+    if len(hooks) == 1:
+        return hooks[0]
+
+    def all_of(landed: bool) -> None:
+        for hook in hooks:
+            hook(landed)
+
+    return all_of
 
 
 def _fields(d: Delivery) -> dict[str, Any]:

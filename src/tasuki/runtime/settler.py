@@ -47,6 +47,8 @@ class Pending(NamedTuple):
 
     settle: Settle
     about: _HasFields | dict[str, Any]
+    # Told whether the settle landed as an ack (`Outcome.when_acked`).
+    acked: Callable[[bool], None] | None = None
 
 
 _STOP = object()
@@ -65,6 +67,7 @@ class Settler:
         self._pending = 0
         self._count = threading.Lock()  # a plain lock: put() runs once per message
         self._giving_up_at: float | None = None
+        self._blamed: set[int] = set()  # this batch's settles that `_blame` answered
         self._outage = Outage("settling messages")
         self.pulse = Pulse("settler")
         self.fatal = fatal or Fatal()
@@ -73,10 +76,15 @@ class Settler:
         )
         self._thread.start()
 
-    def put(self, settle: Settle, about: _HasFields | dict[str, Any]) -> None:
+    def put(
+        self,
+        settle: Settle,
+        about: _HasFields | dict[str, Any],
+        acked: Callable[[bool], None] | None = None,
+    ) -> None:
         with self._count:
             self._pending += 1
-        self._queue.put(Pending(settle, about))
+        self._queue.put(Pending(settle, about, acked))
 
     @property
     def pending(self) -> int:
@@ -120,7 +128,15 @@ class Settler:
                 return
 
     def _send(self, batch: list[Pending]) -> None:
+        self._blamed = set()
         results = self._call(batch)
+        for p, ok in zip(batch, results, strict=True):
+            if p.acked is not None:
+                landed = ok and p.settle.verdict == "ack" and id(p) not in self._blamed
+                try:
+                    p.acked(landed)
+                except Exception:
+                    logs.logger.exception("what follows the ack of %s failed", p.settle.receipt.id)
         if self._on_released is not None:
             returning = [
                 p.settle
@@ -178,6 +194,7 @@ class Settler:
     def _blame(self, item: Pending, error: Exception) -> bool:
         """The one settle the backend would not take: dead instead, with the reason."""
         settle = item.settle
+        self._blamed.add(id(item))
         reason = f"could not be settled ({settle.verdict}): {named(error)}"
         logs.logger.error(
             "settling message %s failed: %s", settle.receipt.id, named(error), exc_info=error
