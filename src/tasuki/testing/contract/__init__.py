@@ -48,6 +48,7 @@ from tasuki.testing.contract.operations import TestOperations
 from tasuki.testing.contract.priorities import TestPriorities
 from tasuki.testing.contract.reliability import TestReliability
 from tasuki.testing.contract.results import TestResults
+from tasuki.testing.contract.text import TestHostileText
 
 __all__ = [
     "ContractOptions",
@@ -56,6 +57,7 @@ __all__ = [
     "TestFlows",
     "TestInspect",
     "TestLifecycle",
+    "TestHostileText",
     "TestLimits",
     "TestLockProperties",
     "TestLocks",
