@@ -329,9 +329,7 @@ def _keep(workdir: Path, name: str) -> Path:
     return kept
 
 
-def _drain(
-    app: tasuki.App, log: Path, enqueued: list[int], timeout: float
-) -> tuple[bool, int]:
+def _drain(app: tasuki.App, log: Path, enqueued: list[int], timeout: float) -> tuple[bool, int]:
     """Until every message ran to its end and the queue holds nothing (True), or `timeout`
     seconds passed without one more message reaching its end (False): a long run's
     backlog may take longer than `timeout` to work off, a stuck message never does.

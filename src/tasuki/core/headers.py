@@ -113,11 +113,8 @@ def problem(headers: Mapping[str, str]) -> str | None:
             continue
         if not isinstance(value, str):
             return f"header {key} is not text"
-        why = unstorable(value)
-        if why is not None:
-            why = f"contains {why}"
-        else:
-            why = RULES.get(key, _other)(value)
+        unfit = unstorable(value)
+        why = f"contains {unfit}" if unfit is not None else RULES.get(key, _other)(value)
         if why is not None:
             return f"header {key} {why}: {value[:60]!r}"
     return None

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, Protocol, TypeVar
 
+from tasuki.core import headers as tasuki_headers
 from tasuki.core.policies import (
     ConcurrencyLimit,
     Dedup,
@@ -17,7 +18,6 @@ from tasuki.core.policies import (
     Unique,
     check_priority,
 )
-from tasuki.core import headers as tasuki_headers
 from tasuki.core.text import check_name
 from tasuki.errors import InvalidArgument
 

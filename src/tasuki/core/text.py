@@ -47,5 +47,7 @@ def check_name(what: str, value: str) -> str:
     """`value`, refused with `InvalidArgument` if some engine cannot store it as a key."""
     problem = unstorable(value)
     if problem is not None:
-        raise InvalidArgument(f"{what} {value!r} contains {problem}, which some backends cannot store")
+        raise InvalidArgument(
+            f"{what} {value!r} contains {problem}, which some backends cannot store"
+        )
     return value

@@ -19,8 +19,8 @@ from tasuki.core import results
 from tasuki.core.failure import decide_failure
 from tasuki.core.flowrecords import Effects
 from tasuki.core.flows import StepPlan
-from tasuki.core.message import JOB_HEADER, ErrorInfo
 from tasuki.core.job import Job
+from tasuki.core.message import JOB_HEADER, ErrorInfo
 from tasuki.core.outcome import Outcome
 from tasuki.core.reasons import LEASE_EXPIRED, describe, exhausted
 from tasuki.errors import InvalidArgument, SerializationError, TasukiError
@@ -120,8 +120,8 @@ class Finisher:
                 effects = flows.done(plan, outcome.kept or b"null")
             except TasukiError as exc:
                 reason = f"the flow's next step cannot be enqueued: {exc}"
-                info = ErrorInfo.from_exception(exc)
-                self._dead_step(task, plan, flows, reason, info, acked)
+                why = ErrorInfo.from_exception(exc)
+                self._dead_step(task, plan, flows, reason, why, acked)
                 return
             self.settler.put(Settle.ack(receipt, effects), task, acked)
         elif action == "defer":

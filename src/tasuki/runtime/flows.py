@@ -9,11 +9,10 @@ backend knows when the set is complete (the settle that completed it enqueued th
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
-
-import math
 
 import orjson
 

@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from tasuki import logs
 from tasuki.backends.base import Backend, Keep, LeaseStatus, Progress
@@ -241,9 +241,9 @@ class LeaseKeeper:
                 self._failures += 1
                 if self._failures < PASSING:  # a fault of this call, perhaps passing
                     raise
-                results = split_until_found(items, self._backend.keep, self._blame, exc)
+                results = split_until_found(items, self._keep, self._blame, exc)
             except Exception as exc:  # a bug, or a value the engine refuses
-                results = split_until_found(items, self._backend.keep, self._blame, exc)
+                results = split_until_found(items, self._keep, self._blame, exc)
         except TasukiError as exc:
             self._outage.failed(exc)
             return
@@ -252,8 +252,8 @@ class LeaseKeeper:
         ended: list[tuple[Held, LeaseStatus]] = []
         listeners = self._listeners("lease_extended")
         lags: list[tuple[str, float]] = []
-        for h, item, status in zip(due, items, results, strict=True):
-            if status == UNKEPT:
+        for h, item, answer in zip(due, items, results, strict=True):
+            if answer == UNKEPT:
                 h.failures += 1
                 if h.failures >= GIVE_UP:
                     h.capped = True  # not kept again: it lapses, and is delivered again
@@ -264,18 +264,19 @@ class LeaseKeeper:
                     )
                 continue
             h.failures = 0
-            if status == "no progress":
+            progress = item.progress
+            if answer == "no progress":
                 h.progress_sent = h.ctx.last_progress  # refused: not sent again
-                status = "held"
-                item = item._replace(progress=None)
+                progress = None
+            status = cast("LeaseStatus", "held" if answer == "no progress" else answer)
             if status != "held":
                 ended.append((h, status))
                 continue
             lag = max(0.0, started - h.due_at)
             h.extended_at = started
             h.ctx.lease_until = asked + item.visibility_timeout
-            if item.progress is not None:
-                h.progress_sent = item.progress
+            if progress is not None:
+                h.progress_sent = progress
             lags.append((h.ctx.message.queue, lag))
             for m in listeners:
                 _tell(m.lease_extended, h.ctx, lag)
@@ -285,6 +286,9 @@ class LeaseKeeper:
                     reliability.observe(self._lags.setdefault(queue, {}), reliability.LAG, lag)
         if ended:
             self._end([h for h, _ in ended], [status for _, status in ended])
+
+    def _keep(self, items: Sequence[Keep]) -> list[LeaseStatus | str]:
+        return list(self._backend.keep(items))
 
     def _blame(self, item: Keep, error: Exception) -> LeaseStatus | str:
         """The one lease the backend would not keep: again without its progress, or never."""

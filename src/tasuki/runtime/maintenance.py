@@ -16,8 +16,8 @@ import time
 import uuid
 from collections.abc import Sequence
 
-from tasuki.backends.base import LockStore, MaintenanceService
 from tasuki import logs
+from tasuki.backends.base import LockStore, MaintenanceService
 from tasuki.errors import TasukiError
 from tasuki.runtime.fatal import Fatal
 from tasuki.runtime.outage import Outage
