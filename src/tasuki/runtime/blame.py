@@ -5,8 +5,9 @@ raises something other than an outage, one item may be to blame (a value the eng
 refuses, a bug on one path): the batch is split in halves, each sent again, down to the
 single items that still fail; those get `blame`'s answer, every other item its real one.
 An outage (`BackendUnavailable`) is no item's fault: it is raised to the loop, which
-retries the whole batch with backoff. A single item whose failure is a `TasukiError` (a
-deadlock, a conflict: perhaps passing) is tried `TRIES` times before it is blamed.
+retries the whole batch with backoff. A single item that fails is tried `TRIES` times in
+all before it is blamed: the failure may have been passing (a conflict, a connection
+error a driver let through untranslated).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from tasuki.errors import BackendUnavailable, TasukiError
+from tasuki.errors import BackendUnavailable
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -47,15 +48,14 @@ def split_until_found(
             *split_until_found(items[half:], call, blame),
         ]
     error = first
-    if isinstance(error, TasukiError):
-        for attempt in range(1, TRIES):
-            time.sleep(PAUSE * attempt)
-            try:
-                return call(items)
-            except BackendUnavailable:
-                raise
-            except Exception as exc:
-                error = exc
+    for attempt in range(1, TRIES):
+        time.sleep(PAUSE * attempt)
+        try:
+            return call(items)
+        except BackendUnavailable:
+            raise
+        except Exception as exc:
+            error = exc
     return [blame(items[0], error)]
 
 
