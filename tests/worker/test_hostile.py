@@ -206,3 +206,33 @@ def test_a_loop_that_cannot_go_on_stops_the_worker_with_readyz_red(
         assert sum(runs.values()) <= 5
     finally:
         app.close()
+
+
+HOSTILE_TEXT = "nul\x00 lone\ud800 bell\x07 end"
+
+
+def test_a_jobs_error_and_progress_with_any_text_reach_the_store(any_url: str) -> None:
+    """Text some engine cannot store (NUL on PostgreSQL, a lone surrogate everywhere)
+    failed the keep that carried the progress and the settle that carried the error."""
+    app = tasuki.App(any_url)
+    runs: list[int] = []
+    noted = threading.Event()
+
+    @app.job(retry=tasuki.Retry(max_attempts=1))
+    def noisy(n: int) -> None:
+        runs.append(n)
+        tasuki.current().progress(0.5, HOSTILE_TEXT)
+        tasuki.current().extend(30.0)  # the progress goes with this keep, at once
+        noted.set()
+        raise RuntimeError(HOSTILE_TEXT)
+
+    try:
+        message_id = noisy.enqueue(1)
+        app.worker(concurrency=1).run(until_idle=True, timeout=30)
+        assert noted.is_set() and runs == [1]
+        [letter] = app.dead_letters("default")
+        assert letter.id == message_id and letter.error is not None
+        assert letter.error.type == "RuntimeError"
+        assert letter.error.message == "nul\\x00 lone\\ud800 bell\x07 end"
+    finally:
+        app.close()
