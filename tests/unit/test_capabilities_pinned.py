@@ -35,7 +35,6 @@ FULL: dict[str, Any] = {
     "inspection": True,
     "settled_counts": True,
     "reliability_counts": True,
-    "gil_slice": None,
     "results": True,
     "workflows": True,
     "priorities": True,
@@ -60,8 +59,8 @@ _SQS = {
 }
 DIFFERS: dict[str, dict[str, Any]] = {
     "memory": {"cross_process": False, "transactional_enqueue": False},
-    "postgresql": {"gil_slice": 0.0005},
-    "postgresql-archive": {"gil_slice": 0.0005},
+    "postgresql": {},
+    "postgresql-archive": {},
     "sqlite": {"max_message_size": MiB},
     "redis": {"max_message_size": MiB, "transactional_enqueue": False},
     "sqs": _SQS,
