@@ -169,7 +169,15 @@ class Finisher:
         self.settler.put(Settle.dead(d.receipt, reason, None, self._failed(d, plan)), fields)
         return True
 
-    def hop(self, d: Delivery, delay: float) -> None:
+    def retry(self, d: Delivery, delay: float, error: BaseException) -> None:
+        """Not readable now (a backend error): again in `delay` seconds, an attempt spent,
+        so one that never becomes readable ends in the dead letters."""
+        fields = _fields(d)
+        info = ErrorInfo(type(error).__name__, str(error))
+        logs.event("retry scheduled", **fields, delay=delay, reason=str(info))
+        self.settler.put(Settle.release(d.receipt, delay, error=info), fields)
+
+    def back(self, d: Delivery, delay: float) -> None:
         """Early for a long delay: back without penalty, for its next hop."""
         self.settler.put(Settle.release(d.receipt, delay, penalty=False), _fields(d))
 

@@ -9,7 +9,7 @@ to the dead letters with that reason; a message whose attempts by its job's own 
 are used up (a crash loop: its earlier leases lapsed) too; a message that is early (a
 long delay travelling in hops) goes back without penalty for its next hop. A delivery
 that breaks the reading itself (a bug) is dead-lettered with what broke, and the rest of
-its batch runs.
+its batch runs; one whose reading met a backend error is retried (an attempt counted).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from tasuki.core.message import (
 )
 from tasuki.core.registry import Registry
 from tasuki.core.text import storable
-from tasuki.errors import SerializationError, SignatureError, UnknownJob
+from tasuki.errors import BackendError, SerializationError, SignatureError, UnknownJob
 from tasuki.runtime.flows import FlowSteps
 from tasuki.runtime.heartbeat import Held, LeaseKeeper
 from tasuki.runtime.task import Task
@@ -43,6 +43,8 @@ if TYPE_CHECKING:
 
 # A hop lands this close to its time runs now rather than taking another hop.
 HOP_SLACK = 0.5
+# A delivery whose reading met a backend error is retried after this long.
+RETRY_READ = 1.0
 
 
 class Receiver:
@@ -71,6 +73,9 @@ class Receiver:
         for d in deliveries:
             try:
                 task = self._receive(d, log_received)
+            except BackendError as exc:  # a flow's group value not read now: try again
+                self.finisher.retry(d, RETRY_READ, exc)
+                continue
             except Exception as exc:
                 logs.logger.exception("internal error reading message %s", storable(d.id))
                 self.finisher.refuse(d, f"the worker could not read it: {_named(exc)}", exc)
@@ -173,7 +178,7 @@ class Receiver:
         if remaining <= HOP_SLACK:
             return False
         hop = remaining if self.max_delay is None else min(remaining, self.max_delay)
-        self.finisher.hop(d, hop)
+        self.finisher.back(d, hop)
         return True
 
 
