@@ -14,6 +14,7 @@ import tasuki
 from tasuki.backends.base import Envelope, Settle
 from tasuki.backends.urls import backend_from_url
 from tasuki.core.message import new_id
+from tasuki.errors import BackendError
 from tasuki.runtime.fatal import LoopFailed
 from tasuki.runtime.health import WorkerHealth
 from tasuki.runtime.settler import Settler
@@ -234,5 +235,42 @@ def test_a_jobs_error_and_progress_with_any_text_reach_the_store(any_url: str) -
         assert letter.id == message_id and letter.error is not None
         assert letter.error.type == "RuntimeError"
         assert letter.error.message == "nul\\x00 lone\\ud800 bell\x07 end"
+    finally:
+        app.close()
+
+
+class GroupValueFailsOnce(FaultyBackend):
+    """A backend whose first read of a group's value fails, as in a short outage."""
+
+    failed = 0
+
+    def group_value(self, flow_id: str, barrier: str) -> bytes | None:
+        if not self.failed:
+            self.failed += 1
+            raise BackendError("the group's value could not be read")
+        return super().group_value(flow_id, barrier)
+
+
+@pytest.mark.requires("workflows")
+def test_a_step_whose_reading_meets_a_backend_error_is_retried_not_dead(any_url: str) -> None:
+    backend = GroupValueFailsOnce(backend_from_url(any_url))
+    app = tasuki.App(any_url, backend=backend)
+
+    @app.job()
+    def square(n: int) -> int:
+        return n * n
+
+    @app.job()
+    def total(squares: list[int]) -> int:
+        return sum(squares)
+
+    try:
+        flow_id = tasuki.chain(
+            tasuki.group(square.step(n) for n in range(3)), total.step()
+        ).enqueue()
+        app.worker(concurrency=2).run(until_idle=True, timeout=30)
+        assert backend.failed == 1
+        assert app.flow_result(flow_id, timeout=5.0) == 5
+        assert app.stats()["dead"] == 0
     finally:
         app.close()
