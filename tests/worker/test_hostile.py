@@ -274,3 +274,25 @@ def test_a_step_whose_reading_meets_a_backend_error_is_retried_not_dead(any_url:
         assert app.stats()["dead"] == 0
     finally:
         app.close()
+
+
+def test_a_started_worker_whose_loop_fails_stops_itself(
+    any_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without `run` to return to, the worker shuts itself down: no fetcher leases on."""
+    app = counting_app(any_url, Counter())
+
+    def broken(self: Settler, batch: object) -> None:
+        raise RuntimeError("the settler's own bug")
+
+    monkeypatch.setattr(Settler, "_send", broken)
+    app.jobs["work"].enqueue(1)
+    worker = app.worker(concurrency=1)
+    worker.start()
+    try:
+        assert worker.join(20), "the worker did not stop"
+        assert worker.fatal.reason is not None and "settler" in worker.fatal.reason
+        assert not any(f._thread.is_alive() for f in worker.fetchers)
+    finally:
+        worker.stop()
+        app.close()

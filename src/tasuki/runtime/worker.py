@@ -128,6 +128,8 @@ class Worker:
         # Set by `run(until_idle=True)`: the releases this worker expects back.
         self._returning: Returning | None = None
         # The first loop that could not go on (`fatal.py`): the worker then stops.
+        self._ready = False  # `start` done: every loop exists
+        self._failure_stop = False
         self.fatal = Fatal()
         self.fatal.on_failure(self._loop_failed)
 
@@ -205,6 +207,9 @@ class Worker:
         if self.scheduler is not None:
             self.scheduler.start()
         self.maintenance.start()
+        self._ready = True
+        if self.fatal.reason is not None:  # a loop failed while the others started
+            self._stop_after_failure()
 
     def run(self, until_idle: bool = False, timeout: float | None = None) -> None:
         """Process messages until stopped, idle (`until_idle`) or `timeout` seconds passed.
@@ -215,13 +220,13 @@ class Worker:
         """
         if until_idle and not self._started:
             self._returning = Returning(self.backend.capabilities.timer_resolution)
+        self._run_thread = threading.current_thread()  # the one to shut down, if a loop fails
         self.start()
         if until_idle:
             # The run ends right after the queues empty: a fetcher blocked for its whole
             # `wait` would hold the stop up by that long.
             for f in self.fetchers:
                 f.wait = min(f.wait, IDLE_CHECK)
-        self._run_thread = threading.current_thread()
         self._running_loop = True
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
@@ -250,8 +255,16 @@ class Worker:
         if self.handle_signals:
             exit_later()
         self.request_stop(grace=0.0)
-        if self._started and not self._running_loop:
-            threading.Thread(target=self._shutdown, name="tasuki-stop", daemon=True).start()
+        if self._ready:
+            self._stop_after_failure()
+
+    def _stop_after_failure(self) -> None:
+        """Shut down once, here, unless `run` is the one that will (it was asked to stop)."""
+        with self._mutex:
+            if self._run_thread is not None or self._failure_stop:
+                return
+            self._failure_stop = True
+        threading.Thread(target=self._shutdown, name="tasuki-stop", daemon=True).start()
 
     def request_stop(self, grace: float | None = None) -> None:
         """Ask for a graceful stop without waiting for it (safe from signal handlers)."""
