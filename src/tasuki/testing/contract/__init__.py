@@ -48,6 +48,7 @@ from tasuki.testing.contract.operations import TestOperations
 from tasuki.testing.contract.priorities import TestPriorities
 from tasuki.testing.contract.reliability import TestReliability
 from tasuki.testing.contract.results import TestResults
+from tasuki.testing.contract.steps import TestSteps
 from tasuki.testing.contract.text import TestHostileText
 
 __all__ = [
@@ -65,6 +66,7 @@ __all__ = [
     "TestPriorities",
     "TestReliability",
     "TestResults",
+    "TestSteps",
     "backend",
     "backend_url",
     "contract_requires",
