@@ -42,6 +42,8 @@ FULL: dict[str, Any] = {
     "concurrency_limits": True,
     "cancel": True,
     "progress": True,
+    "durable_steps": True,
+    "transactional_steps": True,
 }
 _SQS = {
     "max_message_size": 256 * 1024,
@@ -56,13 +58,24 @@ _SQS = {
     "inspection": False,
     "settled_counts": False,
     "reliability_counts": False,
+    "durable_steps": False,
+    "transactional_steps": False,
 }
 DIFFERS: dict[str, dict[str, Any]] = {
-    "memory": {"cross_process": False, "transactional_enqueue": False},
+    "memory": {
+        "cross_process": False,
+        "transactional_enqueue": False,
+        "transactional_steps": False,
+    },
     "postgresql": {},
     "postgresql-archive": {},
     "sqlite": {"max_message_size": MiB},
-    "redis": {"max_message_size": MiB, "transactional_enqueue": False},
+    "redis": {
+        "max_message_size": MiB,
+        "transactional_enqueue": False,
+        "durable_steps": False,
+        "transactional_steps": False,
+    },
     "sqs": _SQS,
     "sqs-redis": _SQS,
 }
@@ -83,5 +96,5 @@ def test_capabilities_are_what_they_were(
     finally:
         backend.close()
     want = {**FULL, **DIFFERS[name]}
-    changed = {k: (want[k], got[k]) for k in want if got.get(k) != want[k]}
+    changed = {k: (want.get(k), got.get(k)) for k in {*want, *got} if got.get(k) != want.get(k)}
     assert not changed, f"{name}: capabilities changed (pinned, now): {changed}"
