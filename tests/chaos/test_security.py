@@ -15,7 +15,7 @@ from tasuki.backends.base import Settle
 from tasuki.backends.urls import backend_from_url, redact
 from tasuki.cli.main import cli
 from tasuki.errors import ConfigurationError, InvalidURL, TasukiError
-from tests.support.servers import RedisServer
+from tasuki.testing.servers import RedisServer
 
 SECRET = "s3cr3t-Pa55"
 

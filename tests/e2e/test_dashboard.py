@@ -36,7 +36,7 @@ import pytest
 import tasuki
 from tasuki.core.reliability import Histogram
 from tests.e2e.dashboard_app import declare, declare_report
-from tests.support.servers import env_with_src
+from tests.support.processes import env_with_src
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"

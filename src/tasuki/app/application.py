@@ -13,17 +13,17 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from tasuki.app import flows
 from tasuki.app.declaring import declare
-from tasuki.backends.base import DEFAULT_VISIBILITY_TIMEOUT, Backend, LockStore, lacks
+from tasuki.backends.base import DEFAULT_VISIBILITY_TIMEOUT, Backend, LockStore
 from tasuki.backends.urls import DEFAULT_URL, backend_from_url, redact
+from tasuki.core.admission import check_aging
 from tasuki.core.codec import Codec, Serializer
-from tasuki.core.flowcontrol import check_aging
 from tasuki.core.flows import FlowState
 from tasuki.core.job import Executor, Job, check_delay, check_message_id, check_queue
 from tasuki.core.message import DeadLetter, Message
 from tasuki.core.policies import ConcurrencyLimit, Dedup, RateLimit, Retry, Unique
 from tasuki.core.records import CancelStatus, MessageInfo
 from tasuki.core.registry import Registry
-from tasuki.errors import ConfigurationError, InvalidArgument
+from tasuki.errors import InvalidArgument
 from tasuki.middleware import default_middleware
 from tasuki.middleware.base import MiddlewareChain
 from tasuki.producer import DEFAULT_ID_WINDOW, Producer
@@ -197,11 +197,11 @@ class App:
         from tasuki.core.periodic import Periodic
 
         Periodic.check_schedule(cron, every)
-        if not self.backend.capabilities.id_window:
-            raise ConfigurationError(
-                f"periodic jobs make one message per tick by its id, and {self.backend.url} "
-                "lacks the capability 'id_window' (idempotent enqueue); give it a lock store"
-            )
+        self.backend.require(
+            "id_window",
+            "run periodic jobs (they make one message per tick by its id: idempotent enqueue)",
+            "give it a lock store (locks=...)",
+        )
 
         def decorate(f: Callable[P, R]) -> Job[P, R]:
             job = f if isinstance(f, Job) else self._register(f, options, consumer=False)
@@ -313,8 +313,7 @@ class App:
         """Cancel a message: "removed" (it was waiting), "signalled" (it runs: its job sees
         `ctx.cancelled` at its next heartbeat, and nothing of that run is kept), or
         "unknown" (finished, dead, already cancelled, or never enqueued)."""
-        if not self.backend.capabilities.cancel:
-            raise lacks(self.backend, "cancel", "cancel a message")
+        self.backend.require("cancel", "cancel a message")
         return self.backend.cancel(check_queue(queue), check_message_id(message_id))
 
     def redrive(self, queue: str | None = None, ids: Sequence[str] | None = None) -> int:

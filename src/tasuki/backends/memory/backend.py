@@ -27,7 +27,6 @@ from tasuki.backends.base import (
     ResultRecord,
     Settle,
     SettledTotals,
-    refuse_connection,
 )
 from tasuki.backends.memory import cancelling, leasing, operating, producing, settling
 from tasuki.backends.memory.locks import MemoryLockStore
@@ -69,7 +68,7 @@ class MemoryBackend(Backend):
     def enqueue(
         self, envelopes: Sequence[Envelope], connection: object | None = None
     ) -> list[Enqueued]:
-        refuse_connection(self, connection)
+        self.refuse_connection(connection)
         store = self._store
         with store.mutex:
             results = producing.enqueue(store, envelopes, time.time())

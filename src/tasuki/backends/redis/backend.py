@@ -38,7 +38,6 @@ from tasuki.backends.base import (
     Reliability,
     Settle,
     SettledTotals,
-    refuse_connection,
 )
 from tasuki.backends.redis import (
     cancelling,
@@ -85,7 +84,7 @@ class RedisBackend(Backend):
     def enqueue(
         self, envelopes: Sequence[Envelope], connection: object | None = None
     ) -> list[Enqueued]:
-        refuse_connection(self, connection)
+        self.refuse_connection(connection)
         return producing.enqueue(self.redis, envelopes, self.priority_aging)
 
     # -- consuming -------------------------------------------------------------------
