@@ -22,6 +22,7 @@ from tasuki.core.message import ErrorInfo, Lease, Message, MessageState
 
 if TYPE_CHECKING:
     from tasuki.core.flowrecords import Effects
+    from tasuki.core.steps import StepRecord, Wait
 
 # Made where a message is made (`core/envelope.py`, `core/message.py`), named here too:
 # the values that cross the backend seam are imported from this module.
@@ -72,6 +73,8 @@ class Settle(NamedTuple):
     # What must change with this settle, in the same atomic step and under the same
     # token check (results, workflows: `core/flowrecords.py`); ack and dead only.
     effects: Effects | None = None
+    # A release that suspends a durable run (`suspend`): what the message waits for.
+    wait: Wait | None = None
 
     @classmethod
     def ack(cls, receipt: Receipt, effects: Effects | None = None) -> Settle:
@@ -86,6 +89,13 @@ class Settle(NamedTuple):
         error: ErrorInfo | None = None,
     ) -> Settle:
         return cls(receipt, "release", delay, penalty, "", error)
+
+    @classmethod
+    def suspend(cls, receipt: Receipt, delay: float, wait: Wait) -> Settle:
+        """A durable run ends at a sleep or a wait for a signal: released without penalty
+        until `delay` from now (the attempt given back), waiting for `wait`; a signal it
+        waits for, stored already or sent later, makes it ready at once."""
+        return cls(receipt, "release", delay, False, "", None, None, wait)
 
     @classmethod
     def dead(
@@ -239,6 +249,10 @@ class MessageInfo:
     # them in the flow's record; a backend's own inspect leaves them None).
     flow_id: str | None = None
     step: str | None = None
+    # Durable steps (`core/steps.py`): the message's step records, oldest first, and what
+    # it waits for ("sleeping until T", "waiting for signal 'x' until T"; "" for nothing).
+    steps: tuple[StepRecord, ...] = ()
+    waiting: str = ""
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -267,6 +281,8 @@ class MessageInfo:
             else {"fraction": self.progress.fraction, "text": self.progress.text},
             "priority": self.priority,
             "flow": None if self.flow_id is None else {"id": self.flow_id, "step": self.step},
+            "steps": [record.as_dict() for record in self.steps],
+            "waiting": self.waiting,
         }
 
 

@@ -1,8 +1,9 @@
 """`memory://`'s `MemoryBackend`: the parts joined over one `Store` (store.py), by concern
 as on the other engines: `producing` (enqueue), `leasing`, `settling` (settle, keep,
-extend), `cancelling`, `operating` (stats, dead letters, inspect, redrive, purge), with
-results and flows in `flows` (`FlowStore`), limits in `limits` (`Admission`) and locks
-in `locks`. Every change is made under the store's one lock."""
+extend), `cancelling`, `durable` (step records, signals, waits), `operating` (stats,
+dead letters, inspect, redrive, purge), with results and flows in `flows`
+(`FlowStore`), limits in `limits` (`Admission`) and locks in `locks`. Every change is
+made under the store's one lock."""
 
 from __future__ import annotations
 
@@ -27,8 +28,19 @@ from tasuki.backends.base import (
     ResultRecord,
     Settle,
     SettledTotals,
+    SignalStatus,
+    StepRecord,
+    Taken,
+    Waiting,
 )
-from tasuki.backends.memory import cancelling, leasing, operating, producing, settling
+from tasuki.backends.memory import (
+    cancelling,
+    durable,
+    leasing,
+    operating,
+    producing,
+    settling,
+)
 from tasuki.backends.memory.locks import MemoryLockStore
 from tasuki.backends.memory.store import Store
 from tasuki.core.flowrecords import FlowRecord
@@ -49,6 +61,7 @@ class MemoryBackend(Backend):
         concurrency_limits=True,
         cancel=True,
         progress=True,
+        durable_steps=True,
     )
 
     def __init__(self, url: str = "memory://") -> None:
@@ -152,6 +165,22 @@ class MemoryBackend(Backend):
         store = self._store
         with store.mutex:
             return store.flows.group_value(flow_id, barrier, time.time())
+
+    # -- durable steps ---------------------------------------------------------------
+    def steps(self, queue: str, id: str) -> list[StepRecord]:
+        return durable.steps(self._store, queue, id)
+
+    def record_step(self, receipt: Receipt, record: StepRecord) -> bool:
+        return durable.record_step(self._store, receipt, record)
+
+    def take_signal(self, receipt: Receipt, name: str, occurrence: int) -> Taken:
+        return durable.take_signal(self._store, receipt, name, occurrence)
+
+    def signal(self, queue: str, id: str, name: str, payload: bytes) -> SignalStatus:
+        return durable.signal(self._store, queue, id, name, payload, self.priority_aging)
+
+    def waiting(self, queue: str, id: str) -> Waiting | None:
+        return durable.waiting(self._store, queue, id)
 
     # -- operating -------------------------------------------------------------------
     def stats(self, queue: str) -> QueueStats:

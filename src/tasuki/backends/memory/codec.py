@@ -21,6 +21,7 @@ from tasuki.core.records import (
     Progress,
     waiting_state,
 )
+from tasuki.core.steps import StepRecord, Waiting
 
 # Where a record is in its lifecycle (a dead record stays in its queue's records).
 WAITING, IN_FLIGHT, DEAD = 0, 1, 2
@@ -50,6 +51,10 @@ class Record:
     # Waiting for a limit (not counted as ready; see `limits.py`).
     parked: bool = False
     progress: Progress | None = None
+    # Durable steps (`durable.py`): made on first use, dropped with the record.
+    steps: list[StepRecord] | None = None
+    signals: list[tuple[str, bytes]] | None = None
+    waiting: Waiting | None = None
 
     def remember(self, now: float, event: HistoryEvent, detail: str = "") -> None:
         entry = HistoryEntry(now, event, self.fence, detail)

@@ -1,5 +1,6 @@
-"""Settling on `memory://`: ack, release or dead-letter under the current lease only, a
-workflow step's effects applied in the same step (`FlowStore.apply`); keep and extend."""
+"""Settling on `memory://`: ack, release (or suspend a durable run, `durable.suspended`)
+or dead-letter under the current lease only, a workflow step's effects applied in the
+same step (`FlowStore.apply`); keep and extend."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import time
 from collections.abc import Sequence
 
 from tasuki.backends.base import Keep, LeaseStatus, Receipt, Settle
-from tasuki.backends.memory import producing
-from tasuki.backends.memory.codec import IN_FLIGHT, WAITING, Record
+from tasuki.backends.memory import durable, producing
+from tasuki.backends.memory.codec import WAITING, Record
 from tasuki.backends.memory.store import Queue, Store
 from tasuki.core.records import death_detail, error_summary, release_event
 
@@ -18,22 +19,12 @@ def settle(store: Store, items: Sequence[Settle], aging: float) -> list[bool]:
     with store.mutex:
         now = time.time()
         for item in items:
-            held = _holding(store, item.receipt)
+            held = store.holding(item.receipt)
             if held is not None:
                 _settle_one(store, held[0], held[1], item, now, aging)
             results.append(held is not None)
         store.changed.notify_all()
     return results
-
-
-def _holding(store: Store, receipt: Receipt) -> tuple[Queue, Record] | None:
-    queue = store.queues.get(receipt.queue)
-    record = queue.records.get(receipt.id) if queue else None
-    if queue is None or record is None:
-        return None
-    if record.state != IN_FLIGHT or record.token != receipt.token:
-        return None
-    return queue, record
 
 
 def _settle_one(
@@ -53,6 +44,9 @@ def _settle_one(
         detail = error_summary(item.error)
         record.remember(now, *release_event(item.delay, item.penalty, detail))
         queue.schedule(record, now + item.delay)
+        record.waiting = None
+        if item.wait is not None:
+            durable.suspended(store, queue, record, item.wait, now + item.delay, now, aging)
     else:
         record.remember(now, "dead", death_detail(item.reason, item.error))
         store.dead_letter(queue, record, item.reason, item.error, now)
@@ -75,7 +69,7 @@ def keep(store: Store, items: Sequence[Keep]) -> list[LeaseStatus]:
     with store.mutex:
         now = time.time()
         for item in items:
-            held = _holding(store, item.receipt)
+            held = store.holding(item.receipt)
             if held is None:
                 out.append(_why_not_held(store, item.receipt, now))
                 continue

@@ -10,7 +10,8 @@ skipped (heaps have no cheap delete).
 
 Every part of the backend (producing, leasing, settling, cancelling, operating) works on
 a `Store` under its `mutex`; `changed` wakes the waiters (leases, results, flows). The
-ends that several parts reach (a lease's slots freed, a message dead-lettered) are the
+ends that several parts reach (a receipt's lease found, its slots freed, a message
+dead-lettered) are the
 store's own methods.
 """
 
@@ -21,7 +22,8 @@ import itertools
 import threading
 import time
 
-from tasuki.backends.memory.codec import DEAD, Record
+from tasuki.backends.base import Receipt
+from tasuki.backends.memory.codec import DEAD, IN_FLIGHT, Record
 from tasuki.backends.memory.flows import FlowStore
 from tasuki.backends.memory.limits import Admission
 from tasuki.backends.memory.locks import MemoryLockStore
@@ -105,6 +107,16 @@ class Store:
         if queue is None:
             queue = self.queues[name] = Queue()
         return queue
+
+    def holding(self, receipt: Receipt) -> tuple[Queue, Record] | None:
+        """The queue and record whose current lease `receipt` is, if it still is."""
+        queue = self.queues.get(receipt.queue)
+        record = queue.records.get(receipt.id) if queue else None
+        if queue is None or record is None:
+            return None
+        if record.state != IN_FLIGHT or record.token != receipt.token:
+            return None
+        return queue, record
 
     def free(self, record: Record, aging: float) -> None:
         """A lease ended: its slots go to the next parked message of each key."""

@@ -47,11 +47,13 @@ from tasuki.backends.redis import (
     results,
     settling,
 )
+from tasuki.backends.redis.connection import Connection
 from tasuki.backends.redis.flows import Flows
 from tasuki.backends.redis.keys import KeySpace
 from tasuki.backends.redis.locks import RedisLockStore
 from tasuki.backends.redis.options import RedisOptions
 from tasuki.backends.redis.plumbing import Plumbing
+from tasuki.backends.redis.scripts import Script
 from tasuki.core.flowrecords import FlowRecord, ResultRecord
 from tasuki.core.message import DeadLetter
 
@@ -76,9 +78,21 @@ class RedisBackend(Backend):
         self._flows = Flows(self.redis)
         self._locks = RedisLockStore(self.redis)
 
+    # What reaches this backend's server from outside its parts: tests and tools read
+    # keys with `_command`; the records SQS keeps in a Redis lock store
+    # (sqs/records/redis.py) call all four.
     def _command(self, *args: Any) -> Any:
-        """A plain command on this backend's server (what tests and tools read keys with)."""
         return self.redis.command(*args)
+
+    def _eval(self, script: str | Script, keys: list[str], args: list[Any]) -> Any:
+        return self.redis.eval(script, keys, args)
+
+    def _connection(self) -> Connection:
+        return self.redis.connection()
+
+    @property
+    def _options(self) -> RedisOptions:
+        return self.redis.options
 
     # -- producing -------------------------------------------------------------------
     def enqueue(

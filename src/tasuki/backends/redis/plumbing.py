@@ -16,6 +16,7 @@ from tasuki.backends.redis import connection
 from tasuki.backends.redis.connection import Connection
 from tasuki.backends.redis.keys import KeySpace, QueueKeys
 from tasuki.backends.redis.options import RedisOptions
+from tasuki.backends.redis.scripts import Script
 from tasuki.errors import BackendError
 
 T = TypeVar("T")
@@ -54,8 +55,9 @@ class Plumbing:
         """How late Redis may wake a blocked BLPOP past its timeout (`Connection.granule`)."""
         return self._conn.granule
 
-    def eval(self, name: str, keys: list[str], args: list[Any]) -> Any:
-        """The script `lua/<name>.lua` on `keys` and `args`."""
+    def eval(self, name: str | Script, keys: list[str], args: list[Any]) -> Any:
+        """The script `lua/<name>.lua` (or a `Script` of another package's) on `keys` and
+        `args`."""
         return self.connection().run(name, keys, args)
 
     def command(self, *args: Any) -> Any:
@@ -106,22 +108,3 @@ class Plumbing:
         self._closed = True
         if self._conn.pid == os.getpid():
             connection.release(self._conn)
-
-    # The names the SQS backend's lease and flow records (lease_records.py,
-    # flow_records.py) call this by; they go when those records do.
-    def _eval(self, name: str, keys: list[str], args: list[Any]) -> Any:
-        return self.eval(name, keys, args)
-
-    def _command(self, *args: Any) -> Any:
-        return self.command(*args)
-
-    def _connection(self) -> Connection:
-        return self.connection()
-
-    @property
-    def _options(self) -> RedisOptions:
-        return self.options
-
-
-# The SQS records' name for it (see above).
-RedisBase = Plumbing

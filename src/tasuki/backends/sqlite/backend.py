@@ -21,7 +21,7 @@ import os
 
 from tasuki.backends.sql.backend import SQLBackend
 from tasuki.backends.sqlite.dialect import SQLiteDialect
-from tasuki.backends.sqlite.locks import SQLiteLockStore
+from tasuki.backends.sqlite.files import create_private
 from tasuki.errors import BackendUnavailable, InvalidURL
 
 DEFAULT_MAX_MESSAGE_SIZE = 1024 * 1024
@@ -54,6 +54,8 @@ class SQLiteBackend(SQLBackend):
                 "check the URL, $TASUKI_URL or the working directory"
             )
         self.path = path
+        if create:
+            create_private(path)
         self.sqlite = SQLiteDialect(
             path,
             synchronous=synchronous,
@@ -62,5 +64,4 @@ class SQLiteBackend(SQLBackend):
             poll_interval=poll_interval,
         )
         super().__init__(f"sqlite:///{path}", self.sqlite)
-        self._locks = SQLiteLockStore(self.sqlite, path)
         self.sqlite.conn()  # open now: a path that can't be opened fails at construction

@@ -23,7 +23,7 @@ from tasuki.errors import BackendError, BackendUnavailable, InvalidArgument
 Q = load_dialect_queries(
     "tasuki.backends.sqlite",
     cte_writes=False,
-    files=("queries.sql", "results.sql", "flows.sql", "limits.sql"),
+    files=("queries.sql", "results.sql", "flows.sql", "limits.sql", "durable.sql"),
 )
 
 
@@ -58,6 +58,8 @@ class SQLiteDialect:
             cancel=True,
             results=True,
             progress=True,
+            durable_steps=True,
+            transactional_steps=True,
             workflows=True,
             rate_limits=True,
             concurrency_limits=True,
