@@ -412,6 +412,21 @@ def _drain(app: tasuki.App, log: Path, enqueued: list[int], timeout: float) -> b
     return False
 
 
+def capabilities(backend: ChaosBackend, workdir: Path) -> Capabilities:
+    """What the backend can do, asked of a store of its own started for the question:
+    durable jobs go where `durable_steps` is, whatever the backend's name."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    service = backend.start(workdir)
+    try:
+        app = tasuki.App(service.url)
+        try:
+            return app.backend.capabilities
+        finally:
+            app.close()
+    finally:
+        service.stop()
+
+
 def run(names: list[str], opts: Options) -> list[Report]:
     reports = []
     for name in names:
