@@ -1,5 +1,5 @@
 """`./dev chaos [BACKEND...] [--jobs N] [--workers M] [--duration S] [--faults ...] [--seed N]
-[--durable]`
+[--durable] [--max-faults N]`
 
 For each backend: start its store, M worker processes (through a misbehaving proxy
 where network faults apply), and a producer enqueueing N jobs during the first 80% of
@@ -73,6 +73,7 @@ class Options:
     cover: bool = False  # go on past `duration` until every fault kind was done once
     chord_members: int = FLOW_MEMBERS
     durable: bool = False  # mix in durable jobs, where the backend has durable steps
+    max_faults: int | None = None  # end the faults after this many, even before `duration`
 
 
 class Producer(threading.Thread):
@@ -226,7 +227,11 @@ def run_backend(backend: ChaosBackend, opts: Options, workdir: Path) -> Report:
         )
         ends = time.monotonic() + opts.duration
         missing = injector.kinds() if opts.cover else set()
-        while injector.families and (time.monotonic() < ends or missing):
+        while (
+            injector.families
+            and (time.monotonic() < ends or missing)
+            and (opts.max_faults is None or len(faults) < opts.max_faults)
+        ):
             time.sleep(rng.uniform(*opts.pause))
             fault = injector.one()
             faults.append(fault)
@@ -459,6 +464,7 @@ def parse(argv: list[str]) -> tuple[list[str], Options]:
         action="store_true",
         help="mix in durable jobs (steps, sleeps, signals), where the backend has them",
     )
+    p.add_argument("--max-faults", type=int, default=None, help="stop the faults after N")
     p.add_argument("--quiet", action="store_true", help="only the summary lines")
     a = p.parse_args(argv)
     names = a.backends or [b.name for b in BACKENDS if b.default]
@@ -477,6 +483,7 @@ def parse(argv: list[str]) -> tuple[list[str], Options]:
         verbose=not a.quiet,
         chord_members=a.chord_members,
         durable=a.durable,
+        max_faults=a.max_faults,
     )
     return names, opts
 
