@@ -36,10 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     _fresh(a.url)
 
-    from dbos import DBOS, DBOSConfig, Queue
+    from dbos import DBOS, DBOSConfig
 
     DBOS(config=DBOSConfig(name="tasuki-bench", system_database_url=a.url, log_level="WARNING"))
-    queue = Queue("bench", worker_concurrency=a.concurrency, polling_interval_sec=0.01)
 
     @DBOS.step()
     def noop(i: int) -> int:
@@ -54,6 +53,10 @@ def main(argv: list[str] | None = None) -> int:
         return i
 
     DBOS.launch()
+    # A queue's configuration lives in the system database: registered once it is up.
+    queue = DBOS.register_queue(
+        "bench", worker_concurrency=a.concurrency, polling_interval_sec=0.01
+    )
     out: dict[str, list[tuple[float, float]]] = {"plain": [], "three": []}
     try:
         for _ in range(a.rounds):
