@@ -102,7 +102,7 @@ def test_calls_on_the_app_are_refused_in_the_one_wording() -> None:
 
 def test_no_refusal_is_written_by_hand_and_no_scheme_is_cut_from_a_url_by_hand() -> None:
     """The sentence lives in `core/capabilities.py`; a scheme comes from `urls.scheme_of`
-    (`Backend.scheme`). A new hand-written one fails here. (The contract suite's skip
+    or `Backend.scheme`. A new hand-written one fails here. (The contract suite's skip
     reasons, in `testing/`, name a missing capability without refusing anything.)"""
     offenders = []
     for path in SRC.rglob("*.py"):

@@ -18,7 +18,6 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
-from tasuki.backends.urls import scheme_of
 from tasuki.core.capabilities import ANOTHER_BACKEND, Capabilities, refusal
 from tasuki.core.flowrecords import Effects, Fill, FlowFailure, FlowRecord, FlowStep, ResultRecord
 from tasuki.core.locks import LockStore
@@ -42,11 +41,14 @@ from tasuki.core.records import (
     Receipt,
     Settle,
     SettledTotals,
+    StepRecord,
+    Taken,
     UniqueClaim,
     Verdict,
+    Wait,
+    Waiting,
 )
 from tasuki.core.reliability import Reliability
-from tasuki.core.steps import StepRecord, Taken, Wait, Waiting
 from tasuki.errors import Unsupported
 
 T = TypeVar("T")
@@ -135,8 +137,11 @@ class Backend(ABC):
     # -- refusing --------------------------------------------------------------------
     @property
     def scheme(self) -> str:
-        """The URL's scheme ("redis", "sqs", ...), as every refusal names the backend."""
-        return scheme_of(self.url)
+        """The URL's scheme ("redis", "sqs", ...), as every refusal names the backend.
+
+        A backend's URL was checked when it was opened (`urls.scheme_of`), so this only
+        cuts it; the seam imports nothing of `urls`, which imports the seam."""
+        return self.url.partition("://")[0].lower()
 
     def refusal(self, capability: str, what: str, advice: str = ANOTHER_BACKEND) -> Unsupported:
         """The error for `what`, which this backend cannot do (`core/capabilities.py`)."""

@@ -20,8 +20,7 @@ from tasuki.cli.common import (
 )
 from tasuki.cli.tables import Column, record, table
 from tasuki.core.flowrecords import ResultRecord
-from tasuki.core.records import MessageInfo, Progress
-from tasuki.core.steps import StepRecord, preview
+from tasuki.core.records import MessageInfo, Progress, StepRecord, preview
 
 
 @click.command()

@@ -13,15 +13,13 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 import orjson
 
-from tasuki.core.records import Progress, Receipt
+from tasuki.core.records import Progress, Receipt, StepRecord, Wait
 from tasuki.core.steps import (
     NO_TIMEOUT,
     SLEEP,
     WAKE_SLACK,
     Durable,
     StepLog,
-    StepRecord,
-    Wait,
     check_name,
     check_seconds,
     timed_out,

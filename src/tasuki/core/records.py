@@ -22,7 +22,6 @@ from tasuki.core.message import ErrorInfo, Lease, Message, MessageState
 
 if TYPE_CHECKING:
     from tasuki.core.flowrecords import Effects
-    from tasuki.core.steps import StepRecord, Wait
 
 # Made where a message is made (`core/envelope.py`, `core/message.py`), named here too:
 # the values that cross the backend seam are imported from this module.
@@ -38,6 +37,56 @@ __all__ = [
 
 DEFAULT_VISIBILITY_TIMEOUT = 30.0
 FOREVER = 10 * 365 * 86400.0
+
+
+# -- durable steps (`core/steps.py` runs them) ------------------------------
+class StepRecord(NamedTuple):
+    """One recorded step: its name, occurrence (from 1), JSON result, when it started
+    (epoch seconds) and how long it ran (seconds)."""
+
+    name: str
+    occurrence: int
+    result: bytes
+    started_at: float
+    duration: float
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "occurrence": self.occurrence,
+            "started_at": self.started_at,
+            "duration": self.duration,
+            "result": preview(self.result),
+        }
+
+
+class Wait(NamedTuple):
+    """What a suspended run waits for (`Settle.suspend`): its wake-up time only
+    (`signal` empty: a sleep), or a signal of that name, at most until the wake-up."""
+
+    signal: str = ""
+
+
+class Waiting(NamedTuple):
+    """What a message waits for now, as the backend keeps it: a signal ("" for a sleep)
+    and when it wakes (epoch seconds)."""
+
+    signal: str
+    until: float
+
+
+class Taken(NamedTuple):
+    """What `take_signal` found: whether the lease is still the caller's, and the
+    payload of the signal it consumed (None: no such signal is stored)."""
+
+    held: bool
+    payload: bytes | None
+
+
+def preview(result: bytes, limit: int = 80) -> str:
+    """The start of a step's JSON result, for `inspect` and the dashboard."""
+    text = result.decode("utf-8", "replace")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 class Receipt(NamedTuple):

@@ -25,7 +25,7 @@ from typing import Any, NamedTuple, Protocol
 import orjson
 
 from tasuki.core.capabilities import Capabilities, refusal
-from tasuki.core.records import Receipt
+from tasuki.core.records import Receipt, StepRecord, Taken, Wait, Waiting
 from tasuki.errors import (
     Defer,
     InvalidArgument,
@@ -43,49 +43,6 @@ SLEEP = "tasuki:sleep"
 NO_TIMEOUT = 10 * 365 * 86400.0
 # A sleep or wait this close to its end goes on rather than taking another hop.
 WAKE_SLACK = 0.05
-
-
-class StepRecord(NamedTuple):
-    """One recorded step: its name, occurrence (from 1), JSON result, when it started
-    (epoch seconds) and how long it ran (seconds)."""
-
-    name: str
-    occurrence: int
-    result: bytes
-    started_at: float
-    duration: float
-
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "name": self.name,
-            "occurrence": self.occurrence,
-            "started_at": self.started_at,
-            "duration": self.duration,
-            "result": preview(self.result),
-        }
-
-
-class Wait(NamedTuple):
-    """What a suspended run waits for (`Settle.suspend`): its wake-up time only
-    (`signal` empty: a sleep), or a signal of that name, at most until the wake-up."""
-
-    signal: str = ""
-
-
-class Waiting(NamedTuple):
-    """What a message waits for now, as the backend keeps it: a signal ("" for a sleep)
-    and when it wakes (epoch seconds)."""
-
-    signal: str
-    until: float
-
-
-class Taken(NamedTuple):
-    """What `take_signal` found: whether the lease is still the caller's, and the
-    payload of the signal it consumed (None: no such signal is stored)."""
-
-    held: bool
-    payload: bytes | None
 
 
 class Suspend(Defer):
@@ -295,9 +252,3 @@ def describe_wait(waiting: Waiting | None, now: float) -> str:
 
 def _when(at: float) -> str:
     return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def preview(result: bytes, limit: int = 80) -> str:
-    """The start of a step's JSON result, for `inspect` and the dashboard."""
-    text = result.decode("utf-8", "replace")
-    return text if len(text) <= limit else text[: limit - 1] + "…"

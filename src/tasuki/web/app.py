@@ -39,8 +39,8 @@ from tasuki.app import App
 from tasuki.backends.urls import redact
 from tasuki.core.flows import FlowState
 from tasuki.core.job import check_message_id, check_queue
+from tasuki.core.records import preview
 from tasuki.core.reliability import Reliability
-from tasuki.core.steps import preview
 from tasuki.errors import InvalidArgument, TasukiError, UnknownFlow
 from tasuki.web.chart import rate_chart
 from tasuki.web.formatting import ago, bound, seconds, when

@@ -19,9 +19,10 @@ from tasuki.core.records import (
     MessageInfo,
     MessageState,
     Progress,
+    StepRecord,
+    Waiting,
     waiting_state,
 )
-from tasuki.core.steps import StepRecord, Waiting
 
 # Where a record is in its lifecycle (a dead record stays in its queue's records).
 WAITING, IN_FLIGHT, DEAD = 0, 1, 2
