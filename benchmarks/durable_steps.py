@@ -35,7 +35,7 @@ from typing import Any
 
 import tasuki
 from tasuki.backends.base import Envelope
-from tasuki.core.steps import StepRecord
+from tasuki.core.records import StepRecord
 from tasuki.testing.servers import DUMMY_AWS_ENV, MotoServer, PostgresServer, RedisServer
 
 ROOT = Path(__file__).resolve().parents[1]
