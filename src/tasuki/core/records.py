@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from tasuki.core.envelope import (
     Enqueued,
@@ -107,6 +107,17 @@ class Capabilities:
     cancel: bool = False
     # `keep` stores a lease's `Progress` (fenced), shown by `inspect`.
     progress: bool = False
+    # The console (`core/console.py`, DESIGN §4d). `pause`: `pause` / `resume` / `paused`
+    # keep a queue's pause in the backend. `browsing`: `browse` lists in-flight and dead
+    # messages; `browse_waiting`: it lists ready and delayed ones too, and `retry_now`
+    # works (SQS cannot see what waits without receiving it). `worker_registry`:
+    # `announce` / `workers` / `stop_worker`. `job_stats`: the announce's tallies are
+    # kept in per-minute rollups, read by `job_stats`.
+    pause: bool = False
+    browsing: bool = False
+    browse_waiting: bool = False
+    worker_registry: bool = False
+    job_stats: bool = False
 
 
 class Receipt(NamedTuple):
@@ -309,6 +320,12 @@ class MessageInfo:
     # them in the flow's record; a backend's own inspect leaves them None).
     flow_id: str | None = None
     step: str | None = None
+    # The job it runs and its arguments, decoded with the app's serializer by the
+    # console's listings (`app.messages`); None where not decoded (not listed, or a body
+    # the console will not decode: pickle that is not signed and verified).
+    job: str | None = None
+    args: tuple[Any, ...] | None = None
+    kwargs: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -337,6 +354,9 @@ class MessageInfo:
             else {"fraction": self.progress.fraction, "text": self.progress.text},
             "priority": self.priority,
             "flow": None if self.flow_id is None else {"id": self.flow_id, "step": self.step},
+            "job": self.job,
+            "args": None if self.args is None else list(self.args),
+            "kwargs": self.kwargs,
         }
 
 

@@ -32,6 +32,7 @@ from tasuki.backends.memory.codec import (
     delivery,
     stored,
 )
+from tasuki.backends.memory.console import Console
 from tasuki.backends.memory.flows import FlowStore
 from tasuki.backends.memory.limits import Admission
 from tasuki.backends.memory.locks import MemoryLockStore
@@ -39,6 +40,7 @@ from tasuki.backends.memory.operating import Operating
 from tasuki.backends.memory.store import Queue
 from tasuki.backends.waiting import lease_until
 from tasuki.core import reliability
+from tasuki.core.console import WorkerInfo
 from tasuki.core.flowrecords import FlowRecord
 from tasuki.core.message import ErrorInfo
 from tasuki.core.reasons import ATTEMPTS_EXHAUSTED, LEASE_EXPIRED, exhausted
@@ -48,7 +50,7 @@ _SHARED: dict[str, MemoryBackend] = {}
 _SHARED_MUTEX = threading.Lock()
 
 
-class MemoryBackend(Operating, Backend):
+class MemoryBackend(Operating, Console, Backend):
     capabilities = Capabilities(
         max_message_size=16 * 1024 * 1024,
         cross_process=False,
@@ -59,6 +61,11 @@ class MemoryBackend(Operating, Backend):
         concurrency_limits=True,
         cancel=True,
         progress=True,
+        pause=True,
+        browsing=True,
+        browse_waiting=True,
+        worker_registry=True,
+        job_stats=True,
     )
 
     def __init__(self, url: str = "memory://") -> None:
@@ -71,6 +78,9 @@ class MemoryBackend(Operating, Backend):
         self._locks = MemoryLockStore(self._mutex)
         self._admission = Admission()
         self._flows = FlowStore(self._changed)
+        self._paused: set[str] = set()
+        self._workers: dict[str, tuple[float, WorkerInfo, bool]] = {}
+        self._tallies: dict[tuple[str, str, float], dict[str, int]] = {}
 
     @classmethod
     def shared(cls, name: str) -> MemoryBackend:

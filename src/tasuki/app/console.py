@@ -1,0 +1,131 @@
+"""The console's reads and actions over a backend (`app.messages`, `app.retry_matching`,
+...; DESIGN §4d): decoding what a listing shows with the app's serializer, filtering by
+arguments, and acting on every message a filter matches in batches.
+
+A listed body is decoded only where that is safe: JSON always; pickle (which can run code
+as it loads) only when the app enables it and signs messages, and the body's signature
+verifies. Any other body is shown with its job name and no arguments.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from tasuki.backends.base import Backend
+from tasuki.core.codec import Codec
+from tasuki.core.console import BrowseState, Listed, Page, check_limit, check_state
+from tasuki.core.job import check_queue
+from tasuki.core.message import CONTENT_TYPE_HEADER, JOB_HEADER
+from tasuki.core.records import MessageInfo
+from tasuki.errors import InvalidArgument, TasukiError
+
+# With a `match`, one request reads at most this many messages, then returns what
+# matched so far and a cursor to continue from.
+MATCH_READ_LIMIT = 2000
+# Bulk actions list and act in batches of this many.
+BULK_BATCH = 200
+
+
+def decoded(codec: Codec, queue: str, listed: Listed) -> MessageInfo:
+    """The listed message with its job and, where safe to decode, its arguments."""
+    headers = listed.headers
+    args: tuple[Any, ...] | None = None
+    kwargs: dict[str, Any] | None = None
+    content_type = headers.get(CONTENT_TYPE_HEADER, "json")
+    try:
+        if content_type != "json":
+            if not codec.signs:
+                raise InvalidArgument("an unsigned body that is not JSON is not decoded")
+            codec.verify(queue, headers, listed.body)
+        args, kwargs = codec.decode_payload(headers, listed.body)
+    except TasukiError:
+        args = kwargs = None
+    return dataclasses.replace(listed.info, job=headers.get(JOB_HEADER), args=args, kwargs=kwargs)
+
+
+def matches(info: MessageInfo, match: Mapping[str, Any]) -> bool:
+    """Every key equal: a keyword argument by name, a positional one by its index."""
+    if info.args is None or info.kwargs is None:
+        return False
+    for key, want in match.items():
+        if key in info.kwargs:
+            if info.kwargs[key] != want:
+                return False
+        elif key.isdigit() and int(key) < len(info.args):
+            if info.args[int(key)] != want:
+                return False
+        else:
+            return False
+    return True
+
+
+def messages(
+    backend: Backend,
+    codec: Codec,
+    queue: str,
+    state: str,
+    *,
+    job: str | None = None,
+    match: Mapping[str, Any] | None = None,
+    newest_first: bool = False,
+    limit: int = 50,
+    cursor: str | None = None,
+) -> Page[MessageInfo]:
+    """A page of the queue's messages in `state` (see `App.messages`)."""
+    queue, chosen = check_queue(queue), check_state(state)
+    check_limit(limit)
+    if not match:
+        page = backend.browse(
+            queue, chosen, job=job, newest_first=newest_first, limit=limit, cursor=cursor
+        )
+        return Page([decoded(codec, queue, item) for item in page.items], page.cursor)
+    found: list[MessageInfo] = []
+    read = 0
+    while True:
+        # No more than the room left is read, so that what is found never passes the
+        # limit within one backend page (the cursor then continues right after it).
+        room = limit - len(found)
+        page = backend.browse(
+            queue, chosen, job=job, newest_first=newest_first, limit=room, cursor=cursor
+        )
+        cursor = page.cursor
+        for item in page.items:
+            info = decoded(codec, queue, item)
+            if matches(info, match):
+                found.append(info)
+        read += len(page.items)
+        if cursor is None or len(found) >= limit or read >= MATCH_READ_LIMIT:
+            return Page(found, cursor)
+
+
+def act_on_matching(
+    backend: Backend,
+    codec: Codec,
+    queue: str,
+    state: str,
+    action: Callable[[str, Sequence[str], BrowseState], list[bool]],
+    *,
+    job: str | None = None,
+    match: Mapping[str, Any] | None = None,
+) -> int:
+    """Apply `action` (the backend's `retry_many` or `cancel_many`) to every message of
+    the queue in `state` that the filter matches, a batch at a time, each item only if
+    still in that state; the count of those changed. Interrupted, it can be run again:
+    what it changed no longer matches, what it had not reached still does."""
+    queue, chosen = check_queue(queue), check_state(state)
+    done = 0
+    cursor: str | None = None
+    while True:
+        page = backend.browse(queue, chosen, job=job, limit=BULK_BATCH, cursor=cursor)
+        ids = [
+            info.id
+            for info in (decoded(codec, queue, item) for item in page.items)
+            if not match or matches(info, match)
+        ]
+        if ids:
+            done += sum(action(queue, ids, chosen))
+        if page.cursor is None:
+            return done
+        cursor = page.cursor
