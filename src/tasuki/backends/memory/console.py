@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import replace
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from tasuki.backends.memory.codec import DEAD, IN_FLIGHT, WAITING, Record, message_info
