@@ -82,7 +82,7 @@ class Listed(NamedTuple):
 def check_state(state: str) -> BrowseState:
     if state not in BROWSE_STATES:
         raise InvalidArgument(f"state must be one of {', '.join(BROWSE_STATES)}, got {state!r}")
-    return state  # type: ignore[return-value]
+    return state
 
 
 def check_limit(limit: int) -> int:
@@ -231,7 +231,7 @@ def job_stats(counts: Mapping[str, Mapping[str, int]]) -> dict[str, JobStats]:
 def _stats_of(counts: Mapping[str, int]) -> JobStats:
     buckets = [0] * len(DURATION_BOUNDS)
     for name, n in counts.items():
-        if name.startswith("d"):
+        if name[:1] == "t" and name[1:].isdigit():
             buckets[int(name[1:])] += n
     return JobStats(
         *(int(counts.get(o, 0)) for o in OUTCOMES),
@@ -263,7 +263,7 @@ class Tallies:
     def add(self, queue: str, job: str, outcome: Outcome, seconds: float, now: float) -> None:
         """One run ended: "succeeded", or "retried" / "dead" (both also count "failed")."""
         minute = now - now % MINUTE
-        names = [outcome, f"d{bucket_of(seconds)}"]
+        names = [outcome, f"t{bucket_of(seconds)}"]
         if outcome != "succeeded":
             names.append("failed")
         with self._mutex:
