@@ -18,11 +18,27 @@ from tasuki.backends.sql.steps import Depth, drop_unique_locks
 from tasuki.core.records import CANCELLED_WINDOW
 
 
-def cancel(dialect: Dialect, queue: str, id: str, clock: Callable[[], float]) -> CancelStatus:
+def cancel(
+    dialect: Dialect,
+    queue: str,
+    id: str,
+    clock: Callable[[], float],
+    within: Callable[[float], tuple[int, float, float]] | None = None,
+) -> CancelStatus:
+    """`within`, given now, says the state the message must still be in (its code and
+    its range of `visible_at`: after lo, up to hi) for the cancel to happen: the console's
+    actions on a listing never touch a message that changed state since."""
     q = dialect.queries
     with dialect.write() as conn:
         now = clock()
-        cursor = conn.execute(q["cancel"], {"queue": queue, "id": id})
+        if within is None:
+            cursor = conn.execute(q["cancel"], {"queue": queue, "id": id})
+        else:
+            code, lo, hi = within(now)
+            cursor = conn.execute(
+                q["cancel_in_state"],
+                {"queue": queue, "id": id, "state": code, "lo": lo, "hi": hi},
+            )
         rows = named_rows(
             cursor, "state", "visible_at", "token", "keep_id", "unique_key", "limited"
         )

@@ -103,6 +103,28 @@ QueryName = Literal[
     "rate_prune",
     "slots_forget_dead",
     "rate_forget_expired",
+    # console.sql: pauses, listings, actions, workers and job stats (`sql/console.py`)
+    "console_pause",
+    "console_resume",
+    "console_paused",
+    "browse_asc",
+    "browse_desc",
+    "browse_job_asc",
+    "browse_job_desc",
+    "browse_dead_asc",
+    "browse_dead_desc",
+    "browse_dead_job_asc",
+    "browse_dead_job_desc",
+    "retry_delayed",
+    "cancel_in_state",
+    "cancel_dead",
+    "worker_announce",
+    "workers",
+    "worker_stop",
+    "workers_forget",
+    "job_stats_add",
+    "job_stats",
+    "job_stats_forget",
 ]
 # Every SQL engine's query file defines these.
 REQUIRED: frozenset[QueryName] = frozenset(get_args(QueryName))

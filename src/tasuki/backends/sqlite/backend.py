@@ -40,7 +40,7 @@ from tasuki.errors import BackendError, BackendUnavailable, InvalidArgument, Inv
 Q = load_dialect_queries(
     "tasuki.backends.sqlite",
     cte_writes=False,
-    files=("queries.sql", "results.sql", "flows.sql", "limits.sql"),
+    files=("queries.sql", "results.sql", "flows.sql", "limits.sql", "console.sql"),
 )
 SCHEMA = resources.files("tasuki.backends.sqlite").joinpath("schema.sql").read_text("utf-8")
 
@@ -155,6 +155,11 @@ class SQLiteDialect:
             workflows=True,
             rate_limits=True,
             concurrency_limits=True,
+            pause=True,
+            browsing=True,
+            browse_waiting=True,
+            worker_registry=True,
+            job_stats=True,
         )
         self._synchronous = synchronous
         self._busy_timeout = busy_timeout
