@@ -196,11 +196,7 @@ def _time_in(record: Record, state: BrowseState, now: float) -> float | None:
     held = record.state == IN_FLIGHT and record.visible_at > now
     if state == "in_flight":
         return record.visible_at if held else None
-    if held or state == "dead":
-        return None
+    if record.state != WAITING or state == "dead":
+        return None  # a lapsed lease is listed again once it is leased or settled
     due = record.visible_at <= now
-    if state == "ready" and due:
-        return record.visible_at
-    if state == "delayed" and not due and record.state == WAITING:
-        return record.visible_at
-    return None
+    return record.visible_at if (state == "ready") == due else None
