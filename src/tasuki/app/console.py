@@ -24,6 +24,8 @@ from tasuki.errors import InvalidArgument, TasukiError
 # With a `match`, one request reads at most this many messages, then returns what
 # matched so far and a cursor to continue from.
 MATCH_READ_LIMIT = 2000
+# ... in pages of this many.
+MATCH_PAGE = 200
 # Bulk actions list and act in batches of this many.
 BULK_BATCH = 200
 
@@ -84,20 +86,21 @@ def messages(
     found: list[MessageInfo] = []
     read = 0
     while True:
-        # No more than the room left is read, so that what is found never passes the
-        # limit within one backend page (the cursor then continues right after it).
-        room = limit - len(found)
         page = backend.browse(
-            queue, chosen, job=job, newest_first=newest_first, limit=room, cursor=cursor
+            queue, chosen, job=job, newest_first=newest_first, limit=MATCH_PAGE, cursor=cursor
         )
-        cursor = page.cursor
         for item in page.items:
             info = decoded(codec, queue, item)
+            read += 1
             if matches(info, match):
                 found.append(info)
-        read += len(page.items)
-        if cursor is None or len(found) >= limit or read >= MATCH_READ_LIMIT:
-            return Page(found, cursor)
+            if len(found) == limit or read >= MATCH_READ_LIMIT:
+                # Stopped within the page: the cursor continues right after this item.
+                last = item is page.items[-1]
+                return Page(found, page.cursor if last else item.cursor)
+        if page.cursor is None:
+            return Page(found, None)
+        cursor = page.cursor
 
 
 def act_on_matching(

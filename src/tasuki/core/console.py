@@ -71,12 +71,14 @@ class Position(NamedTuple):
 
 
 class Listed(NamedTuple):
-    """A browsed message as the backend has it: what it knows of it, and the body and
-    headers the console decodes (with the app's serializer, never blindly)."""
+    """A browsed message as the backend has it: what it knows of it, the body and headers
+    the console decodes (with the app's serializer, never blindly), and the cursor that
+    continues the listing right after it (a filter may stop within a page)."""
 
     info: MessageInfo
     body: bytes
     headers: Mapping[str, str]
+    cursor: str
 
 
 def check_state(state: str) -> BrowseState:

@@ -95,8 +95,13 @@ class Console:
             chosen.sort(key=lambda c: (c[0], c[1]), reverse=newest_first)
             page = chosen[:limit]
             items = [
-                Listed(message_info(r, now), r.envelope.body, dict(r.envelope.headers))
-                for _, _, r in page
+                Listed(
+                    message_info(r, now),
+                    r.envelope.body,
+                    dict(r.envelope.headers),
+                    Position(at, seq).cursor(),
+                )
+                for at, seq, r in page
             ]
         more = len(chosen) > limit
         return Page(items, Position(page[-1][0], page[-1][1]).cursor() if more else None)

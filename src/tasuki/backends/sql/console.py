@@ -114,17 +114,13 @@ def browse(
     with dialect.read() as conn:
         rows = named_rows(conn.execute(dialect.queries[query], params), *_BROWSED)  # type: ignore[index]
     more = len(rows) > limit
-    items = [_listed(queue, row, now) for row in rows[:limit]]
-    if not more:
-        return Page(items, None)
-    last = rows[limit - 1]
-    at = last[14] if state == "dead" else last[5]
-    return Page(items, Position(float(at), int(last[0])).cursor())
+    items = [_listed(queue, row, now, state == "dead") for row in rows[:limit]]
+    return Page(items, items[-1].cursor if more else None)
 
 
-def _listed(queue: str, row: tuple[Any, ...], now: float) -> Listed:
+def _listed(queue: str, row: tuple[Any, ...], now: float, by_death: bool) -> Listed:
     (
-        _seq,
+        seq,
         msg_id,
         body,
         headers,
@@ -166,7 +162,8 @@ def _listed(queue: str, row: tuple[Any, ...], now: float) -> Listed:
         progress=Progress(*orjson.loads(progress)) if progress and state == "in_flight" else None,
         priority=int(priority),
     )
-    return Listed(info, bytes(body), orjson.loads(headers))
+    at = float(died_at if by_death else visible)
+    return Listed(info, bytes(body), orjson.loads(headers), Position(at, int(seq)).cursor())
 
 
 # -- actions ----------------------------------------------------------------------------
