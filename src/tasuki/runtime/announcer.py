@@ -15,6 +15,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from tasuki.backends.base import Backend
 from tasuki.core.console import Running, Tallies, WorkerInfo
@@ -23,6 +24,17 @@ from tasuki.runtime.outage import Outage
 
 # Seconds between two announces (a worker is gone after three missed ones).
 ANNOUNCE_EVERY = 5.0
+
+
+def _version() -> str:
+    """tasuki's version as installed (the package root, which says it too, sits above
+    the runtime's layer)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("tasuki")
+    except metadata.PackageNotFoundError:
+        return "unknown"
 
 
 def new_worker_id() -> str:
@@ -42,8 +54,6 @@ class Announcer:
         every: float = ANNOUNCE_EVERY,
         worker_id: str | None = None,
     ) -> None:
-        from tasuki import __version__
-
         self.backend = backend
         self.id = worker_id or new_worker_id()
         self.every = every
@@ -56,7 +66,7 @@ class Announcer:
             id=self.id,
             host=socket.gethostname(),
             pid=os.getpid(),
-            version=__version__,
+            version=_version(),
             queues=tuple(queues),
             concurrency=concurrency,
             started_at=time.time(),
@@ -86,8 +96,6 @@ class Announcer:
                 return
 
     def announce(self) -> None:
-        from dataclasses import replace
-
         tallies = self.tallies.take() if self.keeps_stats else []
         info = replace(self.info, running=tuple(self.running()))
         try:
