@@ -173,6 +173,8 @@ class Worker:
         )
         if any(j.dedup is not None or j.unique is not None for j in self.registry.jobs.values()):
             self._renewal = LockRenewal(self.locks, self.keeper)
+        # One read of the paused queues per half second for all of this worker's fetchers.
+        paused = PauseWatch(backend).holds if caps.pause else None
         self.fetchers = [
             Fetcher(
                 backend,
@@ -183,7 +185,7 @@ class Worker:
                 visibility_timeout=self._default_vt(q),
                 batch_size=self.batch_size,
                 wait=self.wait,
-                paused=PauseWatch(backend).holds if caps.pause else None,
+                paused=paused,
             )
             for q in self.queues
         ]
