@@ -43,7 +43,7 @@ from tasuki.core.locks import (
     ResultPut,
     Settled,
 )
-from tests.support.servers import RedisServer
+from tasuki.testing.servers import RedisServer
 
 LIFETIMES = RecordLifetimes(lease=3600.0, id=3600.0, acked=300.0)
 

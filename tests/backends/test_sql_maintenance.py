@@ -30,7 +30,7 @@ from tasuki.backends.sql.maintenance.service import SQLService
 from tasuki.backends.urls import backend_from_url
 from tasuki.core.console import JobTally, WorkerInfo
 from tasuki.core.message import ErrorInfo
-from tests.support.servers import PostgresServer
+from tasuki.testing.servers import PostgresServer
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from tasuki.app import console, flows
 from tasuki.app.declaring import declare
-from tasuki.backends.base import DEFAULT_VISIBILITY_TIMEOUT, Backend, LockStore, lacks
+from tasuki.backends.base import DEFAULT_VISIBILITY_TIMEOUT, Backend, LockStore
 from tasuki.backends.urls import DEFAULT_URL, backend_from_url, redact
+from tasuki.core.admission import check_aging
 from tasuki.core.codec import Codec, Serializer
 from tasuki.core.console import JobStats, Page, WorkerInfo
-from tasuki.core.flowcontrol import check_aging
 from tasuki.core.flows import FlowState
 from tasuki.core.job import Executor, Job, check_delay, check_message_id, check_queue
 from tasuki.core.message import DeadLetter, Message
@@ -46,6 +46,9 @@ class App:
     has none of its own (a `LockStore`, or the URL of a backend whose locks to use).
     `priority_aging`: seconds of waiting that count as one priority level (the backend's
     own 300 s when None); give every App of a deployment the same.
+    `serializer="pickle"` needs a `signing_key`: a worker unpickles what it receives, so
+    without signatures anyone who can write to a queue runs code in the workers.
+    `allow_unsigned_pickle=True` accepts that (a backend only trusted writers reach).
 
     Nothing below holds the app: jobs hold the producer, the worker gets the registry,
     backend, lock store, codec and chain.
@@ -64,7 +67,9 @@ class App:
         backend: Backend | None = None,
         locks: LockStore | str | None = None,
         priority_aging: float | None = None,
+        allow_unsigned_pickle: bool = False,
     ) -> None:
+        _check_pickle(serializer, signing_key, allow_unsigned_pickle)
         self.url = url or os.environ.get("TASUKI_URL") or DEFAULT_URL
         self.backend: Backend = backend if backend is not None else backend_from_url(self.url)
         if priority_aging is not None:
@@ -198,11 +203,11 @@ class App:
         from tasuki.core.periodic import Periodic
 
         Periodic.check_schedule(cron, every)
-        if not self.backend.capabilities.id_window:
-            raise ConfigurationError(
-                f"periodic jobs make one message per tick by its id, and {self.backend.url} "
-                "lacks the capability 'id_window' (idempotent enqueue); give it a lock store"
-            )
+        self.backend.require(
+            "id_window",
+            "run periodic jobs (they make one message per tick by its id: idempotent enqueue)",
+            "give it a lock store (locks=...)",
+        )
 
         def decorate(f: Callable[P, R]) -> Job[P, R]:
             job = f if isinstance(f, Job) else self._register(f, options, consumer=False)
@@ -314,8 +319,7 @@ class App:
         """Cancel a message: "removed" (it was waiting), "signalled" (it runs: its job sees
         `ctx.cancelled` at its next heartbeat, and nothing of that run is kept), or
         "unknown" (finished, dead, already cancelled, or never enqueued)."""
-        if not self.backend.capabilities.cancel:
-            raise lacks(self.backend, "cancel", "cancel a message")
+        self.backend.require("cancel", "cancel a message")
         return self.backend.cancel(check_queue(queue), check_message_id(message_id))
 
     def redrive(self, queue: str | None = None, ids: Sequence[str] | None = None) -> int:
@@ -452,3 +456,17 @@ class App:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _check_pickle(
+    serializer: str | Serializer, signing_key: bytes | str | None, allowed: bool
+) -> None:
+    """Refuse pickle without signatures unless the caller said it is fine."""
+    content_type = serializer if isinstance(serializer, str) else serializer.content_type
+    if content_type == "pickle" and not signing_key and not allowed:
+        raise ConfigurationError(
+            'serializer="pickle" without a signing_key lets anyone who can write to a '
+            "queue run code in your workers: give signing_key=... (the same on producers "
+            "and workers), or allow_unsigned_pickle=True if only trusted code can write "
+            "to the backend"
+        )

@@ -18,6 +18,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
+from tasuki.backends.urls import scheme_of
+from tasuki.core.capabilities import ANOTHER_BACKEND, Capabilities, refusal
 from tasuki.core.console import BrowseState, JobStats, JobTally, Listed, Page, WorkerInfo
 from tasuki.core.flowrecords import Effects, Fill, FlowFailure, FlowRecord, FlowStep, ResultRecord
 from tasuki.core.locks import LockStore
@@ -26,7 +28,6 @@ from tasuki.core.records import (
     DEFAULT_VISIBILITY_TIMEOUT,
     FOREVER,
     CancelStatus,
-    Capabilities,
     Delivery,
     Enqueued,
     EnqueueStatus,
@@ -46,7 +47,7 @@ from tasuki.core.records import (
     Verdict,
 )
 from tasuki.core.reliability import Reliability
-from tasuki.errors import InvalidArgument
+from tasuki.errors import Unsupported
 
 T = TypeVar("T")
 
@@ -85,23 +86,6 @@ __all__ = [
 ]
 
 
-def refuse_connection(backend: Backend, connection: object | None) -> None:
-    """Raise if a caller's connection is given to a backend that cannot join it."""
-    if connection is not None:
-        scheme = backend.url.split("://", 1)[0]
-        raise InvalidArgument(
-            f"{scheme}:// cannot enqueue inside your database transaction "
-            "(it lacks the transactional_enqueue capability); drop connection= "
-            "or use a sqlite:// or postgresql:// backend"
-        )
-
-
-def lacks(backend: Backend, capability: str, what: str) -> InvalidArgument:
-    """The error for an operation a backend cannot do, naming the missing capability."""
-    scheme = backend.url.split("://", 1)[0]
-    return InvalidArgument(f"{scheme}:// cannot {what} (it lacks the {capability} capability)")
-
-
 # How a default `wait_result` / `wait_flow` polls: from 10 ms, doubling, to 1 s.
 POLL_FIRST, POLL_MOST = 0.01, 1.0
 
@@ -134,6 +118,36 @@ class Backend(ABC):
     # Seconds of waiting that count as one priority level (`Envelope.priority`): the
     # lease ranks due messages by visible_at - priority x priority_aging. The App sets it.
     priority_aging: float = 300.0
+    # The GIL slice (`sys.setswitchinterval`, seconds) a `tasuki worker` process takes
+    # while fast jobs run inline, or None for CPython's 5 ms: a worker tuning, not a
+    # capability. The fetcher holds the GIL while it runs a batch of jobs; a client
+    # library that gives the GIL up and takes it back several times per call (psycopg
+    # reading a lease's rows) waits up to a slice each time, and the next batch is late.
+    gil_slice: float | None = None
+
+    # -- refusing --------------------------------------------------------------------
+    @property
+    def scheme(self) -> str:
+        """The URL's scheme ("redis", "sqs", ...), as every refusal names the backend."""
+        return scheme_of(self.url)
+
+    def refusal(self, capability: str, what: str, advice: str = ANOTHER_BACKEND) -> Unsupported:
+        """The error for `what`, which this backend cannot do (`core/capabilities.py`)."""
+        return refusal(self.scheme, capability, what, advice)
+
+    def require(self, capability: str, what: str, advice: str = ANOTHER_BACKEND) -> None:
+        """Raise `refusal(...)` unless this backend has `capability`."""
+        if not getattr(self.capabilities, capability):
+            raise self.refusal(capability, what, advice)
+
+    def refuse_connection(self, connection: object | None) -> None:
+        """Raise if a caller's connection is given to a backend that cannot join it."""
+        if connection is not None:
+            raise self.refusal(
+                "transactional_enqueue",
+                "enqueue inside your database transaction",
+                "drop connection= or use a sqlite:// or postgresql:// backend",
+            )
 
     # -- producing -------------------------------------------------------------------
     @abstractmethod
@@ -145,7 +159,7 @@ class Backend(ABC):
         `connection`: the caller's own database connection, inside whose open
         transaction the messages are written (rolled back: they never existed). Only
         backends with the `transactional_enqueue` capability take one; the others
-        refuse it with `refuse_connection`.
+        refuse it with `Backend.refuse_connection`.
         """
 
     # -- consuming -------------------------------------------------------------------
@@ -222,12 +236,12 @@ class Backend(ABC):
         """Cancel a message: "removed" (it was waiting: gone, `inspect` says cancelled),
         "signalled" (in flight: its lease is fenced out, `keep` answers "cancelled", it is
         never leased again), "unknown" (nothing to cancel)."""
-        raise lacks(self, "cancel", "cancel a message")
+        raise self.refusal("cancel", "cancel a message")
 
     # -- results and workflows (`core/flowrecords.py`) ------------------------------------
     def result(self, queue: str, id: str) -> ResultRecord | None:
         """The message's result record, or None (unknown id, result not kept, expired)."""
-        raise lacks(self, "results", "keep results")
+        raise self.refusal("results", "keep results")
 
     def wait_result(self, queue: str, id: str, timeout: float) -> ResultRecord | None:
         """`result`, once it is no longer pending or `timeout` passed. This default polls
@@ -237,10 +251,10 @@ class Backend(ABC):
     def start_flow(self, record: FlowRecord, envelopes: Sequence[Envelope]) -> bool:
         """Store a flow's record and enqueue its first steps, atomically where the engine
         can; False (and nothing enqueued) if a flow with that id exists."""
-        raise lacks(self, "workflows", "run workflows")
+        raise self.refusal("workflows", "run workflows")
 
     def flow(self, flow_id: str) -> FlowRecord | None:
-        raise lacks(self, "workflows", "run workflows")
+        raise self.refusal("workflows", "run workflows")
 
     def wait_flow(self, flow_id: str, timeout: float) -> FlowRecord | None:
         """`flow`, once it has a result, a failure or is cancelled, or `timeout` passed."""
@@ -253,11 +267,11 @@ class Backend(ABC):
     def cancel_flow(self, flow_id: str) -> bool:
         """Set the flow's cancelled flag (settles of its steps then enqueue nothing);
         False if the flow is unknown. The runtime cancels its steps."""
-        raise lacks(self, "workflows", "run workflows")
+        raise self.refusal("workflows", "run workflows")
 
     def group_value(self, flow_id: str, barrier: str) -> bytes | None:
         """A complete barrier's value (the JSON array of its slots), or None."""
-        raise lacks(self, "workflows", "run workflows")
+        raise self.refusal("workflows", "run workflows")
 
     def flow_steps(self, steps: Sequence[FlowStep]) -> list[MessageInfo]:
         """What `app.flow` shows of each step: `inspect` of it. A backend that cannot
@@ -291,10 +305,7 @@ class Backend(ABC):
     def in_flight(self, queue: str, limit: int = 100) -> list[MessageInfo]:
         """Messages whose lease is current, soonest expiry first (state "in_flight", no
         history): what the workers hold now. A backend without `inspection` raises."""
-        scheme = self.url.split("://", 1)[0]
-        raise InvalidArgument(
-            f"{scheme}:// cannot list messages in flight (it lacks the inspection capability)"
-        )
+        raise self.refusal("inspection", "list messages in flight")
 
     def settled_totals(self, queue: str) -> SettledTotals | None:
         """Messages acked and dead-lettered so far (rates are their differences over
@@ -315,10 +326,7 @@ class Backend(ABC):
 
         A backend that cannot tell declares `inspection=False` and keeps this default.
         """
-        scheme = self.url.split("://", 1)[0]
-        raise InvalidArgument(
-            f"{scheme}:// cannot inspect a message (it lacks the inspection capability)"
-        )
+        raise self.refusal("inspection", "inspect a message")
 
     @abstractmethod
     def redrive(self, queue: str, ids: Sequence[str] | None = None) -> int:
@@ -337,14 +345,14 @@ class Backend(ABC):
         """Hold the queue: kept in the backend, read by every worker (`paused`) at least
         once a second, which then leases nothing from it. Enqueue, delays coming due,
         cancel, inspect and browse go on as before."""
-        raise lacks(self, "pause", "pause a queue")
+        raise self.refusal("pause", "pause a queue")
 
     def resume(self, queue: str) -> None:
-        raise lacks(self, "pause", "pause a queue")
+        raise self.refusal("pause", "pause a queue")
 
     def paused(self) -> set[str]:
         """The queues paused now: one cheap read, polled by every worker."""
-        raise lacks(self, "pause", "pause a queue")
+        raise self.refusal("pause", "pause a queue")
 
     def browse(
         self,
@@ -364,14 +372,14 @@ class Backend(ABC):
         An index per listing (with and without `job`), never a scan; it changes nothing.
         Without `browse_waiting`, "ready" and "delayed" are refused.
         """
-        raise lacks(self, "browsing", "list a queue's messages")
+        raise self.refusal("browsing", "list a queue's messages")
 
     def retry_many(self, queue: str, ids: Sequence[str], state: BrowseState) -> list[bool]:
         """Make each message ready now, but only if it is still in `state` ("delayed":
         its delay or backoff is cut short, attempts kept; "dead": re-driven, attempts
         reset): True for each one changed. Each item's check and change are atomic, so a
         message that changed state since it was listed is never touched."""
-        raise lacks(self, "browse_waiting", "retry a waiting message now")
+        raise self.refusal("browse_waiting", "retry a waiting message now")
 
     def retry_now(self, queue: str, id: str) -> bool:
         """A delayed (or retry-scheduled) message: ready now; False if no longer delayed."""
@@ -381,30 +389,30 @@ class Backend(ABC):
         """`cancel` each message only if it is still in `state` (atomic per item, like
         `retry_many`); a dead one is removed from the dead letters. True for each one
         cancelled."""
-        raise lacks(self, "browsing", "cancel listed messages")
+        raise self.refusal("browsing", "cancel listed messages")
 
     def announce(self, info: WorkerInfo, tallies: Sequence[JobTally] = ()) -> bool:
         """Store the worker's announce (replacing its last, `seen_at` by the backend's
         clock) and add its job tallies to the per-minute rollups (`job_stats`: each
         count added atomically, whatever other workers add at once). True if a stop was
         asked of this worker (`stop_worker`)."""
-        raise lacks(self, "worker_registry", "keep a registry of workers")
+        raise self.refusal("worker_registry", "keep a registry of workers")
 
     def workers(self) -> list[WorkerInfo]:
         """The workers announced within `WORKER_KEPT`, by id; those not seen for three
         heartbeats are marked `gone`."""
-        raise lacks(self, "worker_registry", "keep a registry of workers")
+        raise self.refusal("worker_registry", "keep a registry of workers")
 
     def stop_worker(self, id: str) -> bool:
         """Ask the worker to drain and exit (it reads this with its next announce); False
         if no such worker is known."""
-        raise lacks(self, "worker_registry", "keep a registry of workers")
+        raise self.refusal("worker_registry", "keep a registry of workers")
 
     def job_stats(self, queue: str, window: float) -> dict[str, JobStats]:
         """Each job's stats on the queue over the last `window` seconds, from the
         per-minute rollups (whole minutes: the current one and those that started within
         the window)."""
-        raise lacks(self, "job_stats", "keep per-job stats")
+        raise self.refusal("job_stats", "keep per-job stats")
 
     @property
     @abstractmethod

@@ -48,7 +48,7 @@ from tasuki.core.locks import (
 from tasuki.core.message import ErrorInfo
 from tasuki.errors import InvalidArgument
 from tasuki.testing.contract.helpers import env, stats
-from tests.support.servers import RedisCluster
+from tasuki.testing.servers import RedisCluster
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,7 @@ import pytest
 
 from tasuki.backends.sqs import SqsBackend
 from tasuki.backends.urls import backend_from_url
-from tests.support.servers import MotoServer
+from tasuki.testing.servers import MotoServer
 
 
 def local_url(server: MotoServer, tmp_path: Path, locks: bool = True, **options: Any) -> str:

@@ -22,9 +22,9 @@ from tasuki.backends.urls import backend_from_url
 from tasuki.core.message import GROUP_HEADER
 from tasuki.errors import InvalidArgument, MessageTooLarge
 from tasuki.testing.contract.helpers import env, stats
+from tasuki.testing.servers import MotoServer
 from tests.backends.sqs.support import local_url, opened, redis_locks_url, requests_counted
 from tests.support.deps import need
-from tests.support.servers import MotoServer
 
 need("boto3")
 
@@ -677,7 +677,7 @@ def test_a_queue_first_used_while_the_server_is_down_raises_backend_unavailable(
     must fail as every other does, with `BackendUnavailable`. It raised botocore's own
     EndpointConnectionError, which the worker's fetch loop took for a bug: the thread
     died and the worker, still alive, never leased a message again."""
-    from tests.support.servers import DUMMY_AWS_ENV, free_port
+    from tasuki.testing.servers import DUMMY_AWS_ENV, free_port
 
     for name, value in DUMMY_AWS_ENV.items():
         monkeypatch.setenv(name, value)

@@ -16,8 +16,8 @@ import pytest
 from tasuki.backends.base import Effects, Envelope, Keep, Progress, Receipt, Settle
 from tasuki.backends.urls import backend_from_url
 from tasuki.testing.contract.helpers import stats
+from tasuki.testing.servers import MotoServer
 from tests.support.deps import need
-from tests.support.servers import MotoServer
 
 need("boto3")
 

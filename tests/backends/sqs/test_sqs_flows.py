@@ -18,8 +18,8 @@ from tasuki.backends.urls import backend_from_url
 from tasuki.core.locks import LeaseEnd
 from tasuki.core.message import FLOW_HEADER
 from tasuki.errors import InvalidArgument
+from tasuki.testing.servers import MotoServer, free_port
 from tests.support.deps import need
-from tests.support.servers import MotoServer, free_port
 
 need("boto3")
 

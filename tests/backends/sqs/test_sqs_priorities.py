@@ -17,9 +17,9 @@ from tasuki.backends.base import Settle
 from tasuki.core.message import ErrorInfo
 from tasuki.errors import ConfigurationError
 from tasuki.testing.contract.helpers import env, stats
+from tasuki.testing.servers import MotoServer
 from tests.backends.sqs.support import opened, requests_counted
 from tests.support.deps import need
-from tests.support.servers import MotoServer
 
 need("boto3")
 

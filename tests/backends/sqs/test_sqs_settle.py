@@ -13,10 +13,10 @@ import pytest
 from tasuki.backends.base import Envelope, Settle
 from tasuki.backends.urls import backend_from_url
 from tasuki.core.message import ErrorInfo
+from tasuki.testing.servers import MotoServer, RedisServer
 from tests.backends.script_calls import script_calls
 from tests.backends.sqs.support import requests_counted
 from tests.support.deps import need
-from tests.support.servers import MotoServer, RedisServer
 
 need("boto3")
 

@@ -22,7 +22,6 @@ from tasuki.backends.base import (
     Receipt,
     ResultRecord,
     Settle,
-    refuse_connection,
 )
 from tasuki.backends.memory.codec import (
     DEAD,
@@ -101,7 +100,7 @@ class MemoryBackend(Operating, Console, Backend):
     def enqueue(
         self, envelopes: Sequence[Envelope], connection: object | None = None
     ) -> list[Enqueued]:
-        refuse_connection(self, connection)
+        self.refuse_connection(connection)
         with self._mutex:
             results = self._enqueue_many(envelopes, time.time())
             self._changed.notify_all()

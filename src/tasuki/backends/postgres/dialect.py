@@ -39,7 +39,7 @@ _TABLE = re.compile(
     r"\b(tasuki_(?:messages|finished|locks|history|counts|meters|archive|results|flows"
     r"|flow_barriers|flow_slots|slots|rate_starts))\b"
 )
-# A worker's GIL slice (`Capabilities.gil_slice`): at 0.5 ms instead of 5 the next
+# A worker's GIL slice (`Backend.gil_slice`): at 0.5 ms instead of 5 the next
 # lease's rows and the acks get through while the fetcher runs jobs, 12 % more no-op
 # jobs a second in one worker (`./dev bench postgres --drain-only`, 4 interleaved pairs);
 # Redis and SQLite gained nothing.
@@ -94,7 +94,6 @@ class PostgresDialect:
         self.capabilities = Capabilities(
             max_message_size=max_message_size,
             transactional_enqueue=True,
-            gil_slice=GIL_SLICE,
             priorities=True,
             cancel=True,
             results=True,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from tasuki.backends.base import Enqueued, Envelope, refuse_connection
+from tasuki.backends.base import Enqueued, Envelope
 from tasuki.backends.redis import codec
 from tasuki.backends.redis.keys import QueueKeys
 from tasuki.backends.redis.plumbing import CHUNK, RedisBase
@@ -39,7 +39,7 @@ class Producing(RedisBase):
     def enqueue(
         self, envelopes: Sequence[Envelope], connection: object | None = None
     ) -> list[Enqueued]:
-        refuse_connection(self, connection)
+        self.refuse_connection(connection)
         if not envelopes:
             return []
         self._check(envelopes)

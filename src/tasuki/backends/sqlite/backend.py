@@ -34,6 +34,7 @@ import orjson
 from tasuki.backends.base import Capabilities
 from tasuki.backends.sql.backend import SQLBackend
 from tasuki.backends.sql.dialect import Connection, Queries, columns, load_dialect_queries
+from tasuki.backends.sqlite.files import create_private
 from tasuki.backends.sqlite.locks import SQLiteLockStore
 from tasuki.errors import BackendError, BackendUnavailable, InvalidArgument, InvalidURL
 
@@ -346,6 +347,8 @@ class SQLiteBackend(SQLBackend):
                 "check the URL, $TASUKI_URL or the working directory"
             )
         self.path = path
+        if create:
+            create_private(path)
         self.sqlite = SQLiteDialect(
             path,
             synchronous=synchronous,

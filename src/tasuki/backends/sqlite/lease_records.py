@@ -18,6 +18,7 @@ from contextlib import contextmanager
 
 from tasuki.backends.sqlfiles import load_queries
 from tasuki.backends.sqlite import flow_records as flows
+from tasuki.backends.sqlite.files import create_private
 from tasuki.core.flowrecords import FlowRecord, FlowRecords, ResultRecord
 from tasuki.core.locks import (
     ACKED_TAKE,
@@ -83,6 +84,7 @@ class SQLiteLeaseRecords(LeaseRecords, FlowRecords):
 
     def __init__(self, path: str, namespace: str, lifetimes: RecordLifetimes) -> None:
         super().__init__(namespace, lifetimes)
+        create_private(path)
         self._db = sqlite3.connect(
             path, timeout=30.0, isolation_level=None, check_same_thread=False
         )

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tasuki.backends.base import Backend, Capabilities, LockStore, lacks
+from tasuki.backends.base import Backend, Capabilities, LockStore
 from tasuki.backends.sqs.codec import Meta, attributes, attributes_size
 from tasuki.backends.sqs.levels import Levels
 from tasuki.backends.sqs.limits import Admission
@@ -188,12 +188,12 @@ class SqsBase(Backend):
         """The lock store's flow records, which producing, settling and flows share."""
         records: Any = self._records
         if records is None or not records.flows:
-            raise lacks(
-                self,
+            raise self.refusal(
                 "workflows",
-                "run workflows (they need locks=sqlite:///... or locks=redis://... on one"
-                " Redis server: on a Redis Cluster a step's lease record and its flow's"
-                " records live in different slots, which no one script can settle together)",
+                "run workflows",
+                "give it a lock store: locks=sqlite:///... or locks=redis://... on one Redis"
+                " server (on a Redis Cluster a step's lease record and its flow's records"
+                " live in different slots, which no one script can settle together)",
             )
         store: FlowRecords = records
         return store

@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from tasuki.backends.base import Enqueued, Envelope, lacks, refuse_connection
+from tasuki.backends.base import Enqueued, Envelope
 from tasuki.backends.sqs.codec import Meta, attributes, attributes_size, encode_body, stored
 from tasuki.backends.sqs.plumbing import SqsBase, log
 from tasuki.backends.sqs.queues import QueueInfo
@@ -31,7 +31,7 @@ class Producing(SqsBase):
     def enqueue(
         self, envelopes: Sequence[Envelope], connection: object | None = None
     ) -> list[Enqueued]:
-        refuse_connection(self, connection)
+        self.refuse_connection(connection)
         return self._produce(envelopes)
 
     def _produce(self, envelopes: Sequence[Envelope], sender: str | None = None) -> list[Enqueued]:
@@ -162,8 +162,10 @@ class Producing(SqsBase):
     def _results_store(self) -> LeaseRecords:
         records = self._records
         if records is None or not records.controls:
-            raise lacks(
-                self, "results", "keep results (it needs locks=sqlite:///... or locks=redis://...)"
+            raise self.refusal(
+                "results",
+                "keep results",
+                "give it a lock store: locks=sqlite:///... or redis://...",
             )
         return records
 

@@ -18,7 +18,7 @@ from tasuki.backends.sqs.options import RECORDS, SQS_BATCH, SQS_MAX_WAIT
 from tasuki.backends.sqs.plumbing import SqsBase, _Held, _Move, _seconds, log
 from tasuki.backends.sqs.queues import QueueInfo, level_token
 from tasuki.core.locks import ACKED_TAKE, UNSENT_TAKE, Granted, IdFinish, LeaseTake
-from tasuki.core.reasons import ATTEMPTS_EXHAUSTED, LEASE_EXPIRED
+from tasuki.core.reasons import ATTEMPTS_EXHAUSTED, LEASE_EXPIRED, exhausted
 
 # ReceiveMessage calls one lease keeps in flight at once when a backlog fills them.
 RECEIVES_IN_FLIGHT = 4
@@ -258,8 +258,8 @@ class Receiving(SqsBase):
                 continue
             fence, receives, lapsed = given
             attempt = meta.attempts_before + receives
-            if attempt > meta.max_attempts:
-                used = attempt - 1
+            used = attempt - 1
+            if exhausted(used, meta.max_attempts):  # the leases before this one used them up
                 reason = LEASE_EXPIRED if lapsed else ATTEMPTS_EXHAUSTED
                 dead.append(
                     _Move(message, self._dead_meta(meta, fence, reason, None, used), others)

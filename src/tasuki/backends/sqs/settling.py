@@ -8,7 +8,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 
-from tasuki.backends.base import CancelStatus, Keep, LeaseStatus, Receipt, Settle, lacks
+from tasuki.backends.base import CancelStatus, Keep, LeaseStatus, Receipt, Settle
 from tasuki.backends.sqs.codec import Meta
 from tasuki.backends.sqs.flows import Flows
 from tasuki.backends.sqs.options import SQS_MAX_VISIBILITY
@@ -259,7 +259,9 @@ class Settling(Flows):
         one's lease is fenced out. Its uniqueness lock is freed when it is deleted."""
         records = self._records
         if records is None or not records.controls:
-            raise lacks(self, "cancel", "cancel a message (it needs locks=sqlite or redis)")
+            raise self.refusal(
+                "cancel", "cancel a message", "give it a lock store: locks=sqlite or redis"
+            )
         status = records.cancel(queue, id)
         if status == "signalled" and self._admission is not None:
             # Its lease is fenced out: the concurrency slots it holds go now where this
