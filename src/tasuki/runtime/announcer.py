@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+from tasuki import logs
 from tasuki.backends.base import Backend
 from tasuki.core.console import Running, Tallies, WorkerInfo
 from tasuki.errors import TasukiError
@@ -100,7 +101,10 @@ class Announcer:
         info = replace(self.info, running=tuple(self.running()))
         try:
             stop = self.backend.announce(info, tallies)
-        except TasukiError as exc:
+        except Exception as exc:
+            if not isinstance(exc, TasukiError):
+                # A bug, said with its traceback; announcing goes on, as after an outage.
+                logs.logger.exception("internal error announcing this worker")
             self.tallies.put_back(tallies)
             self._outage.failed(exc, self.every)
             return
