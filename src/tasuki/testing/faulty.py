@@ -58,6 +58,8 @@ OPERATIONS = (
     "extend",
     "stats",
     "ping",
+    "paused",
+    "announce",
 )
 
 
@@ -231,7 +233,7 @@ class FaultyBackend(Backend):
     def purge(self, queue: str) -> int:
         return self.inner.purge(queue)
 
-    # -- the console: passed through (no faults of their own) ---------------------------
+    # -- the console: what workers call (`paused`, `announce`) can fail; the rest passes --
     def pause(self, queue: str) -> None:
         self.inner.pause(queue)
 
@@ -239,7 +241,7 @@ class FaultyBackend(Backend):
         self.inner.resume(queue)
 
     def paused(self) -> set[str]:
-        return self.inner.paused()
+        return self._call("paused", self.inner.paused)
 
     def browse(
         self,
@@ -262,7 +264,7 @@ class FaultyBackend(Backend):
         return self.inner.cancel_many(queue, ids, state)
 
     def announce(self, info: WorkerInfo, tallies: Sequence[JobTally] = ()) -> bool:
-        return self.inner.announce(info, tallies)
+        return self._call("announce", lambda: self.inner.announce(info, tallies))
 
     def workers(self) -> list[WorkerInfo]:
         return self.inner.workers()
