@@ -4,13 +4,16 @@ percentiles from the run-time buckets."""
 from __future__ import annotations
 
 import pickle
+from collections.abc import Sequence
 
 import pytest
 
 import tasuki
 from tasuki.app.console import decoded, matches
+from tasuki.backends.memory import MemoryBackend
 from tasuki.core.console import (
     DURATION_BOUNDS,
+    BrowseState,
     Listed,
     Position,
     Tallies,
@@ -18,7 +21,7 @@ from tasuki.core.console import (
 )
 from tasuki.core.message import CONTENT_TYPE_HEADER, JOB_HEADER
 from tasuki.core.records import MessageInfo
-from tasuki.errors import InvalidArgument
+from tasuki.errors import BackendUnavailable, InvalidArgument
 
 
 class Boom:
@@ -88,3 +91,29 @@ def test_tallies_put_back_add_to_what_came_since() -> None:
     tallies.put_back(taken)
     [tally] = tallies.take()
     assert (tally.minute, tally.counts["retried"], tally.counts["failed"]) == (60.0, 2, 2)
+
+
+class CutOff(MemoryBackend):
+    """Its second batch of cancels fails, as a connection lost halfway would."""
+
+    batches = 0
+
+    def cancel_many(self, queue: str, ids: Sequence[str], state: BrowseState) -> list[bool]:
+        self.batches += 1
+        if self.batches == 2:
+            raise BackendUnavailable("cut off")
+        return super().cancel_many(queue, ids, state)
+
+
+def test_a_bulk_action_cut_off_halfway_finishes_when_run_again() -> None:
+    app = tasuki.App("memory://", backend=CutOff())
+
+    @app.job()
+    def job(n: int) -> None: ...
+
+    job.enqueue_many([(n,) for n in range(500)])  # three batches of 200
+    with pytest.raises(BackendUnavailable):
+        app.cancel_matching("default", "ready")
+    assert app.stats()["ready"] == 300
+    assert app.cancel_matching("default", "ready") == 300
+    assert app.stats()["ready"] == 0
