@@ -14,7 +14,9 @@ SELECT queue FROM tasuki_paused;
 -- The listings of waiting and in-flight messages: a range of the due index (or the job
 -- index), from the position (at, seq) on, within the state's bound of `visible_at`
 -- (ready: up to now; delayed and in flight: after now); the other state's few entries
--- in that range (in-flight leases among the delayed) are passed over in the index.
+-- in that range (in-flight leases among the delayed) are passed over in the index;
+-- `job`, if not NULL, is checked on the rows found (only the in-flight listing of one
+-- job asks it here). One job's ready or delayed messages: a range of the job index.
 -- name: browse_asc
 SELECT seq, id, body, headers, state, visible_at, attempt, max_attempts, fence,
        enqueued_at, reason, error_type, error_message, error_traceback, died_at,
@@ -22,6 +24,7 @@ SELECT seq, id, body, headers, state, visible_at, attempt, max_attempts, fence,
 FROM tasuki_messages
 WHERE queue = %(queue)s AND state < 2 AND state = %(state)s AND (visible_at, seq) > (%(at)s, %(seq)s)
   AND visible_at <= %(hi)s
+  AND (%(job)s::text IS NULL OR (headers::jsonb ->> 'tasuki-job') = %(job)s)
 ORDER BY visible_at, seq LIMIT %(limit)s;
 
 -- name: browse_desc
@@ -31,6 +34,7 @@ SELECT seq, id, body, headers, state, visible_at, attempt, max_attempts, fence,
 FROM tasuki_messages
 WHERE queue = %(queue)s AND state < 2 AND state = %(state)s AND (visible_at, seq) < (%(at)s, %(seq)s)
   AND visible_at > %(lo)s
+  AND (%(job)s::text IS NULL OR (headers::jsonb ->> 'tasuki-job') = %(job)s)
 ORDER BY visible_at DESC, seq DESC LIMIT %(limit)s;
 
 -- name: browse_job_asc
@@ -39,7 +43,8 @@ SELECT seq, id, body, headers, state, visible_at, attempt, max_attempts, fence,
        priority, progress
 FROM tasuki_messages
 WHERE queue = %(queue)s AND (headers::jsonb ->> 'tasuki-job') = %(job)s
-  AND state < 2 AND state = %(state)s AND (visible_at, seq) > (%(at)s, %(seq)s) AND visible_at <= %(hi)s
+  AND (headers::jsonb ->> 'tasuki-job') IS NOT NULL
+  AND state = 0 AND (visible_at, seq) > (%(at)s, %(seq)s) AND visible_at <= %(hi)s
 ORDER BY visible_at, seq LIMIT %(limit)s;
 
 -- name: browse_job_desc
@@ -48,7 +53,8 @@ SELECT seq, id, body, headers, state, visible_at, attempt, max_attempts, fence,
        priority, progress
 FROM tasuki_messages
 WHERE queue = %(queue)s AND (headers::jsonb ->> 'tasuki-job') = %(job)s
-  AND state < 2 AND state = %(state)s AND (visible_at, seq) < (%(at)s, %(seq)s) AND visible_at > %(lo)s
+  AND (headers::jsonb ->> 'tasuki-job') IS NOT NULL
+  AND state = 0 AND (visible_at, seq) < (%(at)s, %(seq)s) AND visible_at > %(lo)s
 ORDER BY visible_at DESC, seq DESC LIMIT %(limit)s;
 
 -- The dead letters, by when they died.
@@ -74,6 +80,7 @@ SELECT seq, id, body, headers, state, visible_at, attempt, max_attempts, fence,
        priority, progress
 FROM tasuki_messages
 WHERE queue = %(queue)s AND (headers::jsonb ->> 'tasuki-job') = %(job)s AND state = 2
+  AND (headers::jsonb ->> 'tasuki-job') IS NOT NULL
   AND (died_at, seq) > (%(at)s, %(seq)s)
 ORDER BY died_at, seq LIMIT %(limit)s;
 
@@ -83,6 +90,7 @@ SELECT seq, id, body, headers, state, visible_at, attempt, max_attempts, fence,
        priority, progress
 FROM tasuki_messages
 WHERE queue = %(queue)s AND (headers::jsonb ->> 'tasuki-job') = %(job)s AND state = 2
+  AND (headers::jsonb ->> 'tasuki-job') IS NOT NULL
   AND (died_at, seq) < (%(at)s, %(seq)s)
 ORDER BY died_at DESC, seq DESC LIMIT %(limit)s;
 

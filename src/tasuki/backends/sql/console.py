@@ -110,7 +110,10 @@ def browse(
         name = "browse"
     start = edge if given is None else (min if newest_first else max)(given, edge)
     params.update(at=start.at, seq=start.seq)
-    query = f"{name}{'_job' if job is not None else ''}_{'desc' if newest_first else 'asc'}"
+    # One job's waiting or dead messages have an index of their own; its leases are
+    # found among the queue's (as many as its workers run), their job checked.
+    by_job = job is not None and state != "in_flight"
+    query = f"{name}{'_job' if by_job else ''}_{'desc' if newest_first else 'asc'}"
     with dialect.read() as conn:
         rows = named_rows(conn.execute(dialect.queries[query], params), *_BROWSED)  # type: ignore[index]
     more = len(rows) > limit

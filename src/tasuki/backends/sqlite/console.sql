@@ -13,7 +13,9 @@ SELECT queue FROM tasuki_paused;
 
 -- The listings of waiting and in-flight messages: a range of the state index (whose
 -- entries end with the rowid, `seq`), from the position (:at, :seq) on, within the
--- state's bound of `visible_at` (ready: up to now; delayed and in flight: after now).
+-- state's bound of `visible_at` (ready: up to now; delayed and in flight: after now);
+-- `:job`, if not NULL, is checked on the rows found (only the in-flight listing of one
+-- job asks it here: the leases of a queue are as many as its workers run).
 -- name: browse_asc
 SELECT seq, id, body, headers, state, visible_at, attempt, max_attempts, fence,
        enqueued_at, reason, error_type, error_message, error_traceback, died_at,
@@ -21,6 +23,7 @@ SELECT seq, id, body, headers, state, visible_at, attempt, max_attempts, fence,
 FROM tasuki_messages INDEXED BY tasuki_messages_state
 WHERE queue = :queue AND state = :state AND (visible_at, seq) > (:at, :seq)
   AND visible_at <= :hi
+  AND (:job IS NULL OR json_extract(headers, '$."tasuki-job"') = :job)
 ORDER BY visible_at, seq LIMIT :limit;
 
 -- name: browse_desc
@@ -30,15 +33,17 @@ SELECT seq, id, body, headers, state, visible_at, attempt, max_attempts, fence,
 FROM tasuki_messages INDEXED BY tasuki_messages_state
 WHERE queue = :queue AND state = :state AND (visible_at, seq) < (:at, :seq)
   AND visible_at > :lo
+  AND (:job IS NULL OR json_extract(headers, '$."tasuki-job"') = :job)
 ORDER BY visible_at DESC, seq DESC LIMIT :limit;
 
+-- One job's ready or delayed messages: a range of the job index (waiting ones only).
 -- name: browse_job_asc
 SELECT seq, id, body, headers, state, visible_at, attempt, max_attempts, fence,
        enqueued_at, reason, error_type, error_message, error_traceback, died_at,
        priority, progress
 FROM tasuki_messages INDEXED BY tasuki_messages_job
 WHERE queue = :queue AND json_extract(headers, '$."tasuki-job"') = :job
-  AND state = :state AND (visible_at, seq) > (:at, :seq) AND visible_at <= :hi
+  AND state = 0 AND (visible_at, seq) > (:at, :seq) AND visible_at <= :hi
 ORDER BY visible_at, seq LIMIT :limit;
 
 -- name: browse_job_desc
@@ -47,7 +52,7 @@ SELECT seq, id, body, headers, state, visible_at, attempt, max_attempts, fence,
        priority, progress
 FROM tasuki_messages INDEXED BY tasuki_messages_job
 WHERE queue = :queue AND json_extract(headers, '$."tasuki-job"') = :job
-  AND state = :state AND (visible_at, seq) < (:at, :seq) AND visible_at > :lo
+  AND state = 0 AND (visible_at, seq) < (:at, :seq) AND visible_at > :lo
 ORDER BY visible_at DESC, seq DESC LIMIT :limit;
 
 -- The dead letters, by when they died.

@@ -207,13 +207,18 @@ CREATE TABLE IF NOT EXISTS tasuki_flow_slots (
 CREATE INDEX IF NOT EXISTS tasuki_flow_slots_expiry ON tasuki_flow_slots (expires_at);
 
 -- The console (`sql/console.py`). The listings of dead letters by when they died, and
--- of each state's messages of one job (the job's name from the headers), oldest or
--- newest first: a range of an index each (the rowid, `seq`, ends every entry).
+-- of one job's waiting (ready and delayed) and dead messages (the job's name from the
+-- headers), oldest or newest first: a range of an index each (the rowid, `seq`, ends
+-- every entry). Only waiting messages are in the job index: a lease takes its entry
+-- out and the ack finds none to remove, so leasing and acking write no more pages for
+-- it (one job's messages in flight, as many as the workers run, are found through the
+-- state index).
 CREATE INDEX IF NOT EXISTS tasuki_messages_dead
     ON tasuki_messages (queue, died_at) WHERE state = 2;
 
 CREATE INDEX IF NOT EXISTS tasuki_messages_job
-    ON tasuki_messages (queue, json_extract(headers, '$."tasuki-job"'), state, visible_at);
+    ON tasuki_messages (queue, json_extract(headers, '$."tasuki-job"'), visible_at)
+    WHERE state = 0;
 
 CREATE INDEX IF NOT EXISTS tasuki_messages_job_dead
     ON tasuki_messages (queue, json_extract(headers, '$."tasuki-job"'), died_at)

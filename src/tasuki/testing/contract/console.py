@@ -140,6 +140,9 @@ class TestBrowse:
         assert [i.info.id for i in page.items] == ["x0"] and page.cursor is None
         assert page.items[0].info.state == "dead"
         assert backend.browse(queue, "dead", job="b").items == []
+        assert [i.info.id for i in backend.browse(queue, "dead", job="a").items] == ["x0"]
+        assert [i.info.id for i in backend.browse(queue, "in_flight", job="a").items] == ["f0"]
+        assert backend.browse(queue, "in_flight", job="b").items == []
 
     @pytest.mark.requires("browse_waiting")
     def test_each_state_oldest_and_newest_first_paged_by_cursor(

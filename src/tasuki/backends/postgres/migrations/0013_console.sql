@@ -2,13 +2,17 @@
 -- queues, the worker registry and per-job stats.
 
 -- The listings of all jobs read ranges of the due index (waiting and in flight) and of
--- the dead index. Those of one job (its name from the headers) read these, shaped alike.
+-- the dead index. Those of one job (its name from the headers) read these: its waiting
+-- messages only (a lease's new row version has no entry in it, and the ack none to
+-- leave behind; one job's leases are found through the due index) and its dead ones.
+-- Each holds only messages that name a job, a condition the listings of every job do
+-- not imply: the planner cannot take these for them, however stale its statistics.
 CREATE INDEX tasuki_messages_job
     ON tasuki_messages (queue, (headers::jsonb ->> 'tasuki-job'), visible_at, seq)
-    INCLUDE (state) WHERE state < 2;
+    WHERE state = 0 AND (headers::jsonb ->> 'tasuki-job') IS NOT NULL;
 CREATE INDEX tasuki_messages_job_dead
     ON tasuki_messages (queue, (headers::jsonb ->> 'tasuki-job'), died_at, seq)
-    WHERE state = 2;
+    WHERE state = 2 AND (headers::jsonb ->> 'tasuki-job') IS NOT NULL;
 
 -- Paused queues: read by every worker twice a second.
 CREATE TABLE tasuki_paused (
