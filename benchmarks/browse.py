@@ -123,7 +123,7 @@ def measure(url: str, calls: int) -> dict[str, float]:
         "dead, newest first": lambda: app.messages(
             "default", "dead", newest_first=True, limit=PAGE
         ),
-        "match customer (reads <= 2,000)": lambda: app.messages(
+        "match customer (reads <= 1,000)": lambda: app.messages(
             "default", match={"customer": "c7"}, limit=PAGE
         ),
     }

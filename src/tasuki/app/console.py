@@ -23,40 +23,55 @@ from tasuki.errors import InvalidArgument, TasukiError
 
 # With a `match`, one request reads at most this many messages, then returns what
 # matched so far and a cursor to continue from.
-MATCH_READ_LIMIT = 2000
+MATCH_READ_LIMIT = 1000
 # ... in pages of this many.
 MATCH_PAGE = 200
 # Bulk actions list and act in batches of this many.
 BULK_BATCH = 200
 
 
-def decoded(codec: Codec, queue: str, listed: Listed) -> MessageInfo:
-    """The listed message with its job and, where safe to decode, its arguments."""
+Arguments = tuple[tuple[Any, ...], dict[str, Any]]
+
+
+def arguments(codec: Codec, queue: str, listed: Listed) -> Arguments | None:
+    """The listed message's arguments, where safe to decode; else None."""
     headers = listed.headers
-    args: tuple[Any, ...] | None = None
-    kwargs: dict[str, Any] | None = None
-    content_type = headers.get(CONTENT_TYPE_HEADER, "json")
     try:
-        if content_type != "json":
+        if headers.get(CONTENT_TYPE_HEADER, "json") != "json":
             if not codec.signs:
                 raise InvalidArgument("an unsigned body that is not JSON is not decoded")
             codec.verify(queue, headers, listed.body)
-        args, kwargs = codec.decode_payload(headers, listed.body)
+        return codec.decode_payload(headers, listed.body)
     except TasukiError:
-        args = kwargs = None
-    return dataclasses.replace(listed.info, job=headers.get(JOB_HEADER), args=args, kwargs=kwargs)
+        return None
+
+
+def decoded(
+    codec: Codec, queue: str, listed: Listed, found: Arguments | None = None
+) -> MessageInfo:
+    """The listed message with its job and, where safe to decode, its arguments
+    (`found`, when decoded already)."""
+    found = found or arguments(codec, queue, listed)
+    args, kwargs = found if found is not None else (None, None)
+    job = listed.headers.get(JOB_HEADER)
+    return dataclasses.replace(listed.info, job=job, args=args, kwargs=kwargs)
 
 
 def matches(info: MessageInfo, match: Mapping[str, Any]) -> bool:
     """Every key equal: a keyword argument by name, a positional one by its index."""
     if info.args is None or info.kwargs is None:
         return False
+    return matching((info.args, info.kwargs), match)
+
+
+def matching(found: Arguments, match: Mapping[str, Any]) -> bool:
+    args, kwargs = found
     for key, want in match.items():
-        if key in info.kwargs:
-            if info.kwargs[key] != want:
+        if key in kwargs:
+            if kwargs[key] != want:
                 return False
-        elif key.isdigit() and int(key) < len(info.args):
-            if info.args[int(key)] != want:
+        elif key.isdigit() and int(key) < len(args):
+            if args[int(key)] != want:
                 return False
         else:
             return False
@@ -90,10 +105,10 @@ def messages(
             queue, chosen, job=job, newest_first=newest_first, limit=MATCH_PAGE, cursor=cursor
         )
         for item in page.items:
-            info = decoded(codec, queue, item)
             read += 1
-            if matches(info, match):
-                found.append(info)
+            args = arguments(codec, queue, item)
+            if args is not None and matching(args, match):
+                found.append(decoded(codec, queue, item, args))
             if len(found) == limit or read >= MATCH_READ_LIMIT:
                 # Stopped within the page: the cursor continues right after this item.
                 last = item is page.items[-1]
@@ -123,9 +138,9 @@ def act_on_matching(
     while True:
         page = backend.browse(queue, chosen, job=job, limit=BULK_BATCH, cursor=cursor)
         ids = [
-            info.id
-            for info in (decoded(codec, queue, item) for item in page.items)
-            if not match or matches(info, match)
+            item.info.id
+            for item in page.items
+            if not match or ((args := arguments(codec, queue, item)) and matching(args, match))
         ]
         if ids:
             done += sum(action(queue, ids, chosen))
