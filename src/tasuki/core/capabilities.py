@@ -89,6 +89,11 @@ class Capabilities:
     worker_registry: bool = False
     # The announce's job tallies kept in per-minute rollups, read by `job_stats`.
     job_stats: bool = False
+    # Durable steps (DESIGN §4c): `steps`, `record_step`, `take_signal`, `signal`, and a
+    # `Settle.suspend` that keeps what the message waits for.
+    durable_steps: bool = False
+    # `record_step_in_transaction`: a step's work runs in the transaction recording it.
+    transactional_steps: bool = False
 
 
 # What a refusal tells its reader to do, unless it knows better.

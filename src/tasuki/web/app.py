@@ -39,6 +39,7 @@ from tasuki.app import App
 from tasuki.backends.urls import redact
 from tasuki.core.flows import FlowState
 from tasuki.core.job import check_message_id, check_queue
+from tasuki.core.records import preview
 from tasuki.core.reliability import Reliability
 from tasuki.errors import InvalidArgument, TasukiError, UnknownFlow
 from tasuki.web.chart import rate_chart
@@ -87,6 +88,7 @@ def create_app(
     templates.globals.update(
         ago=ago, when=when, quote=quote, actions=ACTIONS, seconds=seconds, bound=bound
     )
+    templates.globals["preview"] = preview
     backend_url = redact(app.url)
     inspection = app.backend.capabilities.inspection
     kept = app.backend.capabilities.reliability_counts

@@ -1,5 +1,6 @@
 """`memory://` for the console: pauses, listings by state, actions on a selection,
-the worker registry and per-job stats (`core/console.py`).
+the worker registry and per-job stats (`core/console.py`), over the `Store` and a
+`Registry` of its own, under the store's one lock.
 
 A memory store holds what one process's tests put in it, so a listing sorts the queue's
 records of that state rather than keep an index of its own.
@@ -7,14 +8,13 @@ records of that state rather than keep an index of its own.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Sequence
-from dataclasses import replace
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field, replace
 
+from tasuki.backends.memory import cancelling, operating
 from tasuki.backends.memory.codec import DEAD, IN_FLIGHT, WAITING, Record, message_info
-from tasuki.backends.memory.store import Queue
+from tasuki.backends.memory.store import Store
 from tasuki.core.console import (
     STATS_KEPT,
     WORKER_KEPT,
@@ -30,164 +30,160 @@ from tasuki.core.console import (
     job_stats,
 )
 from tasuki.core.message import JOB_HEADER
-from tasuki.core.records import CancelStatus
-
-if TYPE_CHECKING:
-    from tasuki.backends.memory.flows import FlowStore
 
 
-class Console:
-    """The console's side of `MemoryBackend`, over the state it declares below."""
+@dataclass
+class Registry:
+    """The console's state beside the messages: paused queues, workers, job tallies."""
 
-    _mutex: threading.RLock
-    _changed: threading.Condition
-    _queues: dict[str, Queue]
-    _flows: FlowStore
-    _paused: set[str]
+    paused: set[str] = field(default_factory=set)
     # worker id -> (seen at, its announce, a stop asked)
-    _workers: dict[str, tuple[float, WorkerInfo, bool]]
-    _tallies: dict[tuple[str, str, float], dict[str, int]]
+    workers: dict[str, tuple[float, WorkerInfo, bool]] = field(default_factory=dict)
+    tallies: dict[tuple[str, str, float], dict[str, int]] = field(default_factory=dict)
 
-    if TYPE_CHECKING:  # the backend's own, which this side calls
+    def prune(self, now: float) -> None:
+        for key in [k for k in self.tallies if k[2] < now - STATS_KEPT]:
+            del self.tallies[key]
+        for wid in [w for w, (seen, _, _) in self.workers.items() if seen < now - WORKER_KEPT]:
+            del self.workers[wid]
 
-        def _queue(self, name: str) -> Queue: ...
-        def cancel(self, queue: str, id: str) -> CancelStatus: ...
-        def redrive(self, queue: str, ids: Sequence[str] | None = None) -> int: ...
 
-    # -- pause -------------------------------------------------------------------------
-    def pause(self, queue: str) -> None:
-        with self._mutex:
-            self._paused.add(queue)
+# -- pause ----------------------------------------------------------------------------
+def pause(store: Store, registry: Registry, queue: str) -> None:
+    with store.mutex:
+        registry.paused.add(queue)
 
-    def resume(self, queue: str) -> None:
-        with self._mutex:
-            self._paused.discard(queue)
-            self._changed.notify_all()
 
-    def paused(self) -> set[str]:
-        with self._mutex:
-            return set(self._paused)
+def resume(store: Store, registry: Registry, queue: str) -> None:
+    with store.mutex:
+        registry.paused.discard(queue)
+        store.changed.notify_all()
 
-    # -- browsing ----------------------------------------------------------------------
-    def browse(
-        self,
-        queue: str,
-        state: BrowseState,
-        *,
-        job: str | None = None,
-        newest_first: bool = False,
-        limit: int = 50,
-        cursor: str | None = None,
-    ) -> Page[Listed]:
-        check_limit(limit)
-        start = Position.parse(cursor)
-        with self._mutex:
-            now = time.time()
-            chosen = []
-            for record in self._queue(queue).records.values():
-                at = _time_in(record, state, now)
-                if at is None or (
-                    job is not None and record.envelope.headers.get(JOB_HEADER) != job
-                ):
-                    continue
-                if start is None or start.after(at, record.seq, newest_first):
-                    chosen.append((at, record.seq, record))
-            chosen.sort(key=lambda c: (c[0], c[1]), reverse=newest_first)
-            page = chosen[:limit]
-            items = [
-                Listed(
-                    message_info(r, now),
-                    r.envelope.body,
-                    dict(r.envelope.headers),
-                    Position(at, seq).cursor(),
-                )
-                for at, seq, r in page
-            ]
-        more = len(chosen) > limit
-        return Page(items, Position(page[-1][0], page[-1][1]).cursor() if more else None)
 
-    def retry_many(self, queue: str, ids: Sequence[str], state: BrowseState) -> list[bool]:
-        out = []
-        with self._mutex:
-            now = time.time()
-            q = self._queue(queue)
-            for msg_id in ids:
-                record = q.records.get(msg_id)
-                if record is None or _time_in(record, state, now) is None:
-                    out.append(False)
-                elif state == "delayed":
-                    record.parked = False
-                    q.schedule(record, now)
-                    out.append(True)
-                elif state == "dead":
-                    out.append(self.redrive(queue, [msg_id]) == 1)
-                else:
-                    out.append(False)  # ready already, or running
-            self._changed.notify_all()
-        return out
+def paused(store: Store, registry: Registry) -> set[str]:
+    with store.mutex:
+        return set(registry.paused)
 
-    def cancel_many(self, queue: str, ids: Sequence[str], state: BrowseState) -> list[bool]:
-        out = []
-        with self._mutex:
-            now = time.time()
-            q = self._queue(queue)
-            for msg_id in ids:
-                record = q.records.get(msg_id)
-                if record is None or _time_in(record, state, now) is None:
-                    out.append(False)
-                elif state == "dead":
-                    q.forget(msg_id)
-                    self._flows.forget(queue, msg_id)
-                    out.append(True)
-                else:
-                    out.append(self.cancel(queue, msg_id) != "unknown")
-        return out
 
-    # -- workers and job stats ----------------------------------------------------------
-    def announce(self, info: WorkerInfo, tallies: Sequence[JobTally] = ()) -> bool:
-        with self._mutex:
-            now = time.time()
-            old = self._workers.get(info.id)
-            stop = old is not None and old[2]
-            self._workers[info.id] = (now, info, stop)
-            for t in tallies:
-                counts = self._tallies.setdefault((t.queue, t.job, t.minute), {})
-                for name, n in t.counts.items():
-                    counts[name] = counts.get(name, 0) + n
-            self._prune(now)
-            return stop
+# -- browsing -------------------------------------------------------------------------
+def browse(
+    store: Store,
+    queue: str,
+    state: BrowseState,
+    job: str | None,
+    newest_first: bool,
+    limit: int,
+    cursor: str | None,
+) -> Page[Listed]:
+    check_limit(limit)
+    start = Position.parse(cursor)
+    with store.mutex:
+        now = time.time()
+        chosen = []
+        for record in store.queue(queue).records.values():
+            at = _time_in(record, state, now)
+            if at is None or (job is not None and record.envelope.headers.get(JOB_HEADER) != job):
+                continue
+            if start is None or start.after(at, record.seq, newest_first):
+                chosen.append((at, record.seq, record))
+        chosen.sort(key=lambda c: (c[0], c[1]), reverse=newest_first)
+        items = [
+            Listed(
+                message_info(r, now),
+                r.envelope.body,
+                dict(r.envelope.headers),
+                Position(at, seq).cursor(),
+            )
+            for at, seq, r in chosen[:limit]
+        ]
+    return Page(items, items[-1].cursor if len(chosen) > limit else None)
 
-    def _prune(self, now: float) -> None:
-        for key in [k for k in self._tallies if k[2] < now - STATS_KEPT]:
-            del self._tallies[key]
-        for wid in [w for w, (seen, _, _) in self._workers.items() if seen < now - WORKER_KEPT]:
-            del self._workers[wid]
 
-    def workers(self) -> list[WorkerInfo]:
-        with self._mutex:
-            now = time.time()
-            self._prune(now)
-            return [_seen(info, seen, now) for _, (seen, info, _) in sorted(self._workers.items())]
+def retry_many(store: Store, queue: str, ids: Sequence[str], state: BrowseState) -> list[bool]:
+    out = []
+    with store.mutex:
+        now = time.time()
+        q = store.queue(queue)
+        for msg_id in ids:
+            record = q.records.get(msg_id)
+            if record is None or _time_in(record, state, now) is None:
+                out.append(False)
+            elif state == "delayed":
+                record.parked = False
+                q.schedule(record, now)
+                out.append(True)
+            elif state == "dead":
+                out.append(operating.redrive(store, queue, [msg_id]) == 1)
+            else:
+                out.append(False)  # ready already, or running
+        store.changed.notify_all()
+    return out
 
-    def stop_worker(self, id: str) -> bool:
-        with self._mutex:
-            known = self._workers.get(id)
-            if known is None:
-                return False
-            self._workers[id] = (known[0], known[1], True)
-            return True
 
-    def job_stats(self, queue: str, window: float) -> dict[str, JobStats]:
-        with self._mutex:
-            since = time.time() - window
-            sums: dict[str, dict[str, int]] = {}
-            for (q, job, minute), counts in self._tallies.items():
-                if q != queue or minute + 60.0 <= since:
-                    continue
-                total = sums.setdefault(job, {})
-                for name, n in counts.items():
-                    total[name] = total.get(name, 0) + n
-        return job_stats(sums)
+def cancel_many(
+    store: Store, queue: str, ids: Sequence[str], state: BrowseState, aging: float
+) -> list[bool]:
+    out = []
+    with store.mutex:
+        now = time.time()
+        q = store.queue(queue)
+        for msg_id in ids:
+            record = q.records.get(msg_id)
+            if record is None or _time_in(record, state, now) is None:
+                out.append(False)
+            elif state == "dead":
+                q.forget(msg_id)
+                store.flows.forget(queue, msg_id)
+                out.append(True)
+            else:
+                out.append(cancelling.cancel(store, queue, msg_id, aging) != "unknown")
+    return out
+
+
+# -- workers and job stats ------------------------------------------------------------
+def announce(
+    store: Store, registry: Registry, info: WorkerInfo, tallies: Sequence[JobTally]
+) -> bool:
+    with store.mutex:
+        now = time.time()
+        old = registry.workers.get(info.id)
+        stop = old is not None and old[2]
+        registry.workers[info.id] = (now, info, stop)
+        for t in tallies:
+            counts = registry.tallies.setdefault((t.queue, t.job, t.minute), {})
+            for name, n in t.counts.items():
+                counts[name] = counts.get(name, 0) + n
+        registry.prune(now)
+        return stop
+
+
+def workers(store: Store, registry: Registry) -> list[WorkerInfo]:
+    with store.mutex:
+        now = time.time()
+        registry.prune(now)
+        return [_seen(info, seen, now) for _, (seen, info, _) in sorted(registry.workers.items())]
+
+
+def stop_worker(store: Store, registry: Registry, id: str) -> bool:
+    with store.mutex:
+        known = registry.workers.get(id)
+        if known is None:
+            return False
+        registry.workers[id] = (known[0], known[1], True)
+        return True
+
+
+def stats(store: Store, registry: Registry, queue: str, window: float) -> dict[str, JobStats]:
+    with store.mutex:
+        since = time.time() - window
+        sums: dict[str, dict[str, int]] = {}
+        for (q, job, minute), counts in registry.tallies.items():
+            if q != queue or minute + 60.0 <= since:
+                continue
+            total = sums.setdefault(job, {})
+            for name, n in counts.items():
+                total[name] = total.get(name, 0) + n
+    return job_stats(sums)
 
 
 def _seen(info: WorkerInfo, seen: float, now: float) -> WorkerInfo:

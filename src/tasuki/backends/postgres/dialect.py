@@ -31,13 +31,14 @@ Q = load_dialect_queries(
         "results.sql",
         "flows.sql",
         "limits.sql",
+        "durable.sql",
         "console.sql",
     ),
 )
 
 _TABLE = re.compile(
     r"\b(tasuki_(?:messages|finished|locks|history|counts|meters|archive|results|flows"
-    r"|flow_barriers|flow_slots|slots|rate_starts))\b"
+    r"|flow_barriers|flow_slots|slots|rate_starts|steps|signals|waits))\b"
 )
 # A worker's GIL slice (`Backend.gil_slice`): at 0.5 ms instead of 5 the next
 # lease's rows and the acks get through while the fetcher runs jobs, 12 % more no-op
@@ -98,6 +99,8 @@ class PostgresDialect:
             cancel=True,
             results=True,
             progress=True,
+            durable_steps=True,
+            transactional_steps=True,
             workflows=True,
             rate_limits=True,
             concurrency_limits=True,
