@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from tasuki.backends.sql import cancelling, operating
+from tasuki.backends.sql import cancelling
 from tasuki.backends.sql.dialect import Dialect, named_rows
 from tasuki.backends.sql.steps import Depth
 from tasuki.core.console import (
@@ -177,16 +177,26 @@ def retry_many(
     state: BrowseState,
     clock: Callable[[], float],
 ) -> list[bool]:
-    if state == "dead":
-        return [operating.redrive(dialect, queue, [i], clock) == 1 for i in ids]
-    if state != "delayed" or not ids:
+    """In one transaction: each delayed message due now, or each dead one re-driven,
+    only if still so."""
+    if state not in ("delayed", "dead") or not ids:
         return [False] * len(ids)  # ready already, or running
+    q = dialect.queries
     with dialect.write() as conn:
         now = clock()
-        params = [{"queue": queue, "id": i, "now": now} for i in ids]
-        done = [
-            count == 1 for count, _ in dialect.many(conn, dialect.queries["retry_delayed"], params)
-        ]
+        if state == "delayed":
+            params = [{"queue": queue, "id": i, "now": now} for i in ids]
+            done = [count == 1 for count, _ in dialect.many(conn, q["retry_delayed"], params)]
+        else:
+            done = []
+            for i in ids:
+                one = {"queue": queue, "now": now, "ids": dialect.values([i])}
+                conn.execute(q["results_redrive_ids"], one)
+                done.append(conn.execute(q["redrive_ids"], one).rowcount == 1)
+            if any(done):
+                depth = Depth()
+                depth.add(queue, waiting=sum(done), dead=-sum(done))
+                depth.write(conn, dialect)
         if any(done):
             dialect.changed(conn, [queue])
     if any(done):
@@ -202,24 +212,27 @@ def cancel_many(
     clock: Callable[[], float],
 ) -> list[bool]:
     if state == "dead":
-        return [_cancel_dead(dialect, queue, i) for i in ids]
-    return [
-        cancelling.cancel(dialect, queue, i, clock, within=lambda now: bounds(state, now))
-        != "unknown"
-        for i in ids
-    ]
+        return _cancel_dead(dialect, queue, ids)
+    statuses = cancelling.cancel_many(
+        dialect, queue, ids, clock, within=lambda now: bounds(state, now)
+    )
+    return [status != "unknown" for status in statuses]
 
 
-def _cancel_dead(dialect: Dialect, queue: str, id: str) -> bool:
+def _cancel_dead(dialect: Dialect, queue: str, ids: Sequence[str]) -> list[bool]:
     q = dialect.queries
     with dialect.write() as conn:
-        gone = conn.execute(q["cancel_dead"], {"queue": queue, "id": id}).fetchall()
-        if gone:
-            conn.execute(q["result_forget"], {"queue": queue, "id": id})
+        done = []
+        for i in ids:
+            gone = conn.execute(q["cancel_dead"], {"queue": queue, "id": i}).fetchall()
+            if gone:
+                conn.execute(q["result_forget"], {"queue": queue, "id": i})
+            done.append(bool(gone))
+        if any(done):
             depth = Depth()
-            depth.add(queue, dead=-1)
+            depth.add(queue, dead=-sum(done))
             depth.write(conn, dialect)
-    return bool(gone)
+    return done
 
 
 # -- workers and job stats --------------------------------------------------------------

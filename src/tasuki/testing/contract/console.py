@@ -221,6 +221,13 @@ class TestActions:
         assert backend.retry_many(queue, ["x0", "d1"], "dead") == [True, False]
         assert backend.inspect(queue, "d1").state == "delayed"
         assert backend.cancel_many(queue, ["f0", "r2"], "in_flight") == [True, False]
+        backend.enqueue([env(queue, "x1")])
+        leased = [d for d in backend.lease(queue, 10, 60.0) if d.id == "x1"]
+        assert backend.settle([Settle.dead(leased[0].receipt, "broken")]) == [True]
+        assert backend.cancel_many(queue, ["x1", "r2"], "dead") == [True, False]
+        assert backend.inspect(queue, "x1").state in ("unknown", "cancelled")
+        if backend.capabilities.exact_stats:
+            assert stats(backend, queue)[3] == 0  # the counts follow (SQLite keeps its own)
 
     def test_bulk_by_filter_counts_what_it_changed(self, backend: Backend, queue: str) -> None:
         app = App(backend=backend)
