@@ -15,6 +15,7 @@ from collections.abc import Callable
 from tasuki import logs
 from tasuki.backends.base import Backend, Delivery, Settle
 from tasuki.errors import TasukiError
+from tasuki.runtime.fatal import Fatal
 from tasuki.runtime.outage import Outage
 from tasuki.runtime.pulse import Pulse
 
@@ -114,6 +115,7 @@ class Fetcher:
         batch_size: int,
         wait: float,
         paused: Callable[[str], bool] | None = None,
+        fatal: Fatal | None = None,
     ) -> None:
         self.backend = backend
         self.queue = queue
@@ -129,7 +131,12 @@ class Fetcher:
         self.gather = max(1, min(batch_size, slots.size // 4))
         self.outage = Outage(f"leasing from queue {queue!r}")
         self.pulse = Pulse(f"fetcher {queue}")
-        self._thread = threading.Thread(target=self._run, name=f"tasuki-fetch-{queue}", daemon=True)
+        self.fatal = fatal or Fatal()
+        self._thread = threading.Thread(
+            target=self.fatal.guard(f"fetcher of queue {queue!r}", self._run),
+            name=f"tasuki-fetch-{queue}",
+            daemon=True,
+        )
 
     def start(self) -> None:
         self._thread.start()

@@ -57,6 +57,7 @@ from tasuki.testing.contract.priorities import TestPriorities
 from tasuki.testing.contract.reliability import TestReliability
 from tasuki.testing.contract.results import TestResults
 from tasuki.testing.contract.steps import TestSteps
+from tasuki.testing.contract.text import TestHostileText
 
 __all__ = [
     "ContractOptions",
@@ -65,6 +66,7 @@ __all__ = [
     "TestCancel",
     "TestConcurrency",
     "TestFlows",
+    "TestHostileText",
     "TestInspect",
     "TestJobStats",
     "TestLifecycle",
