@@ -34,6 +34,8 @@ from starlette.responses import (
     Response,
 )
 from starlette.routing import Route
+from starlette.staticfiles import StaticFiles
+from starlette.routing import Mount
 
 from tasuki.app import App
 from tasuki.backends.urls import redact
@@ -45,6 +47,8 @@ from tasuki.errors import InvalidArgument, TasukiError, UnknownFlow
 from tasuki.web.chart import rate_chart
 from tasuki.web.formatting import ago, bound, seconds, when
 from tasuki.web.headers import SecurityHeaders, server_error
+from tasuki.web.pages import browse, jobs, workers
+from tasuki.web.pages.kit import Kit
 from tasuki.web.sampler import Sampler
 from tasuki.web.security import COOKIE, Guard, same_origin
 from tasuki.web.sessions import SESSION_LIFETIME, Session, Sessions
@@ -60,6 +64,9 @@ ACTIONS = {
     "purge-dead": "Delete every dead letter of the queue",
     "purge": "Delete EVERY message of the queue: ready, delayed, in flight and dead",
     "cancel": "Cancel this message (a running one is told to stop; nothing of its run is kept)",
+    "retry-now": "Make this delayed message ready now",
+    "pause": "Pause the queue: no worker leases from it until it is resumed",
+    "resume": "Resume the queue",
 }
 # States in which a message can be cancelled (`app.cancel`).
 CANCELLABLE = ("ready", "delayed", "in_flight")
@@ -88,8 +95,9 @@ def create_app(
     templates.globals.update(
         ago=ago, when=when, quote=quote, actions=ACTIONS, seconds=seconds, bound=bound
     )
-    templates.globals["preview"] = preview
+    templates.globals.update(preview=preview, urlencode=urlencode, args_text=args_text)
     backend_url = redact(app.url)
+    caps = app.backend.capabilities
     inspection = app.backend.capabilities.inspection
     kept = app.backend.capabilities.reliability_counts
 
@@ -147,6 +155,7 @@ def create_app(
             request,
             "queues.html",
             queues=rows,
+            paused=await run_in_threadpool(app.paused) if caps.pause else set(),
             counts=app.backend.capabilities.settled_counts,
             kept=kept,
             every=sampler.every,
@@ -178,6 +187,8 @@ def create_app(
             more=len(letters) > PAGE_SIZE,
             page_size=PAGE_SIZE,
             chart=rate_chart(sampler.rates(queue), time.time(), sampler.window),
+            can_pause=caps.pause,
+            paused=caps.pause and queue in await run_in_threadpool(app.paused),
         )
 
     async def find_message(request: Request) -> Response:
@@ -193,12 +204,13 @@ def create_app(
         queue = queue_of(request)
         message_id = check_message_id(request.path_params["id"])
 
-        def read() -> tuple[Any, Any]:
+        def read() -> tuple[Any, Any, Any]:
             info = app.inspect(queue, message_id)
             letter = app.backend.dead_letter(queue, message_id) if info.state == "dead" else None
-            return info, letter
+            kept_result = app.backend.result(queue, message_id) if caps.results else None
+            return info, letter, kept_result
 
-        info, letter = await run_in_threadpool(read)
+        info, letter, kept_result = await run_in_threadpool(read)
         status = 404 if info.state == "unknown" else 200
         body = None
         if letter is not None:
@@ -212,6 +224,11 @@ def create_app(
             letter=letter,
             body=body,
             cancellable=app.backend.capabilities.cancel and info.state in CANCELLABLE,
+            can_retry_now=caps.browse_waiting and info.state == "delayed",
+            kept_result=kept_result,
+            result_text=None
+            if kept_result is None or kept_result.value is None
+            else kept_result.value[:4096].decode("utf-8", "replace"),
         )
 
     async def find_flow(request: Request) -> Response:
@@ -255,7 +272,7 @@ def create_app(
         if action not in ACTIONS:
             return PlainTextResponse("unknown action", status_code=400)
         message_id = request.query_params.get("id", "")
-        if action in ("redrive", "cancel"):
+        if action in ("redrive", "cancel", "retry-now"):
             check_message_id(message_id)
         return render(request, "confirm.html", queue=queue, action=action, message_id=message_id)
 
@@ -274,6 +291,15 @@ def create_app(
             return RedirectResponse(f"/queues/{quote(queue)}/confirm?{query}", status_code=303)
 
         def run() -> str:
+            if action == "retry-now":
+                ready = app.retry_now(queue, check_message_id(message_id))
+                return f"{message_id} is ready now" if ready else f"{message_id} was not delayed"
+            if action == "pause":
+                app.pause(queue)
+                return f"paused {queue}"
+            if action == "resume":
+                app.resume(queue)
+                return f"resumed {queue}"
             if action == "cancel":
                 return f"cancel {message_id}: {app.cancel(queue, check_message_id(message_id))}"
             if action == "redrive":
@@ -286,9 +312,10 @@ def create_app(
             return f"purged {app.purge(queue)} message(s)"
 
         done = await run_in_threadpool(run)
-        return RedirectResponse(
-            f"/queues/{quote(queue)}?{urlencode({'done': done})}", status_code=303
-        )
+        target = f"/queues/{quote(queue)}"
+        if action == "retry-now":
+            target += f"/messages/{quote(message_id, safe='')}"
+        return RedirectResponse(f"{target}?{urlencode({'done': done})}", status_code=303)
 
     async def api_queues(request: Request) -> Response:
         def read() -> dict[str, Any]:
@@ -404,7 +431,18 @@ def create_app(
         finally:
             sampler.stop()
 
+    def csrf_checked(request: Request, fields: dict[str, str]) -> bool:
+        """A script with the bearer token needs no CSRF token; a browser's form does."""
+        if getattr(request.state, "bearer", False):
+            return True
+        return guard.csrf_ok(fields.get("csrf"), session_of(request))
+
+    kit = Kit(app=app, render=render, form=form, csrf_ok=csrf_checked)
     routes = [
+        Mount("/static", StaticFiles(packages=[("tasuki.web", "static")]), name="static"),
+        *browse.routes(kit),
+        *jobs.routes(kit),
+        *workers.routes(kit),
         Route("/", queues_page),
         Route("/login", login_page, methods=["GET"]),
         Route("/login", login, methods=["POST"]),
@@ -448,3 +486,10 @@ def _local_path(target: str | None) -> str:
     ):
         return "/"
     return target
+
+
+def args_text(info: Any) -> str:
+    """A message's decoded arguments as a call would read them: `1, 2, key='v'`."""
+    parts = [repr(a) for a in info.args or ()]
+    parts += [f"{k}={v!r}" for k, v in (info.kwargs or {}).items()]
+    return ", ".join(parts)

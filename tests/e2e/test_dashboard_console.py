@@ -1,0 +1,292 @@
+"""The dashboard's console pages in a real headless Chromium: the job browser with its
+filters, order and pages; a message's job, arguments and kept result; retry now, cancel
+one, and the bulk retry and cancel of what a filter matches, confirmed with its count;
+the per-job pages and their charts; the workers page and its stop; pause and resume; and
+the pages updating themselves without a reload, and not while the tab is hidden.
+
+The dashboard runs as `tasuki dashboard` on a SQLite file (the fixtures of
+test_dashboard.py); the jobs run in workers of this process, which announce themselves
+often. Screenshots go to the test's tmp dir; with TASUKI_UPDATE_SCREENSHOT=1 each page is
+also saved in docs/images/ (docs/operating.md shows them).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import tasuki
+from tests.e2e.dashboard_app import declare
+from tests.e2e.test_dashboard import (  # noqa: F401  (fixtures)
+    ROOT,
+    Stack,
+    _free_port,
+    _log_in,
+    _reachable,
+    _request,
+    _wait_for,
+    chromium_path,
+    page,
+    stack,
+)
+from tests.support.processes import env_with_src
+
+
+def _shot(page: Any, stack: Stack, name: str) -> None:
+    """The page's screenshot, and docs/images/NAME.png when asked for."""
+    path = stack.shots / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    if os.environ.get("TASUKI_UPDATE_SCREENSHOT") == "1":
+        shutil.copy(path, ROOT / "docs" / "images" / f"{name}.png")
+
+
+def _ids(page: Any) -> list[str]:
+    rows = page.locator("#messages tbody tr")
+    return [rows.nth(i).get_attribute("data-id") for i in range(rows.count())]
+
+
+class Running:
+    """A worker of this process on `queues`, announcing itself every 0.2 s."""
+
+    def __init__(self, app: tasuki.App, queues: list[str]) -> None:
+        self.worker = app.worker(queues, concurrency=2, announce_every=0.2)
+        self.thread = threading.Thread(target=self.worker.run, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.worker.stop(grace=1.0)
+        self.thread.join(10)
+
+
+@pytest.fixture
+def running(stack: Stack) -> Iterator[list[Running]]:
+    started: list[Running] = []
+    yield started
+    for r in started:
+        r.stop()
+
+
+def test_browser_filters_orders_and_pages(stack: Stack, page: Any) -> None:
+    charge, send_email = declare(stack.app)
+    for i in range(60):
+        send_email.options(delay=3600, message_id=f"mail-{i:02d}").enqueue(i)
+    charge.options(delay=3600, message_id="order-7").enqueue(amount=7)
+    _log_in(page, stack)
+    page.goto(stack.base + "/queues/emails")
+    page.click("#browse")
+    assert page.locator("#no-messages").count() == 1  # nothing ready: all are delayed
+    page.click("#states a[data-state=delayed]")
+    first = _ids(page)
+    assert first == [f"mail-{i:02d}" for i in range(50)]  # oldest first, a page of 50
+    assert "ready at" in page.locator("#messages thead").inner_text()
+    page.click("#next-page")
+    assert _ids(page) == [f"mail-{i:02d}" for i in range(50, 60)]
+    assert page.locator("#next-page").count() == 0
+    page.click("#first-page")
+    page.select_option("select[name=order]", "newest")
+    page.click("#filter button")
+    assert _ids(page)[:2] == ["mail-59", "mail-58"]
+    page.fill("input[name=match]", "0=42")
+    page.click("#filter button")
+    assert _ids(page) == ["mail-42"]
+    assert page.locator("#messages tbody td").nth(2).inner_text() == "42"
+    _shot(page, stack, "dashboard-browse")
+    # The job filter on another queue, by keyword argument.
+    page.goto(stack.base + "/queues/billing/browse?state=delayed&job=charge&match=amount%3D7")
+    assert _ids(page) == ["order-7"]
+    assert page.locator("#messages tbody td").nth(2).inner_text() == "amount=7"
+    page.goto(stack.base + "/queues/billing/browse?state=delayed&job=refund")
+    assert "matches the filter" in page.locator("#no-messages").inner_text()
+
+
+def test_message_page_retry_now_and_cancel(stack: Stack, page: Any) -> None:
+    charge, send_email = declare(stack.app)
+    send_email.options(delay=3600, message_id="mail-7").enqueue(7)
+    _log_in(page, stack)
+    page.goto(stack.base + "/queues/emails/messages/mail-7")
+    assert page.locator("[data-field=state]").inner_text() == "delayed"
+    assert page.locator("[data-field=job]").inner_text() == "send_email"
+    assert page.locator("[data-field=arguments]").inner_text() == "7"
+    _shot(page, stack, "dashboard-message")
+    page.click("#retry-now")
+    assert "mail-7 is ready now" in page.locator(".notice").inner_text()
+    assert page.locator("[data-field=state]").inner_text() == "ready"
+    assert stack.app.inspect("emails", "mail-7").state == "ready"
+    assert page.locator("#retry-now").count() == 0  # ready: nothing to cut short
+    page.click("#cancel")
+    assert "Are you sure?" in page.content()
+    assert stack.app.inspect("emails", "mail-7").state == "ready"  # asked first
+    page.click("#confirm")
+    assert "cancel mail-7: removed" in page.locator(".notice").inner_text()
+    assert stack.app.inspect("emails", "mail-7").state == "cancelled"
+
+
+def test_bulk_retry_and_cancel_confirmed_with_the_count(stack: Stack, page: Any) -> None:
+    _, send_email = declare(stack.app)
+    for i in range(5):
+        send_email.options(delay=3600).enqueue(i)
+    for _ in range(3):
+        send_email.options(delay=3600).enqueue(99)
+    _log_in(page, stack)
+    page.goto(stack.base + "/queues/emails/browse?state=delayed&match=0%3D99")
+    assert len(_ids(page)) == 3
+    page.click("#cancel-matching")
+    assert page.locator("#match-count").inner_text() == "3"
+    _shot(page, stack, "dashboard-bulk-confirm")
+    assert stack.app.stats("emails")["delayed"] == 8  # nothing happened yet
+    page.click("#confirm")
+    assert "cancelled 3 message(s)" in page.locator(".notice").inner_text()
+    assert stack.app.stats("emails")["delayed"] == 5
+    assert page.locator("#no-messages").count() == 1
+    # Every delayed one, made ready in one request after its count.
+    page.goto(stack.base + "/queues/emails/browse?state=delayed")
+    page.click("#retry-matching")
+    assert page.locator("#match-count").inner_text() == "5"
+    page.click("#confirm")
+    assert "retried 5 message(s)" in page.locator(".notice").inner_text()
+    stats = stack.app.stats("emails")
+    assert (stats["delayed"], stats["ready"]) == (0, 5)
+    # The POST without the session's CSRF token is refused, and changes nothing.
+    response = page.request.post(
+        stack.base + "/queues/emails/bulk/cancel",
+        form={"confirm": "yes", "state": "ready"},
+        headers={"Origin": stack.base},
+    )
+    assert response.status == 403
+    assert stack.app.stats("emails")["ready"] == 5
+
+
+def test_job_pages_chart_outcomes_and_run_times(
+    stack: Stack, page: Any, running: list[Running]
+) -> None:
+    charge, send_email = declare(stack.app)
+    send_email.enqueue_many([(i,) for i in range(40)])
+    charge.enqueue(13)  # declined: dead at its first attempt
+    running.append(Running(stack.app, ["emails", "billing"]))
+    _wait_for(
+        lambda: (s := stack.app.job_stats("emails").get("send_email")) and s.succeeded == 40,
+        what="the runs counted",
+    )
+    _wait_for(lambda: "charge" in stack.app.job_stats("billing"), what="the failure counted")
+    _log_in(page, stack)
+    page.goto(stack.base + "/queues/emails")
+    page.click("#jobs")
+    assert page.locator("tr[data-job=send_email] td[data-stat=succeeded]").inner_text() == "40"
+    page.click("a:has-text('send_email')")
+    assert page.locator("#job-stats td[data-stat=succeeded]").inner_text() == "40"
+    assert page.locator("#job-stats td[data-stat=p50]").inner_text() != "-"
+    assert page.locator("svg.chart polyline.succeeded").count() == 1
+    _shot(page, stack, "dashboard-job")
+    page.goto(stack.base + "/queues/billing/jobs/charge?window=15m")
+    assert page.locator("#job-stats td[data-stat=dead]").inner_text() == "1"
+    assert page.locator("#job-stats td[data-stat=failed]").inner_text() == "1"
+
+
+def test_workers_page_shows_what_runs_and_stops_a_worker(
+    stack: Stack, page: Any, running: list[Running]
+) -> None:
+    release = stack.fix.parent / "release"
+    app = stack.app
+
+    @app.job(name="hold", queue="slow")
+    def hold() -> None:
+        _wait_for(release.exists, timeout=60, what="the release")
+
+    hold.options(message_id="held-1").enqueue()
+    worker = Running(app, ["slow"])
+    running.append(worker)
+    worker_id = worker.worker.announcer.id
+    _wait_for(
+        lambda: any(w.id == worker_id and w.running for w in app.workers()),
+        what="the worker announcing its run",
+    )
+    _log_in(page, stack)
+    page.click("header a.nav")
+    row = page.locator(f"tr[data-worker='{worker_id}']")
+    assert "hold" in row.locator("[data-field=running]").inner_text()
+    _shot(page, stack, "dashboard-workers")
+    row.locator("button[data-stop]").click()
+    assert f"asked {worker_id} to stop" in page.locator(".notice").inner_text()
+    release.touch()
+    worker.thread.join(30)
+    assert not worker.thread.is_alive()  # it drained and exited
+    # Live: the row is marked gone without a reload.
+    page.evaluate("window.marker = 1")
+    _wait_for(lambda: row.locator("[data-field=gone]").count() == 1, what="gone marked")
+    assert page.evaluate("window.marker") == 1
+
+
+def test_pause_resume_and_live_updates_that_stop_when_hidden(stack: Stack, page: Any) -> None:
+    _, send_email = declare(stack.app)
+    send_email.enqueue(1)
+    _log_in(page, stack)
+    page.goto(stack.base + "/queues/emails")
+    page.click("#pause")
+    assert "paused emails" in page.locator(".notice").inner_text()
+    assert stack.app.paused() == {"emails"}
+    page.goto(stack.base + "/")
+    assert page.locator("tr[data-queue=emails] [data-field=paused]").count() == 1
+    _shot(page, stack, "dashboard-queues")
+    # Counts change without a reload while the tab is shown...
+    page.evaluate("window.marker = 1")
+    send_email.enqueue_many([(i,) for i in range(4)])
+    _wait_for(
+        lambda: page.locator("tr[data-queue=emails] td[data-count=ready]").inner_text() == "5",
+        what="the count updated",
+    )
+    assert page.evaluate("window.marker") == 1
+    # ... and no poll is sent while it is hidden.
+    page.evaluate(
+        "Object.defineProperty(document, 'hidden', {value: true, configurable: true});"
+        "document.dispatchEvent(new Event('visibilitychange'))"
+    )
+    polls = page.evaluate("window.tasukiLive.polls")
+    time.sleep(3.5)
+    assert page.evaluate("window.tasukiLive.polls") == polls
+    page.evaluate(
+        "Object.defineProperty(document, 'hidden', {value: false, configurable: true});"
+        "document.dispatchEvent(new Event('visibilitychange'))"
+    )
+    _wait_for(lambda: page.evaluate("window.tasukiLive.polls") > polls, what="polls again")
+    page.goto(stack.base + "/queues/emails")
+    page.click("#resume")
+    assert "resumed emails" in page.locator(".notice").inner_text()
+    assert stack.app.paused() == set()
+    assert page.locator("#pause").count() == 1
+
+
+def test_a_backend_without_the_capability_says_so(
+    tmp_path: Path, page: Any, redis_server: Any
+) -> None:
+    url = redis_server.url(db=5)
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tasuki", "dashboard", "--url", url, "--port", str(port)],
+        env=env_with_src(),
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        _wait_for(lambda: _reachable(base, proc), what="the dashboard answering")
+        for path in ("/queues/emails/browse?state=ready", "/workers", "/queues/emails/jobs"):
+            page.goto(base + path)
+            assert page.locator("#refused").count() == 1, path
+            assert "redis" in page.locator("#refused").inner_text()
+        status, body = _request(base + "/queues/emails/bulk/cancel?state=dead")
+        assert status == 200 and 'id="refused"' in body
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        assert proc.stderr is not None
+        proc.stderr.close()
