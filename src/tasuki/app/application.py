@@ -17,7 +17,7 @@ from tasuki.backends.base import DEFAULT_VISIBILITY_TIMEOUT, Backend, LockStore
 from tasuki.backends.urls import DEFAULT_URL, backend_from_url, redact
 from tasuki.core.admission import check_aging
 from tasuki.core.codec import Codec, Serializer
-from tasuki.core.console import JobStats, Page, WorkerInfo
+from tasuki.core.console import JobStats, Listed, Page, WorkerInfo
 from tasuki.core.flows import FlowState
 from tasuki.core.job import Executor, Job, check_delay, check_message_id, check_queue
 from tasuki.core.message import DeadLetter, Message
@@ -286,7 +286,10 @@ class App:
     def inspect(self, queue: str, message_id: str) -> MessageInfo:
         """What happened to one message: state, attempts, lease, fencing number, history,
         and the workflow it is a step of."""
-        info = self.backend.inspect(check_queue(queue), message_id)
+        queue = check_queue(queue)
+        info, body, headers = self.backend.inspect_body(queue, message_id)
+        if body is not None:
+            info = console.decoded(self.codec, queue, Listed(info, body, headers, ""))
         return durable.with_steps(self.backend, flows.place(self.backend, info))
 
     def signal(self, queue: str, message_id: str, name: str, payload: Any = None) -> str:

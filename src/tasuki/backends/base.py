@@ -390,6 +390,15 @@ class Backend(ABC):
         """
         raise self.refusal("inspection", "inspect a message")
 
+    def inspect_body(
+        self, queue: str, id: str
+    ) -> tuple[MessageInfo, bytes | None, Mapping[str, str]]:
+        """`inspect`, with the stored body and headers read in the same query (None and
+        {} when the message is not stored, or the backend does not read them back): the
+        console decodes its job and arguments with the app's serializer. By default,
+        `inspect` alone."""
+        return self.inspect(queue, id), None, {}
+
     @abstractmethod
     def redrive(self, queue: str, ids: Sequence[str] | None = None) -> int:
         """Dead letters back to ready with attempts reset; all of them when `ids` is None."""

@@ -213,6 +213,11 @@ class MemoryBackend(Backend):
         operating.add_meters(self._store, queue, increments)
 
     def inspect(self, queue: str, id: str) -> MessageInfo:
+        return operating.inspect(self._store, queue, id)[0]
+
+    def inspect_body(
+        self, queue: str, id: str
+    ) -> tuple[MessageInfo, bytes | None, Mapping[str, str]]:
         return operating.inspect(self._store, queue, id)
 
     def redrive(self, queue: str, ids: Sequence[str] | None = None) -> int:

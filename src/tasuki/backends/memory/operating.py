@@ -80,7 +80,10 @@ def add_meters(store: Store, queue: str, increments: Mapping[str, int]) -> None:
         meters.add(store.queue(queue).meters, increments)
 
 
-def inspect(store: Store, queue: str, id: str) -> MessageInfo:
+def inspect(
+    store: Store, queue: str, id: str
+) -> tuple[MessageInfo, bytes | None, Mapping[str, str]]:
+    """The message's info, and its body and headers while it is stored."""
     with store.mutex:
         now = time.time()
         q = store.queue(queue)
@@ -88,13 +91,14 @@ def inspect(store: Store, queue: str, id: str) -> MessageInfo:
         if record is None:
             cancelled = q.cancelled.get(id)
             if cancelled is not None and cancelled[0] > now:
-                return MessageInfo(queue, id, "cancelled", finished_until=cancelled[0])
+                return MessageInfo(queue, id, "cancelled", finished_until=cancelled[0]), None, {}
             until = q.finished.get(id, 0.0)
             if until <= now:
-                return MessageInfo(queue, id, "unknown")
+                return MessageInfo(queue, id, "unknown"), None, {}
             history = q.finished_history.get(id, ())
-            return MessageInfo(queue, id, "finished", finished_until=until, history=history)
-        return message_info(record, now)
+            info = MessageInfo(queue, id, "finished", finished_until=until, history=history)
+            return info, None, {}
+        return message_info(record, now), record.envelope.body, dict(record.envelope.headers)
 
 
 def redrive(store: Store, queue: str, ids: Sequence[str] | None = None) -> int:

@@ -389,7 +389,8 @@ WHERE ctid = ANY(ARRAY(
 
 -- name: inspect_message
 SELECT state, visible_at, attempt, max_attempts, fence, enqueued_at, reason,
-       error_type, error_message, error_traceback, died_at, priority, progress
+       error_type, error_message, error_traceback, died_at, priority, progress,
+       body, headers
 FROM tasuki_messages WHERE queue = %(queue)s AND id = %(id)s;
 
 -- name: inspect_finished

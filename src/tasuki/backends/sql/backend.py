@@ -210,6 +210,11 @@ class SQLBackend(Backend):
                 add_meters(conn, self.dialect, queue, meters)
 
     def inspect(self, queue: str, id: str) -> MessageInfo:
+        return operating.inspect(self.dialect, queue, id, self.clock())[0]
+
+    def inspect_body(
+        self, queue: str, id: str
+    ) -> tuple[MessageInfo, bytes | None, Mapping[str, str]]:
         return operating.inspect(self.dialect, queue, id, self.clock())
 
     def redrive(self, queue: str, ids: Sequence[str] | None = None) -> int:

@@ -4,7 +4,7 @@ and how the rows that answer become `QueueStats`, `DeadLetter` and `MessageInfo`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -156,12 +156,16 @@ def reliability(dialect: Dialect, queue: str) -> Reliability:
     return Reliability.from_meters({name: int(value) for name, value in rows})
 
 
-def inspect(dialect: Dialect, queue: str, id: str, now: float) -> MessageInfo:
+def inspect(
+    dialect: Dialect, queue: str, id: str, now: float
+) -> tuple[MessageInfo, bytes | None, Mapping[str, str]]:
+    """The message's info, and its body and headers while it is stored (one read)."""
     q = dialect.queries
     params = {"queue": queue, "id": id, "now": now}
     with dialect.read() as conn:
         # The message first: an ack between the two reads leaves it finished, not unknown.
-        rows = named_rows(conn.execute(q["inspect_message"], params), *MESSAGE_COLUMNS)
+        cursor = conn.execute(q["inspect_message"], params)
+        rows = named_rows(cursor, *MESSAGE_COLUMNS, "body", "headers")
         finished = []
         if not rows:
             cursor = conn.execute(q["inspect_finished"], params)
@@ -174,11 +178,12 @@ def inspect(dialect: Dialect, queue: str, id: str, now: float) -> MessageInfo:
     )
     if not rows:
         if not finished:
-            return MessageInfo(queue, id, "unknown")
+            return MessageInfo(queue, id, "unknown"), None, {}
         [(until, cancelled)] = finished
         if cancelled is not None:
-            return MessageInfo(queue, id, "cancelled", finished_until=float(until))
-        return MessageInfo(queue, id, "finished", finished_until=float(until), history=history)
+            return MessageInfo(queue, id, "cancelled", finished_until=float(until)), None, {}
+        info = MessageInfo(queue, id, "finished", finished_until=float(until), history=history)
+        return info, None, {}
     (
         code,
         visible,
@@ -193,6 +198,8 @@ def inspect(dialect: Dialect, queue: str, id: str, now: float) -> MessageInfo:
         died_at,
         priority,
         progress,
+        body,
+        headers,
     ) = rows[0]
     state: MessageState
     visible_at = lease_expires_at = None
@@ -202,7 +209,7 @@ def inspect(dialect: Dialect, queue: str, id: str, now: float) -> MessageInfo:
         state, lease_expires_at = "in_flight", float(visible)
     else:
         state, visible_at = waiting_state(visible, now), float(visible)
-    return MessageInfo(
+    info = MessageInfo(
         queue,
         id,
         state,
@@ -219,6 +226,7 @@ def inspect(dialect: Dialect, queue: str, id: str, now: float) -> MessageInfo:
         progress=_progress(progress) if state == "in_flight" else None,
         priority=int(priority),
     )
+    return info, bytes(body), orjson.loads(headers)
 
 
 def redrive(

@@ -326,7 +326,8 @@ DELETE FROM tasuki_history WHERE seq IN (
 
 -- name: inspect_message
 SELECT state, visible_at, attempt, max_attempts, fence, enqueued_at, reason,
-       error_type, error_message, error_traceback, died_at, priority, progress
+       error_type, error_message, error_traceback, died_at, priority, progress,
+       body, headers
 FROM tasuki_messages WHERE queue = :queue AND id = :id;
 
 -- name: inspect_finished
