@@ -49,6 +49,12 @@ def _shot(page: Any, stack: Stack, name: str) -> None:
         shutil.copy(path, ROOT / "docs" / "images" / f"{name}.png")
 
 
+def _click(page: Any, selector: str) -> None:
+    """Click what loads another page, and wait for that page."""
+    with page.expect_navigation():
+        page.click(selector)
+
+
 def _ids(page: Any) -> list[str]:
     rows = page.locator("#messages tbody tr")
     return [rows.nth(i).get_attribute("data-id") for i in range(rows.count())]
@@ -82,21 +88,21 @@ def test_browser_filters_orders_and_pages(stack: Stack, page: Any) -> None:
     charge.options(delay=3600, message_id="order-7").enqueue(amount=7)
     _log_in(page, stack)
     page.goto(stack.base + "/queues/emails")
-    page.click("#browse")
+    _click(page, "#browse")
     assert page.locator("#no-messages").count() == 1  # nothing ready: all are delayed
-    page.click("#states a[data-state=delayed]")
+    _click(page, "#states a[data-state=delayed]")
     first = _ids(page)
     assert first == [f"mail-{i:02d}" for i in range(50)]  # oldest first, a page of 50
-    assert "ready at" in page.locator("#messages thead").inner_text()
-    page.click("#next-page")
+    assert "ready at" in page.locator("#messages thead").inner_text().lower()
+    _click(page, "#next-page")
     assert _ids(page) == [f"mail-{i:02d}" for i in range(50, 60)]
     assert page.locator("#next-page").count() == 0
-    page.click("#first-page")
+    _click(page, "#first-page")
     page.select_option("select[name=order]", "newest")
-    page.click("#filter button")
+    _click(page, "#filter button")
     assert _ids(page)[:2] == ["mail-59", "mail-58"]
     page.fill("input[name=match]", "0=42")
-    page.click("#filter button")
+    _click(page, "#filter button")
     assert _ids(page) == ["mail-42"]
     assert page.locator("#messages tbody td").nth(2).inner_text() == "42"
     _shot(page, stack, "dashboard-browse")
@@ -117,15 +123,15 @@ def test_message_page_retry_now_and_cancel(stack: Stack, page: Any) -> None:
     assert page.locator("[data-field=job]").inner_text() == "send_email"
     assert page.locator("[data-field=arguments]").inner_text() == "7"
     _shot(page, stack, "dashboard-message")
-    page.click("#retry-now")
+    _click(page, "#retry-now")
     assert "mail-7 is ready now" in page.locator(".notice").inner_text()
     assert page.locator("[data-field=state]").inner_text() == "ready"
     assert stack.app.inspect("emails", "mail-7").state == "ready"
     assert page.locator("#retry-now").count() == 0  # ready: nothing to cut short
-    page.click("#cancel")
+    _click(page, "#cancel")
     assert "Are you sure?" in page.content()
     assert stack.app.inspect("emails", "mail-7").state == "ready"  # asked first
-    page.click("#confirm")
+    _click(page, "#confirm")
     assert "cancel mail-7: removed" in page.locator(".notice").inner_text()
     assert stack.app.inspect("emails", "mail-7").state == "cancelled"
 
@@ -139,19 +145,19 @@ def test_bulk_retry_and_cancel_confirmed_with_the_count(stack: Stack, page: Any)
     _log_in(page, stack)
     page.goto(stack.base + "/queues/emails/browse?state=delayed&match=0%3D99")
     assert len(_ids(page)) == 3
-    page.click("#cancel-matching")
+    _click(page, "#cancel-matching")
     assert page.locator("#match-count").inner_text() == "3"
     _shot(page, stack, "dashboard-bulk-confirm")
     assert stack.app.stats("emails")["delayed"] == 8  # nothing happened yet
-    page.click("#confirm")
+    _click(page, "#confirm")
     assert "cancelled 3 message(s)" in page.locator(".notice").inner_text()
     assert stack.app.stats("emails")["delayed"] == 5
     assert page.locator("#no-messages").count() == 1
     # Every delayed one, made ready in one request after its count.
     page.goto(stack.base + "/queues/emails/browse?state=delayed")
-    page.click("#retry-matching")
+    _click(page, "#retry-matching")
     assert page.locator("#match-count").inner_text() == "5"
-    page.click("#confirm")
+    _click(page, "#confirm")
     assert "retried 5 message(s)" in page.locator(".notice").inner_text()
     stats = stack.app.stats("emails")
     assert (stats["delayed"], stats["ready"]) == (0, 5)
@@ -179,9 +185,9 @@ def test_job_pages_chart_outcomes_and_run_times(
     _wait_for(lambda: "charge" in stack.app.job_stats("billing"), what="the failure counted")
     _log_in(page, stack)
     page.goto(stack.base + "/queues/emails")
-    page.click("#jobs")
+    _click(page, "#jobs")
     assert page.locator("tr[data-job=send_email] td[data-stat=succeeded]").inner_text() == "40"
-    page.click("a:has-text('send_email')")
+    _click(page, "a:has-text('send_email')")
     assert page.locator("#job-stats td[data-stat=succeeded]").inner_text() == "40"
     assert page.locator("#job-stats td[data-stat=p50]").inner_text() != "-"
     assert page.locator("svg.chart polyline.succeeded").count() == 1
@@ -204,17 +210,17 @@ def test_workers_page_shows_what_runs_and_stops_a_worker(
     hold.options(message_id="held-1").enqueue()
     worker = Running(app, ["slow"])
     running.append(worker)
-    worker_id = worker.worker.announcer.id
     _wait_for(
-        lambda: any(w.id == worker_id and w.running for w in app.workers()),
-        what="the worker announcing its run",
+        lambda: any(w.running for w in app.workers()), what="the worker announcing its run"
     )
+    [worker_id] = [w.id for w in app.workers()]
     _log_in(page, stack)
-    page.click("header a.nav")
+    _click(page, "header a.nav")
     row = page.locator(f"tr[data-worker='{worker_id}']")
     assert "hold" in row.locator("[data-field=running]").inner_text()
     _shot(page, stack, "dashboard-workers")
-    row.locator("button[data-stop]").click()
+    with page.expect_navigation():
+        row.locator("button[data-stop]").click()
     assert f"asked {worker_id} to stop" in page.locator(".notice").inner_text()
     release.touch()
     worker.thread.join(30)
@@ -230,7 +236,7 @@ def test_pause_resume_and_live_updates_that_stop_when_hidden(stack: Stack, page:
     send_email.enqueue(1)
     _log_in(page, stack)
     page.goto(stack.base + "/queues/emails")
-    page.click("#pause")
+    _click(page, "#pause")
     assert "paused emails" in page.locator(".notice").inner_text()
     assert stack.app.paused() == {"emails"}
     page.goto(stack.base + "/")
@@ -258,7 +264,7 @@ def test_pause_resume_and_live_updates_that_stop_when_hidden(stack: Stack, page:
     )
     _wait_for(lambda: page.evaluate("window.tasukiLive.polls") > polls, what="polls again")
     page.goto(stack.base + "/queues/emails")
-    page.click("#resume")
+    _click(page, "#resume")
     assert "resumed emails" in page.locator(".notice").inner_text()
     assert stack.app.paused() == set()
     assert page.locator("#pause").count() == 1
