@@ -25,8 +25,9 @@ from typing import Any
 import pytest
 
 import tasuki
+from tests.e2e import test_dashboard as shared
 from tests.e2e.dashboard_app import declare
-from tests.e2e.test_dashboard import (  # noqa: F401  (fixtures)
+from tests.e2e.test_dashboard import (
     ROOT,
     Stack,
     _free_port,
@@ -34,11 +35,11 @@ from tests.e2e.test_dashboard import (  # noqa: F401  (fixtures)
     _reachable,
     _request,
     _wait_for,
-    chromium_path,
-    page,
-    stack,
 )
 from tests.support.processes import env_with_src
+
+# The browser and the dashboard of test_dashboard.py.
+chromium_path, page, stack = shared.chromium_path, shared.page, shared.stack
 
 
 def _shot(page: Any, stack: Stack, name: str) -> None:
@@ -115,7 +116,7 @@ def test_browser_filters_orders_and_pages(stack: Stack, page: Any) -> None:
 
 
 def test_message_page_retry_now_and_cancel(stack: Stack, page: Any) -> None:
-    charge, send_email = declare(stack.app)
+    _, send_email = declare(stack.app)
     send_email.options(delay=3600, message_id="mail-7").enqueue(7)
     _log_in(page, stack)
     page.goto(stack.base + "/queues/emails/messages/mail-7")
@@ -210,9 +211,7 @@ def test_workers_page_shows_what_runs_and_stops_a_worker(
     hold.options(message_id="held-1").enqueue()
     worker = Running(app, ["slow"])
     running.append(worker)
-    _wait_for(
-        lambda: any(w.running for w in app.workers()), what="the worker announcing its run"
-    )
+    _wait_for(lambda: any(w.running for w in app.workers()), what="the worker announcing its run")
     [worker_id] = [w.id for w in app.workers()]
     _log_in(page, stack)
     _click(page, "header a.nav")

@@ -33,9 +33,8 @@ from starlette.responses import (
     RedirectResponse,
     Response,
 )
-from starlette.routing import Route
+from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
-from starlette.routing import Mount
 
 from tasuki.app import App
 from tasuki.backends.urls import redact

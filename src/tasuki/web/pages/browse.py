@@ -155,7 +155,9 @@ def routes(kit: Kit) -> list[Route]:
 
         def run() -> str:
             if action == "retry":
-                return f"retried {app.retry_matching(queue, state, job=job, match=match)} message(s)"
+                return (
+                    f"retried {app.retry_matching(queue, state, job=job, match=match)} message(s)"
+                )
             return f"cancelled {app.cancel_matching(queue, state, job=job, match=match)} message(s)"
 
         done = await run_in_threadpool(run)

@@ -28,8 +28,8 @@ def parse_match(raw: str) -> dict[str, Any]:
     """`k=v, k2=v2` as the filter of `app.messages(match=...)`: each value read as JSON
     when it parses (`amount=5` is the number 5), else kept as text."""
     match: dict[str, Any] = {}
-    for part in raw.split(","):
-        part = part.strip()
+    for raw_part in raw.split(","):
+        part = raw_part.strip()
         if not part:
             continue
         key, sep, value = part.partition("=")
