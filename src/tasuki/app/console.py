@@ -147,3 +147,28 @@ def act_on_matching(
         if page.cursor is None:
             return done
         cursor = page.cursor
+
+
+def count_matching(
+    backend: Backend,
+    codec: Codec,
+    queue: str,
+    state: str,
+    *,
+    job: str | None = None,
+    match: Mapping[str, Any] | None = None,
+    most: int = 100_000,
+) -> tuple[int, bool]:
+    """How many messages in `state` the filter matches now, and whether counting stopped
+    at `most` (there may be more): what a bulk action asks to confirm before it runs."""
+    count, cursor = 0, None
+    while True:
+        page = messages(
+            backend, codec, queue, state, job=job, match=match, limit=1000, cursor=cursor
+        )
+        count += len(page.items)
+        if page.cursor is None:
+            return count, False
+        if count >= most:
+            return count, True
+        cursor = page.cursor

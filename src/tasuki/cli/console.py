@@ -6,12 +6,12 @@ from __future__ import annotations
 import datetime as dt
 import sys
 import time
-from typing import Any
 
 import click
 import orjson
 
 from tasuki.backends.urls import redact
+from tasuki.cli.bulk import bulk_options, matches, run_bulk
 from tasuki.cli.common import (
     MESSAGE_ID,
     QUEUE,
@@ -34,24 +34,6 @@ def _seconds(value: float | None) -> str:
     if value is None:
         return "-"
     return f"{value * 1000:.1f}ms" if value < 1 else f"{value:.2f}s"
-
-
-def _match_value(text: str) -> Any:
-    """`--match k=v`: v as JSON when it reads as JSON (42, true, "x"), else as text."""
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return text
-
-
-def _matches(pairs: tuple[str, ...]) -> dict[str, Any]:
-    match: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="'--match'")
-        match[key] = _match_value(value)
-    return match
 
 
 @click.command()
@@ -123,7 +105,7 @@ def ls(
         queue,
         state,
         job=job,
-        match=_matches(pairs) or None,
+        match=matches(pairs) or None,
         newest_first=newest,
         limit=limit,
         cursor=cursor,
@@ -150,15 +132,33 @@ def ls(
 
 @click.command()
 @click.argument("queue", type=QUEUE)
-@click.argument("message_id", type=MESSAGE_ID)
+@click.argument("message_id", type=MESSAGE_ID, required=False)
+@bulk_options("delayed")
 @app_options
 @friendly_errors
-def retry(queue: str, message_id: str, app_spec: str | None, url: str | None) -> None:
-    """Make a delayed (or retry-scheduled) message ready now.
+def retry(
+    queue: str,
+    message_id: str | None,
+    every: bool,
+    state: str,
+    job: str | None,
+    pairs: tuple[str, ...],
+    yes: bool,
+    app_spec: str | None,
+    url: str | None,
+) -> None:
+    """Make a delayed (or retry-scheduled) message ready now; with --all, every message
+    the filter matches (delayed: cut short; dead: re-driven), after its count.
 
     Exits with status 1 when the message is no longer delayed.
     """
     app = app_from_options(app_spec, url, existing=True)
+    if every == (message_id is not None):
+        raise click.UsageError("give a MESSAGE_ID or --all (with its filter), not both")
+    if every:
+        run_bulk(app, "retry", queue, state, job, matches(pairs), yes)
+        return
+    assert message_id is not None
     if app.retry_now(queue, message_id):
         click.echo(f"{message_id} in {queue}: ready now")
     else:

@@ -17,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from tasuki.app import console
 from tasuki.core.console import BROWSE_STATES, check_state
 from tasuki.core.job import check_queue
 from tasuki.errors import Unsupported
@@ -43,23 +44,16 @@ def filters(request: Request) -> dict[str, str]:
 
 def count_matching(kit: Kit, queue: str, chosen: dict[str, str]) -> tuple[int, bool]:
     """How many messages the filter matches now, and whether the count stopped short."""
-    match = parse_match(chosen.get("match", ""))
-    count, cursor = 0, None
-    while True:
-        page = kit.app.messages(
-            queue,
-            chosen["state"],
-            job=chosen.get("job") or None,
-            match=match or None,
-            limit=1000,
-            cursor=cursor,
-        )
-        count += len(page.items)
-        if page.cursor is None:
-            return count, False
-        if count >= COUNT_LIMIT:
-            return count, True
-        cursor = page.cursor
+    app = kit.app
+    return console.count_matching(
+        app.backend,
+        app.codec,
+        queue,
+        chosen["state"],
+        job=chosen.get("job") or None,
+        match=parse_match(chosen.get("match", "")) or None,
+        most=COUNT_LIMIT,
+    )
 
 
 def routes(kit: Kit) -> list[Route]:
