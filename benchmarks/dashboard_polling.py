@@ -73,6 +73,12 @@ class Tab(threading.Thread):
             self.stopped.wait(self.every)
 
 
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of a process so far (Linux's /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def drain(producer: tasuki.App, job: Any, messages: int) -> float:
     """Messages per second to drain one batch of `messages`."""
     started = time.perf_counter()  # the enqueue (one bulk insert) counts in both arms
@@ -107,8 +113,10 @@ def main() -> None:
             stderr=subprocess.DEVNULL,
         ),
         subprocess.Popen(
-            [sys.executable, "-m", "tasuki", "worker", "benchmarks.dashboard_polling:app"]
-            + ["-q", QUEUE, "-c", str(args.concurrency)],
+            [
+                *(sys.executable, "-m", "tasuki", "worker", "benchmarks.dashboard_polling:app"),
+                *("-q", QUEUE, "-c", str(args.concurrency)),
+            ],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -129,18 +137,48 @@ def main() -> None:
         off: list[float] = []
         on: list[float] = []
         polls = 0
+        # CPU seconds of the dashboard and of the worker, and wall seconds, per arm.
+        cpu = {"off": [0.0, 0.0, 0.0], "on": [0.0, 0.0, 0.0]}
+        dashboard, worker = procs[0].pid, procs[1].pid
+
+        def arm(name: str, tab: Tab | None) -> float:
+            d0, w0, t0 = cpu_seconds(dashboard), cpu_seconds(worker), time.perf_counter()
+            if tab is not None:
+                tab.start()
+            rate = drain(producer, job, args.messages)
+            if tab is not None:
+                tab.stopped.set()
+                tab.join(15)
+            spent = cpu[name]
+            spent[0] += cpu_seconds(dashboard) - d0
+            spent[1] += cpu_seconds(worker) - w0
+            spent[2] += time.perf_counter() - t0
+            return rate
+
         for _ in range(args.rounds):
-            off.append(drain(producer, job, args.messages))
+            off.append(arm("off", None))
             tab = Tab(page)
-            tab.start()
-            on.append(drain(producer, job, args.messages))
-            tab.stopped.set()
-            tab.join(15)
+            on.append(arm("on", tab))
             polls += tab.polls
         a, b = statistics.median(off), statistics.median(on)
         print(f"no tab:   {', '.join(f'{x:.0f}' for x in off)} msg/s (median {a:.0f})")
         print(f"one tab:  {', '.join(f'{x:.0f}' for x in on)} msg/s (median {b:.0f})")
         print(f"polls sent: {polls}; throughput change with the tab: {100 * (b - a) / a:+.1f} %")
+        # The steadier figure on a shared machine: the CPU a poll costs, against the
+        # CPU the worker spends per second of draining.
+        per_poll = (cpu["on"][0] / cpu["on"][2] - cpu["off"][0] / cpu["off"][2]) * (
+            cpu["on"][2] / max(1, polls)
+        )
+        worker_rate = (cpu["off"][1] + cpu["on"][1]) / (cpu["off"][2] + cpu["on"][2])
+        print(
+            f"dashboard CPU: {cpu['off'][0] / cpu['off'][2] * 100:.1f} % of a core without "
+            f"the tab, {cpu['on'][0] / cpu['on'][2] * 100:.1f} % with it; "
+            f"{per_poll * 1000:.1f} ms of CPU per poll"
+        )
+        print(
+            f"worker CPU while draining: {worker_rate * 100:.0f} % of a core; one poll a "
+            f"second costs {100 * per_poll / worker_rate:.2f} % of that"
+        )
     finally:
         for proc in procs:
             proc.terminate()
