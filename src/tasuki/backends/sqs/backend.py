@@ -58,7 +58,15 @@ from tasuki.backends.sqs.options import SqsOptions
 from tasuki.backends.sqs.plumbing import Plumbing
 from tasuki.backends.sqs.producing import PENDING_CLAIM, Producing
 from tasuki.backends.sqs.settling import Settling
-from tasuki.core.console import JobStats, JobTally, WorkerInfo
+from tasuki.core.console import (
+    BrowseState,
+    JobStats,
+    JobTally,
+    Listed,
+    Page,
+    WorkerInfo,
+    check_state,
+)
 from tasuki.core.flowrecords import FlowRecord, FlowStep, ResultRecord
 from tasuki.core.message import DeadLetter
 
@@ -181,6 +189,18 @@ class SqsBackend(Backend):
 
     def paused(self) -> set[str]:
         return self.console.paused()
+
+    def browse(
+        self,
+        queue: str,
+        state: BrowseState,
+        *,
+        job: str | None = None,
+        newest_first: bool = False,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page[Listed]:
+        raise self.console.refuse_browse(check_state(state))
 
     def announce(self, info: WorkerInfo, tallies: Sequence[JobTally] = ()) -> bool:
         return self.console.announce(info, tallies)

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from tasuki.backends.sqs.plumbing import Plumbing
 from tasuki.backends.sqs.records.console import ConsoleRecords
-from tasuki.core.console import JobStats, JobTally, WorkerInfo
+from tasuki.core.console import BrowseState, JobStats, JobTally, WorkerInfo
 
 LOCKS_ADVICE = "give it a lock store that keeps them: locks=sqlite or redis"
 
@@ -24,6 +24,17 @@ class Console:
         if self.sqs.console is None:
             raise self.sqs.refusal(capability, what, LOCKS_ADVICE)
         return self.sqs.console
+
+    def refuse_browse(self, state: BrowseState) -> Exception:
+        """Why a listing is refused: waiting messages (ready, delayed) by the engine,
+        named by `browse_waiting`; in-flight and dead ones are not listed yet."""
+        if state in ("ready", "delayed"):
+            return self.sqs.refusal(
+                "browse_waiting",
+                f"list {state} messages (SQS shows a waiting message only by receiving it)",
+                "count them with `stats`, or inspect one by id",
+            )
+        return self.sqs.refusal("browsing", f"list {state} messages", "inspect one by id")
 
     def pause(self, queue: str) -> None:
         self._records("pause", "pause a queue").pause(queue)
