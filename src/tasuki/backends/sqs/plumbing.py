@@ -30,8 +30,8 @@ from tasuki.backends.sqs.options import (
 )
 from tasuki.backends.sqs.queues import DEFAULT_MAX_SIZE, QueueInfo, Queues, unreachable
 from tasuki.backends.sqs.records import records_for
-from tasuki.backends.sqs.records.console import ConsoleRecords, console_for
 from tasuki.backends.sqs.records.base import FlowRecords, IdFinish, LeaseRecords, ResultPut
+from tasuki.backends.sqs.records.console import ConsoleRecords, console_for
 from tasuki.core.flowrecords import error_json
 from tasuki.core.message import GROUP_HEADER, JOB_HEADER, ErrorInfo
 from tasuki.core.records import CANCELLED_WINDOW

@@ -96,9 +96,7 @@ class DelegatedConsole(ConsoleRecords):
     def workers(self) -> list[WorkerInfo]:
         n = len(self.namespace)
         return [
-            replace(w, id=w.id[n:])
-            for w in self.store.workers()
-            if w.id.startswith(self.namespace)
+            replace(w, id=w.id[n:]) for w in self.store.workers() if w.id.startswith(self.namespace)
         ]
 
     def stop_worker(self, id: str) -> bool:

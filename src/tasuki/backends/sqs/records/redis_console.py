@@ -41,7 +41,9 @@ class RedisConsole(ConsoleRecords):
     def __init__(self, backend: RedisBackend, namespace: str) -> None:
         super().__init__(namespace)
         self._backend = backend
-        self._base = backend.keys.lock("{" + namespace.replace("{", "").replace("}", "") + "console}:")
+        self._base = backend.keys.lock(
+            "{" + namespace.replace("{", "").replace("}", "") + "console}:"
+        )
         self._paused = self._base + "paused"
         self._workers = self._base + "workers"
         self._seen = self._base + "seen"
@@ -92,14 +94,16 @@ class RedisConsole(ConsoleRecords):
         return sorted(found, key=lambda w: w.id)
 
     def stop_worker(self, id: str) -> bool:
-        reply = self._backend._eval(script("records_stop_worker"), [self._workers, self._stop], [id])
+        reply = self._backend._eval(
+            script("records_stop_worker"), [self._workers, self._stop], [id]
+        )
         return int(reply) == 1
 
     def job_stats(self, queue: str, window: float) -> dict[str, JobStats]:
         now = self._clock()
         since = now - window
         minute = now - now % MINUTE
-        keys = []
+        keys: list[str] = []
         while minute + MINUTE > since and len(keys) <= STATS_KEPT / MINUTE:
             keys.append(self._stats_key(queue, minute))
             minute -= MINUTE
