@@ -184,8 +184,9 @@ def test_a_dead_step_stops_the_flow_and_on_failure_runs_once_with_the_failure(
     assert failed.value.message_id == failure.message_id
 
 
+@pytest.mark.parametrize("which", ["one", "all"])
 def test_a_dead_step_in_a_chain_runs_nothing_after_it_and_a_redrive_resumes(
-    app: tasuki.App, calls: Calls
+    app: tasuki.App, calls: Calls, which: str
 ) -> None:
     flaky = {"fail": True}
 
@@ -206,7 +207,14 @@ def test_a_dead_step_in_a_chain_runs_nothing_after_it_and_a_redrive_resumes(
     assert app.flow(flow_id).state == "failed"
     # Re-driving the dead step resumes the flow where it stopped.
     flaky["fail"] = False
-    assert app.redrive("default", [f"{flow_id}.0"]) == 1
+    ids = [f"{flow_id}.0"] if which == "one" else None
+    assert app.redrive("default", ids) == 1
+    # The redrive put the flow back to running: every reader waits for the resumed flow
+    # rather than answering with the failure it had.
+    resumed = app.flow(flow_id)
+    assert (resumed.state, resumed.error) == ("running", None)
+    with pytest.raises(ResultTimeout):
+        app.flow_result(flow_id, timeout=0.3)
     drain(app)
     assert calls.of("b") == [2]
     assert app.flow_result(flow_id, timeout=5.0) == 20

@@ -19,6 +19,7 @@ from tasuki.backends.memory.codec import (
 )
 from tasuki.backends.memory.store import Queue
 from tasuki.core import reliability
+from tasuki.core.flowrecords import flow_of
 from tasuki.core.message import DeadLetter
 
 if TYPE_CHECKING:
@@ -127,6 +128,9 @@ class Operating:
                 q.schedule(record, now)
                 if record.envelope.keep_result > 0:
                     self._flows.pending(queue, record.envelope.id)
+                flow_id = flow_of(record.envelope.headers)
+                if flow_id is not None:
+                    self._flows.resume(flow_id, queue, record.envelope.id, now)
                 count += 1
             self._changed.notify_all()
         return count
