@@ -20,7 +20,7 @@ from tasuki.backends.base import (
     Receipt,
     Settle,
 )
-from tasuki.core.message import ErrorInfo
+from tasuki.core.message import FLOW_HEADER, ErrorInfo
 from tasuki.testing.contract.helpers import env, lease_all, stats
 
 
@@ -245,6 +245,35 @@ class TestFlows:
         assert record is not None and record.failure is not None
         assert (record.failure.step, record.failure.error) == ("0.0", errors[0])
         assert successor.id not in _ids(backend.lease(queue, 10, 30.0))
+
+    @pytest.mark.parametrize("which", ["ids", "all"])
+    def test_redriving_the_failed_step_puts_its_flow_back_to_running(
+        self, backend: Backend, queue: str, which: str
+    ) -> None:
+        # Members 0 and 1 of a group die (0 first: the flow's failure); the redrive that
+        # sends member 0 back resumes the flow in the same operation, and only that one.
+        flow_id = "rd"
+        header = {FLOW_HEADER: orjson.dumps({"f": flow_id}).decode()}
+        backend.start_flow(
+            _record(flow_id, queue, "0.0", "0.1"),
+            [env(queue, f"{flow_id}.0.{i}", keep_id=3600.0, headers=header) for i in range(2)],
+        )
+        members = sorted(lease_all(backend, queue), key=lambda d: d.id)
+        error = ErrorInfo("ValueError", "bad", "tb")
+        for i, member in enumerate(members):
+            failure = FlowFailure(flow_id, f"0.{i}", "job", queue, member.id, error, time.time())
+            effects = Effects(flow=flow_id, failed=failure)
+            assert backend.settle([Settle.dead(member.receipt, "gave up", error, effects)]) == [
+                True
+            ]
+        assert backend.redrive(queue, [f"{flow_id}.0.1"]) == 1  # not the flow's failure
+        record = backend.flow(flow_id)
+        assert record is not None and record.failure is not None
+        assert record.failure.message_id == f"{flow_id}.0.0"
+        assert backend.redrive(queue, [f"{flow_id}.0.0"] if which == "ids" else None) == 1
+        record = backend.flow(flow_id)
+        assert record is not None and (record.failure, record.result) == (None, None)
+        assert backend.wait_flow(flow_id, 0.2) == record  # running: nothing to wake for
 
     def test_a_cancelled_flow_enqueues_and_fills_nothing_but_the_ack_holds(
         self, backend: Backend, queue: str
