@@ -120,6 +120,36 @@ def test_a_chord_runs_once_after_all_its_members_with_their_results_in_order(
     assert app.flow_result(flow_id, timeout=5.0) == "sum=285"
 
 
+def test_an_empty_fan_out_runs_its_callback_once_with_the_empty_list(
+    app: tasuki.App, calls: Calls
+) -> None:
+    @app.job()
+    def thumb(photo: str) -> str:
+        return f"t-{photo}"
+
+    @app.job()
+    def summarize(thumbs: list[Any], label: str) -> str:
+        calls.add("summarize", thumbs)
+        return f"{label}:{len(thumbs)}"
+
+    photos: list[str] = []
+    chord = tasuki.chain(tasuki.group(thumb.step(p) for p in photos), summarize.step(label="n"))
+    flow_id = chord.enqueue()
+    # A group of members, one of which is an empty group: [its value, []].
+    mixed = tasuki.chain(
+        tasuki.group(thumb.step("a"), tasuki.group(thumb.step(p) for p in photos)),
+        summarize.step(label="m"),
+    ).enqueue()
+    alone = tasuki.group(thumb.step(p) for p in photos).enqueue(app=app)
+    drain(app)
+    assert sorted(calls.of("summarize"), key=len) == [[], ["t-a", []]]
+    assert app.flow_result(flow_id, timeout=5.0) == "n:0"
+    assert app.flow_result(mixed, timeout=5.0) == "m:2"
+    assert app.flow_result(alone, timeout=5.0) == []
+    state = app.flow(alone)
+    assert (state.state, state.result, state.steps) == ("succeeded", [], ())
+
+
 def test_nested_shapes(app: tasuki.App, calls: Calls) -> None:
     @app.job()
     def num(n: int) -> int:

@@ -40,7 +40,7 @@ def result(backend: Backend, producer: Producer, flow_id: str, timeout: float | 
         found = backend.wait_flow(flow_id, remaining)
         if found is None:
             raise UnknownFlow(f"flow {flow_id!r} is no longer kept")
-        record = found
+        record = flows.flow_value(found)
     if record.result is not None:
         return orjson.loads(record.result)
     if record.cancelled:
@@ -77,12 +77,13 @@ def place(backend: Backend, info: MessageInfo) -> MessageInfo:
 
 
 def flow_record(backend: Backend, producer: Producer, flow_id: str) -> FlowRecord:
-    """The flow's record; `UnknownFlow` if the backend keeps none."""
+    """The flow's record, its result as the flow's value (`flows.flow_value`);
+    `UnknownFlow` if the backend keeps none."""
     producer.check_workflows()
     record = backend.flow(check_message_id(flow_id))
     if record is None:
         raise UnknownFlow(f"no flow {flow_id!r}: never started, or no longer kept")
-    return record
+    return flows.flow_value(record)
 
 
 def _over(record: FlowRecord) -> bool:

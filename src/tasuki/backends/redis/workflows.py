@@ -107,7 +107,14 @@ class Workflows(Producing):
         """The record and the first steps in one start_flow.lua call, in the slot of the
         flow's home queue (its first step's), after `<prefix>flow:<id>` names that queue.
         On Redis Cluster every step (and on_failure) must be of that slot."""
-        home = record.steps[0].queue if record.steps else envelopes[0].queue
+        # A flow of no step (an empty group) has nothing to settle: any home will do.
+        home = (
+            record.steps[0].queue
+            if record.steps
+            else envelopes[0].queue
+            if envelopes
+            else "default"
+        )
         self._check(envelopes)
         if self._connection().cluster:
             queues = [step.queue for step in record.steps] + [env.queue for env in envelopes]

@@ -61,6 +61,16 @@ class TestFlows:
         assert (found.result, found.failure, found.cancelled) == (None, None, False)
         assert backend.flow("no-such-flow") is None
 
+    def test_a_flow_of_no_step_is_kept(self, backend: Backend, queue: str) -> None:
+        # An empty group: a record with no step and nothing to enqueue (its value is in
+        # its static part, which the backend stores as it is).
+        record = FlowRecord("empty", time.time(), 3600.0, (), extra={"shape": {"s": []}})
+        assert backend.start_flow(record, []) is True
+        assert backend.start_flow(record, []) is False
+        found = backend.flow("empty")
+        assert found is not None and (found.steps, found.extra) == ((), record.extra)
+        assert stats(backend, queue) == (0, 0, 0, 0)
+
     def test_a_step_enqueues_its_successor_with_its_ack(self, backend: Backend, queue: str) -> None:
         backend.start_flow(_record("f2", queue, "0", "1"), [_step(queue, "f2", "0")])  # type: ignore[list-item]
         [first] = backend.lease(queue, 10, 30.0)
