@@ -243,6 +243,7 @@ def test_a_dead_step_in_a_chain_runs_nothing_after_it_and_a_redrive_resumes(
     # rather than answering with the failure it had.
     resumed = app.flow(flow_id)
     assert (resumed.state, resumed.error) == ("running", None)
+    assert resumed.steps[0].state != "dead"  # SQS: its dead mark went with the redrive
     with pytest.raises(ResultTimeout):
         app.flow_result(flow_id, timeout=0.3)
     drain(app)

@@ -51,6 +51,7 @@ NAMES = (
     "records_steps_sent",
     "records_sends_made",
     "records_steps",
+    "records_resume_steps",
     "start_flow",
     "cancel_flow",
 )
@@ -110,6 +111,7 @@ class Scripts:
     records_steps_sent: Script
     records_sends_made: Script
     records_steps: Script
+    records_resume_steps: Script
     start_flow: Script
     cancel_flow: Script
 
