@@ -115,6 +115,10 @@ class Defer(TasukiError):
         self.reason = reason
 
 
+class SignalTimeout(TasukiError, TimeoutError):
+    """Raised inside a job by `ctx.wait_for_signal` when no signal came within its timeout."""
+
+
 class Skip(TasukiError):
     """Raise (usually from middleware) to acknowledge a message without running it."""
 

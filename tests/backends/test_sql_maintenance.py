@@ -191,6 +191,7 @@ def rows_of(backend: SQLBackend, msg_id: str) -> int:
 
 def test_each_backend_names_its_services(backend: SQLBackend) -> None:
     assert sorted(s.name for s in backend.maintenance()) == [
+        "durable",
         "expired",
         "flows",
         "history",

@@ -48,6 +48,9 @@ DEFAULTS: list[tuple[str, str, tuple[Any, ...]]] = [
     ("inspection", "inspect", ("q", "id")),
     ("inspection", "in_flight", ("q",)),
     ("transactional_enqueue", "refuse_connection", (object(),)),
+    ("durable_steps", "steps", ("q", "id")),
+    ("durable_steps", "signal", ("q", "id", "go", b"1")),
+    ("transactional_steps", "record_step_in_transaction", (None, None)),
 ]
 
 
@@ -85,10 +88,11 @@ def test_a_job_declared_with_what_its_backend_lacks_is_refused_in_the_one_wordin
 
 
 def test_calls_on_the_app_are_refused_in_the_one_wording() -> None:
-    app = tasuki.App(backend=lacking("cancel", "workflows"))
+    app = tasuki.App(backend=lacking("cancel", "workflows", "durable_steps"))
     for capability, call in (
         ("cancel", lambda: app.cancel("default", "x")),
         ("workflows", lambda: app.flow("f")),
+        ("durable_steps", lambda: app.signal("default", "x", "go", {})),
     ):
         with pytest.raises(Unsupported) as caught:
             call()
@@ -98,7 +102,7 @@ def test_calls_on_the_app_are_refused_in_the_one_wording() -> None:
 
 def test_no_refusal_is_written_by_hand_and_no_scheme_is_cut_from_a_url_by_hand() -> None:
     """The sentence lives in `core/capabilities.py`; a scheme comes from `urls.scheme_of`
-    (`Backend.scheme`). A new hand-written one fails here. (The contract suite's skip
+    or `Backend.scheme`. A new hand-written one fails here. (The contract suite's skip
     reasons, in `testing/`, name a missing capability without refusing anything.)"""
     offenders = []
     for path in SRC.rglob("*.py"):

@@ -16,9 +16,8 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from typing import TypeVar
+from typing import Any, Literal, TypeVar
 
-from tasuki.backends.urls import scheme_of
 from tasuki.core.capabilities import ANOTHER_BACKEND, Capabilities, refusal
 from tasuki.core.flowrecords import Effects, Fill, FlowFailure, FlowRecord, FlowStep, ResultRecord
 from tasuki.core.locks import LockStore
@@ -42,13 +41,19 @@ from tasuki.core.records import (
     Receipt,
     Settle,
     SettledTotals,
+    StepRecord,
+    Taken,
     UniqueClaim,
     Verdict,
+    Wait,
+    Waiting,
 )
 from tasuki.core.reliability import Reliability
 from tasuki.errors import Unsupported
 
 T = TypeVar("T")
+# What `signal` did: stored it for a message that exists ("delivered"), or found none.
+SignalStatus = Literal["delivered", "unknown"]
 
 __all__ = [
     "DEFAULT_VISIBILITY_TIMEOUT",
@@ -80,8 +85,13 @@ __all__ = [
     "ResultRecord",
     "Settle",
     "SettledTotals",
+    "SignalStatus",
+    "StepRecord",
+    "Taken",
     "UniqueClaim",
     "Verdict",
+    "Wait",
+    "Waiting",
 ]
 
 
@@ -127,8 +137,11 @@ class Backend(ABC):
     # -- refusing --------------------------------------------------------------------
     @property
     def scheme(self) -> str:
-        """The URL's scheme ("redis", "sqs", ...), as every refusal names the backend."""
-        return scheme_of(self.url)
+        """The URL's scheme ("redis", "sqs", ...), as every refusal names the backend.
+
+        A backend's URL was checked when it was opened (`urls.scheme_of`), so this only
+        cuts it; the seam imports nothing of `urls`, which imports the seam."""
+        return self.url.partition("://")[0].lower()
 
     def refusal(self, capability: str, what: str, advice: str = ANOTHER_BACKEND) -> Unsupported:
         """The error for `what`, which this backend cannot do (`core/capabilities.py`)."""
@@ -276,6 +289,55 @@ class Backend(ABC):
         """What `app.flow` shows of each step: `inspect` of it. A backend that cannot
         inspect says what its flow records know (SQS: state and leases counted)."""
         return [self.inspect(s.queue, s.message_id) for s in steps]
+
+    # -- durable steps (DESIGN §4c, `core/steps.py`) ------------------------------------
+    # A backend with `durable_steps` keeps, beside each message and dropped with it (ack
+    # and its result's time, purge, dead-letter purge, cancel): its step records, the
+    # signals sent to it and not yet consumed, and what it waits for. A suspended run is
+    # settled by `settle` with `Settle.suspend`: a release without penalty that also
+    # stores `Waiting(wait.signal, now + delay)`, and, in the same atomic step, makes the
+    # message ready at once if a signal of that name is stored already. Any other settle
+    # of the message ends the wait. Redrive keeps the records (a redriven message
+    # replays them).
+    def steps(self, queue: str, id: str) -> list[StepRecord]:
+        """The message's step records (consumed signals included), oldest first; empty
+        for an unknown message. One read per run, at its first durable call."""
+        raise self.refusal("durable_steps", "record durable steps")
+
+    def record_step(self, receipt: Receipt, record: StepRecord) -> bool:
+        """Store one step record, atomically with the check that `receipt.token` is the
+        message's current lease: False (and nothing stored) if it is not (a zombie's)."""
+        raise self.refusal("durable_steps", "record durable steps")
+
+    def take_signal(self, receipt: Receipt, name: str, occurrence: int) -> Taken:
+        """Consume the oldest stored signal `name` of the message, atomically with the
+        lease check and with recording it as the step `tasuki:signal:<name>` of that
+        occurrence (its result: the payload): a signal is consumed once. `Taken(False,
+        None)` if the lease is stale (nothing changed), `Taken(True, None)` if no such
+        signal is stored."""
+        raise self.refusal("durable_steps", "wait for signals")
+
+    def signal(self, queue: str, id: str, name: str, payload: bytes) -> SignalStatus:
+        """Store a signal (`payload`: JSON) for a message waiting, delayed or in flight:
+        "delivered"; if the message waits for `name` (`Waiting.signal`), it becomes
+        ready at once, in the same atomic step, and its wait ends. "unknown" (nothing
+        stored) for a message the backend does not hold, or holds dead."""
+        raise self.refusal("durable_steps", "signal a message")
+
+    def waiting(self, queue: str, id: str) -> Waiting | None:
+        """What a waiting message waits for (a sleep or a signal, until when); None if it
+        is not suspended, or no longer (its wait ended, it is leased, or it is ready)."""
+        return None
+
+    def record_step_in_transaction(
+        self, receipt: Receipt, work: Callable[[Any], StepRecord]
+    ) -> StepRecord | None:
+        """`transactional_steps`: in one transaction of the backend's database, check
+        that `receipt.token` is the current lease (and hold it so until the commit),
+        call `work(connection)` (the step's own writes happen on that connection), store
+        the record it returns, commit. None, and everything rolled back, if the lease is
+        stale before or after `work`; `work`'s error rolls back and propagates."""
+        raise self.refusal("transactional_steps", "run a step inside its transaction")
 
     # -- operating -------------------------------------------------------------------
     @abstractmethod

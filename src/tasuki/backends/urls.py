@@ -24,13 +24,10 @@ import importlib.metadata
 import importlib.util
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from tasuki.backends.base import Backend
 from tasuki.errors import InvalidURL
-
-if TYPE_CHECKING:  # the seam names its URLs' scheme with `scheme_of`
-    from tasuki.backends.base import Backend
 
 DEFAULT_URL = "sqlite:///tasuki.db"
 ENTRY_POINTS = "tasuki.backends"

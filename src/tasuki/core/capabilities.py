@@ -77,6 +77,11 @@ class Capabilities:
     cancel: bool = False
     # `keep` stores a lease's `Progress` (fenced), shown by `inspect`.
     progress: bool = False
+    # Durable steps (DESIGN §4c): `steps`, `record_step`, `take_signal`, `signal`, and a
+    # `Settle.suspend` that keeps what the message waits for.
+    durable_steps: bool = False
+    # `record_step_in_transaction`: a step's work runs in the transaction recording it.
+    transactional_steps: bool = False
 
 
 # What a refusal tells its reader to do, unless it knows better.

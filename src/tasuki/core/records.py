@@ -39,6 +39,56 @@ DEFAULT_VISIBILITY_TIMEOUT = 30.0
 FOREVER = 10 * 365 * 86400.0
 
 
+# -- durable steps (`core/steps.py` runs them) ------------------------------
+class StepRecord(NamedTuple):
+    """One recorded step: its name, occurrence (from 1), JSON result, when it started
+    (epoch seconds) and how long it ran (seconds)."""
+
+    name: str
+    occurrence: int
+    result: bytes
+    started_at: float
+    duration: float
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "occurrence": self.occurrence,
+            "started_at": self.started_at,
+            "duration": self.duration,
+            "result": preview(self.result),
+        }
+
+
+class Wait(NamedTuple):
+    """What a suspended run waits for (`Settle.suspend`): its wake-up time only
+    (`signal` empty: a sleep), or a signal of that name, at most until the wake-up."""
+
+    signal: str = ""
+
+
+class Waiting(NamedTuple):
+    """What a message waits for now, as the backend keeps it: a signal ("" for a sleep)
+    and when it wakes (epoch seconds)."""
+
+    signal: str
+    until: float
+
+
+class Taken(NamedTuple):
+    """What `take_signal` found: whether the lease is still the caller's, and the
+    payload of the signal it consumed (None: no such signal is stored)."""
+
+    held: bool
+    payload: bytes | None
+
+
+def preview(result: bytes, limit: int = 80) -> str:
+    """The start of a step's JSON result, for `inspect` and the dashboard."""
+    text = result.decode("utf-8", "replace")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 class Receipt(NamedTuple):
     """What settles a delivery: the message and the token of the lease being settled."""
 
@@ -72,6 +122,8 @@ class Settle(NamedTuple):
     # What must change with this settle, in the same atomic step and under the same
     # token check (results, workflows: `core/flowrecords.py`); ack and dead only.
     effects: Effects | None = None
+    # A release that suspends a durable run (`suspend`): what the message waits for.
+    wait: Wait | None = None
 
     @classmethod
     def ack(cls, receipt: Receipt, effects: Effects | None = None) -> Settle:
@@ -86,6 +138,13 @@ class Settle(NamedTuple):
         error: ErrorInfo | None = None,
     ) -> Settle:
         return cls(receipt, "release", delay, penalty, "", error)
+
+    @classmethod
+    def suspend(cls, receipt: Receipt, delay: float, wait: Wait) -> Settle:
+        """A durable run ends at a sleep or a wait for a signal: released without penalty
+        until `delay` from now (the attempt given back), waiting for `wait`; a signal it
+        waits for, stored already or sent later, makes it ready at once."""
+        return cls(receipt, "release", delay, False, "", None, None, wait)
 
     @classmethod
     def dead(
@@ -239,6 +298,10 @@ class MessageInfo:
     # them in the flow's record; a backend's own inspect leaves them None).
     flow_id: str | None = None
     step: str | None = None
+    # Durable steps (`core/steps.py`): the message's step records, oldest first, and what
+    # it waits for ("sleeping until T", "waiting for signal 'x' until T"; "" for nothing).
+    steps: tuple[StepRecord, ...] = ()
+    waiting: str = ""
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -267,6 +330,8 @@ class MessageInfo:
             else {"fraction": self.progress.fraction, "text": self.progress.text},
             "priority": self.priority,
             "flow": None if self.flow_id is None else {"id": self.flow_id, "step": self.step},
+            "steps": [record.as_dict() for record in self.steps],
+            "waiting": self.waiting,
         }
 
 

@@ -43,5 +43,5 @@ def requests_counted(backend: SqsBackend) -> Counter[str]:
     def count(event_name: str, **_: Any) -> None:
         calls[event_name.rsplit(".", 1)[-1]] += 1
 
-    backend._client.meta.events.register("before-call.sqs", count)
+    backend.sqs.client.meta.events.register("before-call.sqs", count)
     return calls

@@ -31,6 +31,7 @@ from tasuki.backends.memory.codec import (
     delivery,
     stored,
 )
+from tasuki.backends.memory.durable import DurableSteps
 from tasuki.backends.memory.flows import FlowStore
 from tasuki.backends.memory.limits import Admission
 from tasuki.backends.memory.locks import MemoryLockStore
@@ -47,7 +48,7 @@ _SHARED: dict[str, MemoryBackend] = {}
 _SHARED_MUTEX = threading.Lock()
 
 
-class MemoryBackend(Operating, Backend):
+class MemoryBackend(DurableSteps, Operating, Backend):
     capabilities = Capabilities(
         max_message_size=16 * 1024 * 1024,
         cross_process=False,
@@ -58,6 +59,7 @@ class MemoryBackend(Operating, Backend):
         concurrency_limits=True,
         cancel=True,
         progress=True,
+        durable_steps=True,
     )
 
     def __init__(self, url: str = "memory://") -> None:
@@ -262,6 +264,9 @@ class MemoryBackend(Operating, Backend):
             detail = error_summary(item.error)
             record.remember(now, *release_event(item.delay, item.penalty, detail))
             queue.schedule(record, now + item.delay)
+            record.waiting = None
+            if item.wait is not None:
+                self._suspended(queue, record, item.wait, now + item.delay, now)
         else:
             record.remember(now, "dead", death_detail(item.reason, item.error))
             self._dead_letter(queue, record, item.reason, item.error, now)

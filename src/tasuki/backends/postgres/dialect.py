@@ -25,12 +25,12 @@ from tasuki.errors import BackendError, BackendUnavailable, InvalidArgument, Inv
 Q = load_dialect_queries(
     "tasuki.backends.postgres",
     cte_writes=True,
-    files=("queries.sql", "archive.sql", "results.sql", "flows.sql", "limits.sql"),
+    files=("queries.sql", "archive.sql", "results.sql", "flows.sql", "limits.sql", "durable.sql"),
 )
 
 _TABLE = re.compile(
     r"\b(tasuki_(?:messages|finished|locks|history|counts|meters|archive|results|flows"
-    r"|flow_barriers|flow_slots|slots|rate_starts))\b"
+    r"|flow_barriers|flow_slots|slots|rate_starts|steps|signals|waits))\b"
 )
 # A worker's GIL slice (`Backend.gil_slice`): at 0.5 ms instead of 5 the next
 # lease's rows and the acks get through while the fetcher runs jobs, 12 % more no-op
@@ -91,6 +91,8 @@ class PostgresDialect:
             cancel=True,
             results=True,
             progress=True,
+            durable_steps=True,
+            transactional_steps=True,
             workflows=True,
             rate_limits=True,
             concurrency_limits=True,

@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tasuki.backends.redis.codec import ms
-from tasuki.backends.redis.flow_records import RedisStepRecords
 from tasuki.backends.redis.plumbing import RedisBase
 from tasuki.backends.redis.slots import key_slot
-from tasuki.core.locks import LockStore, RecordLifetimes
+from tasuki.core.locks import LockStore
 from tasuki.core.records import FOREVER, LockHolder
 
 
@@ -56,8 +55,3 @@ class RedisLockStore(LockStore):
             return None
         owner, pttl = reply
         return LockHolder(owner.decode(), pttl / 1000 if pttl >= 0 else FOREVER)
-
-    def lease_records(self, namespace: str, lifetimes: RecordLifetimes) -> RedisStepRecords:
-        """The records as this store's own keys, a batch per script call; with workflow
-        records too where the store is one server (flow_records.py)."""
-        return RedisStepRecords(self._backend, namespace, lifetimes)

@@ -15,6 +15,7 @@ from tasuki.backends.redis import connection
 from tasuki.backends.redis.connection import Connection
 from tasuki.backends.redis.keys import KeySpace, QueueKeys
 from tasuki.backends.redis.options import RedisOptions
+from tasuki.backends.redis.scripts import Script
 from tasuki.errors import BackendError
 
 T = TypeVar("T")
@@ -58,7 +59,7 @@ class RedisBase(Backend):
             conn.connect()
         return conn
 
-    def _eval(self, name: str, keys: list[str], args: list[Any]) -> Any:
+    def _eval(self, name: str | Script, keys: list[str], args: list[Any]) -> Any:
         return self._connection().run(name, keys, args)
 
     def _command(self, *args: Any) -> Any:

@@ -34,13 +34,13 @@ import orjson
 from tasuki.backends.base import Capabilities
 from tasuki.backends.sql.backend import SQLBackend
 from tasuki.backends.sql.dialect import Connection, Queries, columns, load_dialect_queries
-from tasuki.backends.sqlite.locks import SQLiteLockStore
+from tasuki.backends.sqlite.files import create_private
 from tasuki.errors import BackendError, BackendUnavailable, InvalidArgument, InvalidURL
 
 Q = load_dialect_queries(
     "tasuki.backends.sqlite",
     cte_writes=False,
-    files=("queries.sql", "results.sql", "flows.sql", "limits.sql"),
+    files=("queries.sql", "results.sql", "flows.sql", "limits.sql", "durable.sql"),
 )
 SCHEMA = resources.files("tasuki.backends.sqlite").joinpath("schema.sql").read_text("utf-8")
 
@@ -152,6 +152,8 @@ class SQLiteDialect:
             cancel=True,
             results=True,
             progress=True,
+            durable_steps=True,
+            transactional_steps=True,
             workflows=True,
             rate_limits=True,
             concurrency_limits=True,
@@ -341,6 +343,8 @@ class SQLiteBackend(SQLBackend):
                 "check the URL, $TASUKI_URL or the working directory"
             )
         self.path = path
+        if create:
+            create_private(path)
         self.sqlite = SQLiteDialect(
             path,
             synchronous=synchronous,
@@ -349,5 +353,4 @@ class SQLiteBackend(SQLBackend):
             poll_interval=poll_interval,
         )
         super().__init__(f"sqlite:///{path}", self.sqlite)
-        self._locks = SQLiteLockStore(self.sqlite, path)
         self.sqlite.conn()  # open now: a path that can't be opened fails at construction
