@@ -156,6 +156,12 @@ def test_what_follows_an_empty_group_starts_in_its_place_with_the_empty_list(
     [after] = header(spec, a).next
     assert (after["p"], after["a"], after["i"]) == ("2", [[]], None)
     assert [s.path for s in worked.record.steps] == ["0", "2"]
+    # At the end of a chain: the step before it ends the flow, whose value is [].
+    worked = plan(tasuki.chain(a.step(1), tasuki.group([])), "F")
+    [(spec, _)] = worked.entries
+    assert header(spec, a).final and not header(spec, a).next
+    finished = dataclasses.replace(worked.record, result=b"1")
+    assert flow_value(finished).result == b"[]"
 
 
 def test_a_group_counts_only_its_members_with_steps_and_its_shape_puts_the_rest_back(
