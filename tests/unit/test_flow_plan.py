@@ -160,6 +160,7 @@ def test_what_follows_an_empty_group_starts_in_its_place_with_the_empty_list(
     worked = plan(tasuki.chain(a.step(1), tasuki.group([])), "F")
     [(spec, _)] = worked.entries
     assert header(spec, a).final and not header(spec, a).next
+    assert flow_value(worked.record).result is None  # running: no value yet
     finished = dataclasses.replace(worked.record, result=b"1")
     assert flow_value(finished).result == b"[]"
 

@@ -141,7 +141,11 @@ def test_an_empty_fan_out_runs_its_callback_once_with_the_empty_list(
         summarize.step(label="m"),
     ).enqueue()
     alone = tasuki.group(thumb.step(p) for p in photos).enqueue(app=app)
+    # At the end of a chain: the flow's value is [] once the step before it is done.
+    tail = tasuki.chain(thumb.step("b"), tasuki.group(thumb.step(p) for p in photos)).enqueue()
+    assert app.flow(tail).state == "running"
     drain(app)
+    assert app.flow_result(tail, timeout=5.0) == []
     assert sorted(calls.of("summarize"), key=len) == [[], ["t-a", []]]
     assert app.flow_result(flow_id, timeout=5.0) == "n:0"
     assert app.flow_result(mixed, timeout=5.0) == "m:2"

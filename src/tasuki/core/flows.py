@@ -292,11 +292,13 @@ def plan(flow: Flow, flow_id: str, retention: float = FLOW_RETENTION) -> Plan:
         return heads
 
     value = known_value(flow)
+    extra: dict[str, Any] = {}
     if value is _DYNAMIC:
         compile_part(flow, "", None, Then((), (), True), True)
-        shape = shape_of(flow)
+        if (shape := shape_of(flow)) is not None:
+            extra["shape"] = shape
     else:
-        shape = {"s": value}
+        extra["value"] = value  # a flow of no step: its value from the start
     on_failure = None
     failure_step = None
     if flow.on_failure is not None:
@@ -309,27 +311,20 @@ def plan(flow: Flow, flow_id: str, retention: float = FLOW_RETENTION) -> Plan:
         retention,
         tuple(sorted(steps, key=lambda s: _order(s.path))),
         on_failure=failure_step,
-        extra={
-            **({"on_failure": on_failure} if on_failure is not None else {}),
-            **({"shape": shape} if shape is not None else {}),
-        },
+        extra={**extra, **({"on_failure": on_failure} if on_failure is not None else {})},
     )
     return Plan(tuple(entries), record)
 
 
 def flow_value(record: FlowRecord) -> FlowRecord:
-    """The record as its readers see it: its result made the flow's value by its shape
-    (a flow of no step has its value from the start)."""
+    """The record as its readers see it: its stored result, once there is one, made the
+    flow's value by its shape; a flow of no step has its value from the start."""
+    if "value" in record.extra:
+        return replace(record, result=orjson.dumps(record.extra["value"]))
     shape: Shape = record.extra.get("shape")
-    if shape is None:
+    if shape is None or record.result is None:
         return record
-    if "s" in shape:
-        result = orjson.dumps(shape["s"])
-    elif record.result is not None:
-        result = orjson.dumps(shaped(shape, orjson.loads(record.result)))
-    else:
-        return record
-    return replace(record, result=result)
+    return replace(record, result=orjson.dumps(shaped(shape, orjson.loads(record.result))))
 
 
 _PATH = re.compile(r"\d+(?:\.\d+)*|" + FAILURE_PATH)

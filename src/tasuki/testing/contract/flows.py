@@ -64,7 +64,7 @@ class TestFlows:
     def test_a_flow_of_no_step_is_kept(self, backend: Backend, queue: str) -> None:
         # An empty group: a record with no step and nothing to enqueue (its value is in
         # its static part, which the backend stores as it is).
-        record = FlowRecord("empty", time.time(), 3600.0, (), extra={"shape": {"s": []}})
+        record = FlowRecord("empty", time.time(), 3600.0, (), extra={"value": []})
         assert backend.start_flow(record, []) is True
         assert backend.start_flow(record, []) is False
         found = backend.flow("empty")
