@@ -56,7 +56,7 @@ def main() -> None:
     with RedisServer(Path(tempfile.mkdtemp())) as server:
         backend = backend_from_url(f"{server.url()}?prefix=fs:")
         assert isinstance(backend, RedisBackend)
-        conn = backend._connection()
+        conn = backend.redis.connection()
         queues = ("plain", "chain", "group")
         for round_ in range(ROUNDS):
             for queue in queues:

@@ -35,7 +35,7 @@ def main() -> None:
     with RedisServer(Path(tempfile.mkdtemp())) as server:
         backend = backend_from_url(f"{server.url()}?prefix=rs:")
         assert isinstance(backend, RedisBackend)
-        conn = backend._connection()
+        conn = backend.redis.connection()
         body = b'{"args": [12345], "kwargs": {}}'
         headers = {"tasuki-job": "bench.job", "tasuki-content-type": "json"}
         queues = {"without": 0.0, "with": 3600.0}

@@ -51,7 +51,7 @@ def main(trees: dict[str, Path], limits: bool = False) -> None:
     with RedisServer(Path(tempfile.mkdtemp())) as server:
         backend = backend_from_url(f"{server.url()}?prefix=ab:")
         assert isinstance(backend, RedisBackend)
-        conn = backend._connection()
+        conn = backend.redis.connection()
         scripts = {}
         settles: dict[str, bool] = {}
         for name, root in trees.items():

@@ -1,101 +1,96 @@
 """`memory://`'s durable steps (DESIGN §4c): step records, signals and waits, kept on the
 message's own `Record`, so they are dropped with it (ack, cancel, purge, dead-letter
-purge) and kept by a redrive. Every operation runs under the backend's one lock: that is
+purge) and kept by a redrive. Every operation runs under the store's one lock: that is
 what makes each of them atomic with its lease check."""
 
 from __future__ import annotations
 
-import threading
 import time
 
 from tasuki.backends.base import Receipt, SignalStatus, StepRecord, Taken, Wait, Waiting
 from tasuki.backends.memory.codec import DEAD, WAITING, Record
-from tasuki.backends.memory.store import Queue
+from tasuki.backends.memory.store import Queue, Store
 
 
-class DurableSteps:
-    """The durable block of `MemoryBackend`, over the state it declares."""
+def steps(store: Store, queue: str, id: str) -> list[StepRecord]:
+    with store.mutex:
+        found = _record(store, queue, id)
+        return list(found[1].steps or ()) if found else []
 
-    _mutex: threading.RLock
-    _changed: threading.Condition
-    _queues: dict[str, Queue]
-    priority_aging: float
 
-    def _holding(self, receipt: Receipt) -> tuple[Queue, Record] | None:
-        raise NotImplementedError
+def record_step(store: Store, receipt: Receipt, record: StepRecord) -> bool:
+    with store.mutex:
+        held = store.holding(receipt)
+        if held is None:
+            return False
+        _add(held[1], record)
+        return True
 
-    def _record(self, queue: str, id: str) -> tuple[Queue, Record] | None:
-        q = self._queues.get(queue)
-        record = q.records.get(id) if q else None
-        return None if q is None or record is None else (q, record)
 
-    def steps(self, queue: str, id: str) -> list[StepRecord]:
-        with self._mutex:
-            found = self._record(queue, id)
-            return list(found[1].steps or ()) if found else []
+def take_signal(store: Store, receipt: Receipt, name: str, occurrence: int) -> Taken:
+    with store.mutex:
+        held = store.holding(receipt)
+        if held is None:
+            return Taken(False, None)
+        record = held[1]
+        signals = record.signals or []
+        for n, (sent, payload) in enumerate(signals):
+            if sent == name:
+                del signals[n]
+                step = StepRecord(f"tasuki:signal:{name}", occurrence, payload, time.time(), 0.0)
+                _add(record, step)
+                return Taken(True, payload)
+        return Taken(True, None)
 
-    def record_step(self, receipt: Receipt, record: StepRecord) -> bool:
-        with self._mutex:
-            held = self._holding(receipt)
-            if held is None:
-                return False
-            _add(held[1], record)
-            return True
 
-    def take_signal(self, receipt: Receipt, name: str, occurrence: int) -> Taken:
-        with self._mutex:
-            held = self._holding(receipt)
-            if held is None:
-                return Taken(False, None)
-            record = held[1]
-            signals = record.signals or []
-            for n, (sent, payload) in enumerate(signals):
-                if sent == name:
-                    del signals[n]
-                    step = StepRecord(
-                        f"tasuki:signal:{name}", occurrence, payload, time.time(), 0.0
-                    )
-                    _add(record, step)
-                    return Taken(True, payload)
-            return Taken(True, None)
+def signal(
+    store: Store, queue: str, id: str, name: str, payload: bytes, aging: float
+) -> SignalStatus:
+    with store.mutex:
+        found = _record(store, queue, id)
+        if found is None or found[1].state == DEAD:
+            return "unknown"
+        q, record = found
+        if record.signals is None:
+            record.signals = []
+        record.signals.append((name, payload))
+        waiting = record.waiting
+        if record.state == WAITING and waiting is not None and waiting.signal == name:
+            _wake_now(store, q, record, time.time(), aging)
+        return "delivered"
 
-    def signal(self, queue: str, id: str, name: str, payload: bytes) -> SignalStatus:
-        with self._mutex:
-            found = self._record(queue, id)
-            if found is None or found[1].state == DEAD:
-                return "unknown"
-            q, record = found
-            if record.signals is None:
-                record.signals = []
-            record.signals.append((name, payload))
-            waiting = record.waiting
-            if record.state == WAITING and waiting is not None and waiting.signal == name:
-                self._wake_now(q, record, time.time())
-            return "delivered"
 
-    def waiting(self, queue: str, id: str) -> Waiting | None:
-        with self._mutex:
-            found = self._record(queue, id)
-            if found is None:
-                return None
-            record = found[1]
-            if record.state != WAITING or record.visible_at <= time.time():
-                return None
-            return record.waiting
+def waiting(store: Store, queue: str, id: str) -> Waiting | None:
+    with store.mutex:
+        found = _record(store, queue, id)
+        if found is None:
+            return None
+        record = found[1]
+        if record.state != WAITING or record.visible_at <= time.time():
+            return None
+        return record.waiting
 
-    def _suspended(
-        self, queue: Queue, record: Record, wait: Wait, until: float, now: float
-    ) -> None:
-        """A settle suspended the run (called under the lock, after its release)."""
-        record.waiting = Waiting(wait.signal, until)
-        if wait.signal and any(sent == wait.signal for sent, _ in record.signals or ()):
-            self._wake_now(queue, record, now)
 
-    def _wake_now(self, queue: Queue, record: Record, now: float) -> None:
-        record.waiting = None
-        record.visible_at = now
-        queue.make_ready(record, self.priority_aging)
-        self._changed.notify_all()
+def suspended(
+    store: Store, queue: Queue, record: Record, wait: Wait, until: float, now: float, aging: float
+) -> None:
+    """A settle suspended the run (called under the lock, after its release)."""
+    record.waiting = Waiting(wait.signal, until)
+    if wait.signal and any(sent == wait.signal for sent, _ in record.signals or ()):
+        _wake_now(store, queue, record, now, aging)
+
+
+def _record(store: Store, queue: str, id: str) -> tuple[Queue, Record] | None:
+    q = store.queues.get(queue)
+    record = q.records.get(id) if q else None
+    return None if q is None or record is None else (q, record)
+
+
+def _wake_now(store: Store, queue: Queue, record: Record, now: float, aging: float) -> None:
+    record.waiting = None
+    record.visible_at = now
+    queue.make_ready(record, aging)
+    store.changed.notify_all()
 
 
 def _add(record: Record, step: StepRecord) -> None:
