@@ -139,6 +139,44 @@ def test_a_rate_limit_holds_in_any_window_across_workers(app: tasuki.App) -> Non
 
 
 @pytest.mark.requires("rate_limits")
+def test_a_rate_limited_job_that_would_start_late_waits_for_its_next_token(
+    app: tasuki.App, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its first delivery reaches its thread as if a second after its lease (a loaded
+    # machine): started then, it could share a window with the next admissions. It is
+    # given back without penalty and runs at its next token, attempt 1, second lease.
+    from tasuki.runtime.receiver import Receiver
+
+    runs: list[tuple[int, int]] = []
+
+    @app.job(rate_limit=tasuki.RateLimit(1, per=0.5))
+    def call_api() -> None:
+        ctx = tasuki.current()
+        runs.append((ctx.attempt, ctx.fencing_token))
+
+    receive = Receiver._receive
+    late = [True]
+
+    def receive_late(self: Receiver, d: Delivery) -> Any:
+        task = receive(self, d)
+        if task is not None and late:
+            late.clear()
+            task.held.leased_at -= 1.0
+        return task
+
+    monkeypatch.setattr(Receiver, "_receive", receive_late)
+    call_api.enqueue()
+    worker = app.worker(concurrency=2)
+    worker.start()
+    try:
+        wait_until(lambda: len(runs) == 1, 30)
+    finally:
+        worker.stop(grace=5.0)
+    [(attempt, fence)] = runs
+    assert (attempt, fence > 1) == (1, True)  # a later lease (SQS also counts its parks)
+
+
+@pytest.mark.requires("rate_limits")
 def test_unlimited_jobs_on_the_same_queue_do_not_wait(app: tasuki.App) -> None:
     done: list[str] = []
 
