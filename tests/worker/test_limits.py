@@ -154,17 +154,17 @@ def test_a_rate_limited_job_that_would_start_late_waits_for_its_next_token(
         ctx = tasuki.current()
         runs.append((ctx.attempt, ctx.fencing_token))
 
-    receive = Receiver._receive
+    receive = Receiver.receive_many
     late = [True]
 
-    def receive_late(self: Receiver, d: Delivery) -> Any:
-        task = receive(self, d)
-        if task is not None and late:
+    def receive_late(self: Receiver, deliveries: list[Delivery]) -> Any:
+        tasks = receive(self, deliveries)
+        if tasks and late:
             late.clear()
-            task.held.leased_at -= 1.0
-        return task
+            tasks[0].held.leased_at -= 1.0
+        return tasks
 
-    monkeypatch.setattr(Receiver, "_receive", receive_late)
+    monkeypatch.setattr(Receiver, "receive_many", receive_late)
     call_api.enqueue()
     worker = app.worker(concurrency=2)
     worker.start()
