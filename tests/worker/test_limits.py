@@ -303,3 +303,32 @@ def test_a_rate_limit_holds_on_starts_across_worker_processes(
     records = read_log(log)
     assert all(r["attempt"] == 1 for r in records)
     app.close()
+
+
+@pytest.mark.slow
+@pytest.mark.requires("concurrency_limits")
+def test_a_killed_holders_slot_is_freed_by_its_lease_expiry(
+    shared_url: str, log: Path, tmp_path: Path, workers: list[WorkerProcess]
+) -> None:
+    app = tasuki.App(shared_url)
+
+    @app.job(visibility_timeout=2.0, concurrency_limit=tasuki.ConcurrencyLimit(1))
+    def solo(n: int, hold: float) -> None: ...
+
+    try:
+        solo.enqueue(0, 60.0)
+        workers.append(WorkerProcess(shared_url, log, stderr=tmp_path / "w.log"))
+        wait_until(lambda: any(r["event"] == "start" for r in read_log(log)), 30)
+        # Killed holding the one slot, its 2 s lease kept alive until now, and with a long
+        # poll in flight that SQS still answers: the next message may go to that poll.
+        workers[0].kill()
+        solo.enqueue(1, 0.0)
+        workers.append(WorkerProcess(shared_url, log, stderr=tmp_path / "w.log"))
+
+        def ended() -> set[int]:
+            return {r["n"] for r in read_log(log) if r["event"] == "end"}
+
+        # The slot lapsed with the dead worker's lease: both run (the killed one again).
+        wait_until(lambda: ended() == {0, 1}, 15)
+    finally:
+        app.close()
