@@ -17,11 +17,21 @@ from tests.support.servers import env_with_src
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 class WorkerProcess:
     """`tasuki worker tests.worker.sample_app:app` in its own process."""
 
     def __init__(
-        self, url: str, log: Path, *args: str, vt: float = 2.0, stderr: Path | None = None
+        self,
+        url: str,
+        log: Path,
+        *args: str,
+        vt: float = 2.0,
+        stderr: Path | None = None,
+        background: bool = False,
     ) -> None:
         env = env_with_src()
         env.update(TASUKI_URL=url, TASUKI_TEST_LOG=str(log), TASUKI_TEST_VT=str(vt))
@@ -34,6 +44,8 @@ class WorkerProcess:
                 cwd=ROOT,
                 stdout=subprocess.DEVNULL,
                 stderr=out if out is not None else subprocess.DEVNULL,
+                # As a shell starts `cmd &` without job control: SIGINT ignored.
+                preexec_fn=ignore_sigint if background else None,
             )
         finally:
             if out is not None:

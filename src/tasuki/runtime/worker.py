@@ -11,6 +11,7 @@ chain), not the app.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -217,15 +218,17 @@ class Worker:
         self._run_thread = threading.current_thread()
         self._running_loop = True
         deadline = None if timeout is None else time.monotonic() + timeout
-        try:
-            if self.handle_signals:
-                with graceful_signals(self.request_stop):
-                    self._loop_until(until_idle, deadline)
-            else:
+        # The handlers cover the grace wait and the flush too: a second signal must exit
+        # at once while the shutdown waits on running jobs, not only while fetching.
+        signals = (
+            graceful_signals(self.request_stop) if self.handle_signals else contextlib.nullcontext()
+        )
+        with signals:
+            try:
                 self._loop_until(until_idle, deadline)
-        finally:
-            self._shutdown()
-            self._running_loop = False
+            finally:
+                self._shutdown()
+                self._running_loop = False
 
     def _loop_until(self, until_idle: bool, deadline: float | None) -> None:
         tick = IDLE_CHECK if until_idle or deadline is not None else 1.0
