@@ -17,10 +17,6 @@ from tests.support.servers import env_with_src
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def ignore_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
 class WorkerProcess:
     """`tasuki worker tests.worker.sample_app:app` in its own process."""
 
@@ -37,15 +33,16 @@ class WorkerProcess:
         env.update(TASUKI_URL=url, TASUKI_TEST_LOG=str(log), TASUKI_TEST_VT=str(vt))
         self.stderr_path = stderr
         out = open(stderr, "ab") if stderr else None  # noqa: SIM115
+        argv = [sys.executable, "-m", "tasuki", "worker", "tests.worker.sample_app:app", *args]
+        if background:  # as a shell without job control starts `cmd &`: SIGINT ignored
+            argv = ["sh", "-c", 'trap "" INT; exec "$@"', "sh", *argv]
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "tasuki", "worker", "tests.worker.sample_app:app", *args],
+                argv,
                 env=env,
                 cwd=ROOT,
                 stdout=subprocess.DEVNULL,
                 stderr=out if out is not None else subprocess.DEVNULL,
-                # As a shell starts `cmd &` without job control: SIGINT ignored.
-                preexec_fn=ignore_sigint if background else None,
             )
         finally:
             if out is not None:
