@@ -37,11 +37,45 @@ def enabled(event: str, /, _levels: dict[str, int] = EVENT_LEVELS) -> bool:
     return logger.isEnabledFor(_levels.get(event, logging.INFO))
 
 
+# What a field may not be called as a record attribute: LogRecord's own (`%(name)s`, ...).
+_RESERVED = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "event"}
+
+
+class Facts:
+    """An event's fields as `key=value` text, rendered only when a handler formats it."""
+
+    __slots__ = ("fields",)
+
+    def __init__(self, fields: dict[str, Any]) -> None:
+        self.fields = fields
+
+    def __str__(self) -> str:
+        return " ".join(f"{k}={_value(v)}" for k, v in self.fields.items())
+
+
 def event(name: str, /, **fields: Any) -> None:
-    """Log one event; callers on the hot path check `enabled(name)` first."""
+    """Log one event; callers on the hot path check `enabled(name)` first.
+
+    The message reads `dead-lettered queue=q job=j id=... reason=...` under any format,
+    `record.event` is the bare name, and each field is a record attribute too
+    (`%(queue)s`), besides the dict `record.tasuki` (a field named like one of
+    LogRecord's own attributes lives only there).
+    """
     level = EVENT_LEVELS.get(name, logging.INFO)
     if logger.isEnabledFor(level):
-        logger.log(level, name, extra={"tasuki": fields})
+        extra = {k: v for k, v in fields.items() if k not in _RESERVED}
+        extra["tasuki"] = fields
+        extra["event"] = name
+        if fields:
+            logger.log(level, f"{name} %s", Facts(fields), extra=extra)
+        else:
+            logger.log(level, name, extra=extra)
+
+
+def event_name(record: logging.LogRecord) -> str | None:
+    """The bare name of a tasuki event record (`dead-lettered`), None for other records."""
+    name = record.__dict__.get("event")
+    return name if isinstance(name, str) and "tasuki" in record.__dict__ else None
 
 
 def message_fields(queue: str, job: str | None, msg_id: str, attempt: int) -> dict[str, Any]:
@@ -68,9 +102,10 @@ class PlainFormatter(logging.Formatter):
         self.worker = worker
 
     def format(self, record: logging.LogRecord) -> str:
-        fields: dict[str, Any] = getattr(record, "tasuki", {})
         parts = [_iso(record.created), f"{record.levelname:<7}", record.getMessage()]
-        parts += [f"{k}={_value(v)}" for k, v in fields.items()]
+        if event_name(record) is None:  # an event's message carries its fields already
+            fields: dict[str, Any] = getattr(record, "tasuki", {})
+            parts += [f"{k}={_value(v)}" for k, v in fields.items()]
         if self.worker is not None:
             parts.append(f"worker={self.worker}")
         line = " ".join(parts)
@@ -89,7 +124,7 @@ class JSONFormatter(logging.Formatter):
             "ts": _iso(record.created),
             "level": record.levelname.lower(),
             "logger": record.name,
-            "event": record.getMessage(),
+            "event": event_name(record) or record.getMessage(),
         }
         doc.update(getattr(record, "tasuki", {}))
         if self.worker is not None:
@@ -111,3 +146,49 @@ def configure(level: str | int = "INFO", fmt: str = "plain", worker: int | None 
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level.upper() if isinstance(level, str) else level)
+
+
+def configured_elsewhere() -> bool:
+    """Whether something besides tasuki gave logging a handler (an app module's
+    `logging.basicConfig(...)` at import): the worker then leaves logging as it is."""
+    if logging.getLogger().handlers:
+        return True
+    return any(not isinstance(h, logging.NullHandler) for h in logger.handlers)
+
+
+def configure_from_file(path: str) -> None:
+    """Apply a logging configuration file: a `dictConfig` in JSON (`.json`) or YAML
+    (`.yaml`, `.yml`: needs PyYAML), else a `fileConfig` ini file.
+
+    Loggers that exist already (tasuki's) stay enabled unless the file says
+    `disable_existing_loggers: true`: the standard library's default would silence them.
+    Raises ValueError with what is wrong in the file.
+    """
+    import logging.config
+
+    lower = path.lower()
+    try:
+        if lower.endswith((".json", ".yaml", ".yml")):
+            with open(path, "rb") as f:
+                raw = f.read()
+            if lower.endswith(".json"):
+                config = orjson.loads(raw)
+            else:
+                try:
+                    import yaml  # type: ignore[import-untyped]
+                except ImportError:
+                    raise ImportError("a YAML logging configuration needs PyYAML") from None
+                config = yaml.safe_load(raw)
+            if not isinstance(config, dict):
+                raise ValueError("expected a dictConfig mapping at the top")
+            config.setdefault("version", 1)
+            config.setdefault("disable_existing_loggers", False)
+            logging.config.dictConfig(config)
+        else:
+            logging.config.fileConfig(path, disable_existing_loggers=False)
+    except Exception as exc:  # orjson, yaml, configparser and logging each raise their own
+        # dictConfig says which handler failed, and its cause says why: both.
+        causes = [exc]
+        while causes[-1].__cause__ is not None and len(causes) < 4:
+            causes.append(causes[-1].__cause__)  # type: ignore[arg-type]
+        raise ValueError(": ".join(str(c) or type(c).__name__ for c in causes)) from exc

@@ -26,6 +26,7 @@ import threading
 import time
 
 import tasuki
+from tasuki import logs
 from tests.chaos.recorder import note, record
 
 VT = float(os.environ.get("TASUKI_CHAOS_VT", "2.0"))
@@ -75,7 +76,7 @@ class LeaseLog(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         fields = getattr(record, "tasuki", None)
-        if record.getMessage() == "received" and isinstance(fields, dict):
+        if logs.event_name(record) == "received" and isinstance(fields, dict):
             note("leased", id=fields["id"], attempt=fields["attempt"])
 
 
