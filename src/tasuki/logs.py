@@ -7,8 +7,11 @@ message is one `grep <id>` away. Lines are plain `key=value` or JSON.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
+import traceback
+from types import TracebackType
 from typing import Any
 
 import orjson
@@ -53,23 +56,31 @@ class Facts:
         return " ".join(f"{k}={_value(v)}" for k, v in self.fields.items())
 
 
-def event(name: str, /, **fields: Any) -> None:
+def event(name: str, /, exc: BaseException | None = None, **fields: Any) -> None:
     """Log one event; callers on the hot path check `enabled(name)` first.
 
     The message reads `dead-lettered queue=q job=j id=... reason=...` under any format,
     `record.event` is the bare name, and each field is a record attribute too
     (`%(queue)s`), besides the dict `record.tasuki` (a field named like one of
-    LogRecord's own attributes lives only there).
+    LogRecord's own attributes lives only there). `exc`: the job's exception, whose
+    traceback tasuki's formats print from the job's own frames (`job_traceback`).
     """
     level = EVENT_LEVELS.get(name, logging.INFO)
     if logger.isEnabledFor(level):
         extra = {k: v for k, v in fields.items() if k not in _RESERVED}
         extra["tasuki"] = fields
         extra["event"] = name
-        if fields:
-            logger.log(level, f"{name} %s", Facts(fields), extra=extra)
-        else:
-            logger.log(level, name, extra=extra)
+        msg, args = (f"{name} %s", (Facts(fields),)) if fields else (name, ())
+        if exc is None:
+            logger.log(level, msg, *args, extra=extra)
+            return
+        # The traceback as text (`exc_text`, which every logging.Formatter appends), not
+        # as `exc_info`: tools that capture a logged exception (Sentry's logging
+        # integration) would report the job's exception a second time.
+        fn, lno, func, _ = logger.findCaller(stacklevel=2)
+        record = logger.makeRecord(logger.name, level, fn, lno, msg, args, None, func, extra)
+        record.exc_text = job_traceback(exc).rstrip("\n")
+        logger.handle(record)
 
 
 def event_name(record: logging.LogRecord) -> str | None:
@@ -96,7 +107,50 @@ def _value(v: Any) -> str:
     return text
 
 
-class PlainFormatter(logging.Formatter):
+# tasuki's own directory, where the frames a job's traceback starts with come from.
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+# What a process job's error carries: the child's traceback, as a note (errors.py).
+CHILD_NOTE = "--- raised in the job process ---"
+
+
+def _ours(tb: TracebackType) -> bool:
+    return tb.tb_frame.f_code.co_filename.startswith(_PACKAGE)
+
+
+def job_traceback(error: BaseException) -> str:
+    """A job's traceback as its author reads it, from the job's own first frame.
+
+    A job's exception unwinds through tasuki's frames first (the worker thread calling
+    the job, the event loop awaiting it, the child process of a process job): they say
+    nothing about what went wrong and push the frame that does off a dashboard's first
+    screen, so they are collapsed into one line, `[N frames of tasuki]`. A frame of
+    tasuki's below the job's (a call the job made into tasuki) stays, and an error of
+    tasuki's own, with no frame of the job's, keeps its whole traceback.
+    """
+    first = error.__traceback__
+    tb, hidden = first, 0
+    while tb is not None and _ours(tb):
+        tb, hidden = tb.tb_next, hidden + 1
+    from_child = any(CHILD_NOTE in note for note in getattr(error, "__notes__", ()))
+    if tb is None and not from_child:
+        tb, hidden = first, 0  # tasuki's own error: all of it matters
+    lines = traceback.format_exception(type(error), error, tb)
+    if hidden and tb is not None:
+        lines.insert(1, f"  [{hidden} frame{'s' if hidden > 1 else ''} of tasuki]\n")
+    return "".join(lines)
+
+
+class _JobTracebacks(logging.Formatter):
+    """A traceback from the job's own frames, tasuki's above them collapsed."""
+
+    def formatException(self, ei: Any) -> str:
+        error = ei[1] if isinstance(ei, tuple) else None
+        if isinstance(error, BaseException):
+            return job_traceback(error).rstrip("\n")
+        return super().formatException(ei)
+
+
+class PlainFormatter(_JobTracebacks):
     def __init__(self, worker: int | None = None) -> None:
         super().__init__()
         self.worker = worker
@@ -111,10 +165,12 @@ class PlainFormatter(logging.Formatter):
         line = " ".join(parts)
         if record.exc_info:
             line += "\n" + self.formatException(record.exc_info)
+        elif record.exc_text:
+            line += "\n" + record.exc_text
         return line
 
 
-class JSONFormatter(logging.Formatter):
+class JSONFormatter(_JobTracebacks):
     def __init__(self, worker: int | None = None) -> None:
         super().__init__()
         self.worker = worker
@@ -131,6 +187,8 @@ class JSONFormatter(logging.Formatter):
             doc["worker"] = self.worker
         if record.exc_info:
             doc["exception"] = self.formatException(record.exc_info)
+        elif record.exc_text:
+            doc["exception"] = record.exc_text
         return orjson.dumps(doc, default=str).decode()
 
 
