@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import os
 import sys
 from typing import Any
 
@@ -152,11 +153,23 @@ def worker(
     reload: bool,
     reload_dirs: tuple[str, ...],
 ) -> None:
-    """Run a worker for the app's jobs until SIGTERM/SIGINT (graceful), or a second one."""
+    """Run a worker for the app's jobs until SIGTERM/SIGINT (graceful), or a second one.
+
+    Every option may come from the environment instead: TASUKI_ and the option's name
+    (TASUKI_CONCURRENCY=16, TASUKI_QUEUES=a,b, TASUKI_NO_INLINE=1), MODULE:APP from
+    TASUKI_APP; an option on the command line wins.
+    """
     from tasuki.runtime.supervised import Supervised, serve_child_endpoints
 
     supervised = Supervised.from_env()
     index = None if supervised is None else supervised.index
+    if (
+        supervised is not None
+        and ctx.get_parameter_source("workers") is ParameterSource.ENVIRONMENT
+    ):
+        # TASUKI_WORKERS is also how the supervisor tells its children the group's size:
+        # a child runs one worker, its own.
+        workers = 1
     if workers > 1 and reload:
         raise click.UsageError(
             f"--reload runs one worker, --workers {workers} asks for {workers}: drop "
@@ -164,6 +177,12 @@ def worker(
         )
     if workers > 1 or reload:  # this process never imports the app
         _configure_logging(ctx, log_level, log_format, log_config, index)
+    if workers > 1 or reload:
+        # A child gets every option on its command line but these: it must not read
+        # them from the environment either (TASUKI_WORKERS would make each a supervisor).
+        from tasuki.cli.reload import DROPPED
+
+        _not_inherited(ctx, SUPERVISOR_ONLY if workers > 1 else DROPPED)
     if workers > 1:
         from tasuki.cli.reload import child_argv
         from tasuki.runtime.supervisor import Supervisor
@@ -232,3 +251,25 @@ def _configure_logging(
     )
     if asked or not logs.configured_elsewhere():
         logs.configure(level, fmt, index)
+
+
+def _not_inherited(ctx: click.Context, names: frozenset[str] | set[str]) -> None:
+    for param in ctx.command.params:
+        if param.name in names and isinstance(param.envvar, str):
+            os.environ.pop(param.envvar, None)
+
+
+def _from_environment(command: click.Command) -> click.Command:
+    """Each option also read from TASUKI_<ITS LONG NAME> (`--no-inline`:
+    TASUKI_NO_INLINE), shown in --help; MODULE:APP from TASUKI_APP."""
+    for param in command.params:
+        if isinstance(param, click.Argument):
+            param.envvar = "TASUKI_APP"
+        elif isinstance(param, click.Option) and param.name != "help":
+            longest = max(param.opts, key=len).lstrip("-")
+            param.envvar = "TASUKI_" + longest.upper().replace("-", "_")
+            param.show_envvar = True
+    return command
+
+
+_from_environment(worker)
