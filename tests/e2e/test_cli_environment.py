@@ -77,15 +77,22 @@ def test_the_command_line_wins_and_children_do_not_read_the_group_options(
     assert stop(proc) == 0
 
 
+def complete(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tasuki"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+
+
 def test_shell_completion_completes_commands_and_options() -> None:
     env = env_with_src()
     env.update(_TASUKI_COMPLETE="bash_complete", COMP_WORDS="tasuki wor", COMP_CWORD="1")
-    done = subprocess.run(
-        [sys.executable, "-m", "tasuki"], env=env, capture_output=True, text=True, timeout=60
-    )
+    done = complete(env)
     assert "plain,worker" in done.stdout.splitlines(), done
     env.update(COMP_WORDS="tasuki worker --conc", COMP_CWORD="2")
-    done = subprocess.run(
-        [sys.executable, "-m", "tasuki"], env=env, capture_output=True, text=True, timeout=60
-    )
+    done = complete(env)
     assert "plain,--concurrency" in done.stdout.splitlines(), done
