@@ -211,7 +211,7 @@ def own_postgres(workdir: Path) -> Any:
 
     if os.environ.get(POSTGRES_ENV):
         return None
-    from tests.support.servers import PostgresServer
+    from tasuki.testing.servers import PostgresServer
 
     server = PostgresServer(workdir / "postgres")
     server.start()

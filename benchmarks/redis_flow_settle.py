@@ -23,12 +23,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.support.servers import RedisServer
-
 from tasuki.backends.base import Effects, Envelope, Fill, FlowRecord, FlowStep, Settle
 from tasuki.backends.redis.backend import RedisBackend
 from tasuki.backends.redis.scripts import SCRIPTS
 from tasuki.backends.urls import backend_from_url
+from tasuki.testing.servers import RedisServer
 
 ROUNDS, BATCH = 200, 100
 RESULT = b'{"id": 12345, "status": "ok"}'
@@ -57,7 +56,7 @@ def main() -> None:
     with RedisServer(Path(tempfile.mkdtemp())) as server:
         backend = backend_from_url(f"{server.url()}?prefix=fs:")
         assert isinstance(backend, RedisBackend)
-        conn = backend._connection()
+        conn = backend.redis.connection()
         queues = ("plain", "chain", "group")
         for round_ in range(ROUNDS):
             for queue in queues:

@@ -19,10 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.support.servers import RedisServer
-
 from tasuki.backends.base import Envelope
 from tasuki.backends.urls import backend_from_url
+from tasuki.testing.servers import RedisServer
 
 TOTAL, BATCH, LEASE = 100_000, 1_000, 100
 IDLE_SECONDS = 10.0

@@ -21,12 +21,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.support.servers import RedisServer
-
 from tasuki.backends.base import Effects, Envelope, Settle
 from tasuki.backends.redis.backend import RedisBackend
 from tasuki.backends.redis.scripts import SCRIPTS
 from tasuki.backends.urls import backend_from_url
+from tasuki.testing.servers import RedisServer
 
 MESSAGES, BATCH = 50_000, 100
 RESULT = b'{"id": 12345, "status": "ok"}'
@@ -36,7 +35,7 @@ def main() -> None:
     with RedisServer(Path(tempfile.mkdtemp())) as server:
         backend = backend_from_url(f"{server.url()}?prefix=rs:")
         assert isinstance(backend, RedisBackend)
-        conn = backend._connection()
+        conn = backend.redis.connection()
         body = b'{"args": [12345], "kwargs": {}}'
         headers = {"tasuki-job": "bench.job", "tasuki-content-type": "json"}
         queues = {"without": 0.0, "with": 3600.0}

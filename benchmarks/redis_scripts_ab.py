@@ -29,12 +29,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.support.servers import RedisServer
-
 from tasuki.backends.base import Envelope, Limit
 from tasuki.backends.luafiles import expand
 from tasuki.backends.redis.backend import RedisBackend
 from tasuki.backends.urls import backend_from_url
+from tasuki.testing.servers import RedisServer
 
 MESSAGES, BATCH, LIMIT_KEYS = 60_000, 100, 1000
 _KEYS = re.compile(r"^-- KEYS\[(\d+)\]", re.MULTILINE)
@@ -52,7 +51,7 @@ def main(trees: dict[str, Path], limits: bool = False) -> None:
     with RedisServer(Path(tempfile.mkdtemp())) as server:
         backend = backend_from_url(f"{server.url()}?prefix=ab:")
         assert isinstance(backend, RedisBackend)
-        conn = backend._connection()
+        conn = backend.redis.connection()
         scripts = {}
         settles: dict[str, bool] = {}
         for name, root in trees.items():

@@ -32,7 +32,7 @@ from benchmarks.marks import Marks
 from benchmarks.peers.tasuki_app import build
 from benchmarks.peers.tasuki_runner import CONCURRENCY, postgres_url
 from tasuki.backends.base import Backend
-from tasuki.backends.sqlite.backend import Q
+from tasuki.backends.sqlite.dialect import Q
 from tasuki.core.message import new_ids
 
 AGING = Backend.priority_aging

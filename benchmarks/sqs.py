@@ -92,7 +92,7 @@ def bench_tasuki(
     prefix = f"b{uuid.uuid4().hex[:8]}-"
     url = f"sqs://us-east-1?endpoint_url={endpoint}&prefix={prefix}"
     app = tasuki.App(url + (f"&locks=sqlite:///{locks}" if locks else ""))
-    calls = counter(app.backend._client)  # type: ignore[attr-defined]
+    calls = counter(app.backend.sqs.client)  # type: ignore[attr-defined]
     done = [0]
 
     @app.job(queue="bench")

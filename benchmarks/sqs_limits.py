@@ -62,7 +62,7 @@ def run(
     prefix = f"l{uuid.uuid4().hex[:8]}-"
     url = f"sqs://us-east-1?endpoint_url={endpoint}&prefix={prefix}"
     app = tasuki.App(url + f"&locks=sqlite:///{locks}")
-    sqs_calls = counter(app.backend._client)  # type: ignore[attr-defined]
+    sqs_calls = counter(app.backend.sqs.client)  # type: ignore[attr-defined]
     lock_calls = _count_locks(app.backend.locks)
     done: Counter[str] = Counter()
     mutex = threading.Lock()
@@ -87,7 +87,7 @@ def run(
 
     if in_flight:
         plenty.enqueue_many([(-1,) for _ in range(in_flight)])
-        client = app.backend._client  # type: ignore[attr-defined]
+        client = app.backend.sqs.client  # type: ignore[attr-defined]
         queue_url = client.get_queue_url(QueueName=f"{prefix}bench")["QueueUrl"]
         held = 0
         while held < in_flight:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from tasuki.testing.servers import DUMMY_AWS_ENV, MotoServer, PostgresServer, RedisServer
 from tests.support.backends import ALL, BACKENDS, CROSS_PROCESS, URL_FACTORIES
 from tests.support.deps import need
-from tests.support.servers import DUMMY_AWS_ENV, MotoServer, PostgresServer, RedisServer
 
 
 @pytest.fixture(scope="session")

@@ -33,6 +33,19 @@ class InvalidArgument(TasukiError, ValueError):
     """A call got an argument that makes no sense (negative delay, wrong type...)."""
 
 
+class Unsupported(ConfigurationError, InvalidArgument):
+    """Something the backend cannot do: `.capability` names the capability it lacks.
+
+    Both a ConfigurationError (a job declared with what its backend cannot keep) and an
+    InvalidArgument (a call the backend cannot answer), so code catching either, as
+    earlier releases raised them, still catches it.
+    """
+
+    def __init__(self, message: str, capability: str) -> None:
+        super().__init__(message)
+        self.capability = capability
+
+
 class SerializationError(TasukiError, TypeError):
     """A job's arguments cannot be encoded, or a body cannot be decoded."""
 
@@ -100,6 +113,10 @@ class Defer(TasukiError):
         super().__init__(reason)
         self.delay = float(delay)
         self.reason = reason
+
+
+class SignalTimeout(TasukiError, TimeoutError):
+    """Raised inside a job by `ctx.wait_for_signal` when no signal came within its timeout."""
 
 
 class Skip(TasukiError):

@@ -16,14 +16,14 @@ from typing import Any
 
 from tasuki.backends.base import Backend, Enqueued, Envelope
 from tasuki.core import flows, results
+from tasuki.core.capabilities import DROP_IT
 from tasuki.core.codec import Codec
-from tasuki.core.flowcontrol import lacking
 from tasuki.core.flows import Flow
 from tasuki.core.job import Call, Enqueuer, Job, check_headers, check_message_id, check_queue
 from tasuki.core.message import JOB_HEADER, new_id, new_ids
 from tasuki.core.outgoing import Outgoing, Sealer
 from tasuki.core.policies import UNSTATED_MAX_ATTEMPTS
-from tasuki.errors import ConfigurationError, InvalidArgument
+from tasuki.errors import InvalidArgument
 from tasuki.middleware.base import EnqueueNext, MiddlewareChain, build_enqueue
 
 DEFAULT_ID_WINDOW = 3600.0
@@ -156,16 +156,13 @@ class Producer:
             flows.draft(spec, step.job, flow_id, worked.record.retention, on_failure)
             for spec, step in worked.entries
         ]
-        if not self.backend.capabilities.priorities and any(d.priority for d in drafts):
-            scheme = self.backend.url.split("://", 1)[0]
-            raise ConfigurationError(lacking("priority=", "priorities", scheme))
+        if any(d.priority for d in drafts):
+            self.backend.require("priorities", "enqueue with priority=", DROP_IT)
         self.backend.start_flow(worked.record, self.seal(drafts))
         return flow_id
 
     def check_workflows(self) -> None:
-        if not self.backend.capabilities.workflows:
-            scheme = self.backend.url.split("://", 1)[0]
-            raise ConfigurationError(lacking("a workflow (chain, group)", "workflows", scheme))
+        self.backend.require("workflows", "run a workflow (chain, group)")
 
     # -- results (`core/results.py`) ----------------------------------------------------
     def result(self, queue: str, message_id: str, timeout: float | None) -> Any:
@@ -177,22 +174,18 @@ class Producer:
         return await results.wait_async(self.backend, check_queue(queue), message_id, timeout)
 
     def _check_results(self) -> None:
-        if not self.backend.capabilities.results:
-            scheme = self.backend.url.split("://", 1)[0]
-            raise ConfigurationError(lacking("a job's result", "results", scheme))
+        self.backend.require("results", "keep a job's result")
 
     def _check_ids_supported(self) -> None:
-        if not self.backend.capabilities.id_window:
-            raise ConfigurationError(
-                f"{self.backend.url}: caller-given message ids need the backend capability "
-                "'id_window' (idempotent enqueue), which this backend lacks; give it a lock "
-                "store (locks=...) or enqueue without message_id"
-            )
+        self.backend.require(
+            "id_window",
+            "enqueue with a caller-given message id (idempotent enqueue)",
+            "give it a lock store (locks=...) or enqueue without message_id",
+        )
 
     def _store(self, drafts: list[Outgoing]) -> list[Enqueued]:
-        if not self.backend.capabilities.priorities and any(d.priority for d in drafts):
-            scheme = self.backend.url.split("://", 1)[0]
-            raise ConfigurationError(lacking("priority=", "priorities", scheme))
+        if any(d.priority for d in drafts):
+            self.backend.require("priorities", "enqueue with priority=", DROP_IT)
         envelopes = [self._envelope(d) for d in drafts]
         if not envelopes:
             return []

@@ -17,8 +17,8 @@ from tasuki.backends.base import Backend, Limit
 from tasuki.backends.sql import limits
 from tasuki.backends.urls import backend_from_url
 from tasuki.testing.contract.helpers import env, stats
+from tasuki.testing.servers import PostgresServer
 from tests.backends.limit_checks import check_a_kept_lease_keeps_its_slot
-from tests.support.servers import PostgresServer
 
 ONE = Limit("concurrency:one", "concurrency", 1)
 

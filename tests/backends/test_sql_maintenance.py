@@ -29,7 +29,7 @@ from tasuki.backends.sql.backend import SQLBackend
 from tasuki.backends.sql.maintenance.service import SQLService
 from tasuki.backends.urls import backend_from_url
 from tasuki.core.message import ErrorInfo
-from tests.support.servers import PostgresServer
+from tasuki.testing.servers import PostgresServer
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -191,6 +191,7 @@ def rows_of(backend: SQLBackend, msg_id: str) -> int:
 
 def test_each_backend_names_its_services(backend: SQLBackend) -> None:
     assert sorted(s.name for s in backend.maintenance()) == [
+        "durable",
         "expired",
         "flows",
         "history",

@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 import tasuki
-from tests.support.servers import PostgresServer
+from tasuki.testing.servers import PostgresServer
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from tests.support.servers import (
+from tasuki.testing.servers import (
     DUMMY_AWS_ENV,
     MotoServer,
     PostgresServer,

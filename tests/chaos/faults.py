@@ -22,7 +22,7 @@ from pathlib import Path
 from tests.chaos.backends import ChaosBackend, Service
 from tests.chaos.proxy import Proxy
 from tests.chaos.recorder import read
-from tests.support.servers import env_with_src
+from tests.support.processes import env_with_src
 
 ROOT = Path(__file__).resolve().parents[2]
 NET_KINDS = ("latency", "drop", "blackhole")

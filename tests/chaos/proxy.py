@@ -18,7 +18,7 @@ import socket
 import threading
 import time
 
-from tests.support.servers import free_port
+from tasuki.testing.servers import free_port
 
 
 class Proxy:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.chaos.recorder import note
-from tests.support.servers import env_with_src
+from tests.support.processes import env_with_src
 
 TICK = 0.05
 MIN_STALL = 0.1  # shorter stalls are not written down (a lease is seconds long)

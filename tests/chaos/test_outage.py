@@ -30,11 +30,11 @@ import pytest
 
 import tasuki
 from tasuki.errors import BackendUnavailable
+from tasuki.testing.servers import DUMMY_AWS_ENV, MotoServer, PostgresServer, RedisServer
 from tests.chaos.faults import Worker
 from tests.chaos.jobs import producer
 from tests.chaos.proxy import Proxy
 from tests.chaos.recorder import executions
-from tests.support.servers import DUMMY_AWS_ENV, MotoServer, PostgresServer, RedisServer
 from tests.worker.helpers import wait_until
 
 pytestmark = pytest.mark.slow

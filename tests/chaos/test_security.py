@@ -15,7 +15,7 @@ from tasuki.backends.base import Settle
 from tasuki.backends.urls import backend_from_url, redact
 from tasuki.cli.main import cli
 from tasuki.errors import ConfigurationError, InvalidURL, TasukiError
-from tests.support.servers import RedisServer
+from tasuki.testing.servers import RedisServer
 
 SECRET = "s3cr3t-Pa55"
 
@@ -59,7 +59,7 @@ def test_pickle_is_never_the_default_and_only_enabled_by_name(tmp_path: Path) ->
     assert dead.reason == "undecodable message"
     assert "pickle" in str(dead.error)
 
-    named = tasuki.App(url, serializer="pickle")
+    named = tasuki.App(url, serializer="pickle", signing_key=b"key")
     got: list[object] = []
 
     @named.job

@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 
 import tasuki
+from tasuki.testing.servers import PostgresServer, RedisServer
 from tests.support.backends import CROSS_PROCESS
-from tests.support.servers import PostgresServer, RedisServer
 from tests.worker.helpers import WorkerProcess, by_n, kill_all, read_log, wait_until
 
 pytestmark = pytest.mark.slow

@@ -11,7 +11,8 @@ import pytest
 
 import tasuki
 from tasuki.backends.base import Envelope, Settle
-from tests.support.servers import MotoServer, env_with_src
+from tasuki.testing.servers import MotoServer
+from tests.support.processes import env_with_src
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -23,8 +23,9 @@ from tasuki.backends import urls
 from tasuki.backends.base import Settle
 from tasuki.cli.main import cli
 from tasuki.core.message import ErrorInfo
+from tasuki.testing.servers import free_port
 from tests.e2e.test_cli import ROOT, tasuki_cli
-from tests.support.servers import env_with_src, free_port
+from tests.support.processes import env_with_src
 
 USAGE, RUNTIME = 2, 1
 APP = "tests.e2e.cli_app:app"

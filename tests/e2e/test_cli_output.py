@@ -25,7 +25,7 @@ from rich.cells import cell_len
 import tasuki
 from tasuki.backends.base import Settle
 from tasuki.core.message import ErrorInfo
-from tests.support.servers import env_with_src
+from tests.support.processes import env_with_src
 
 ANSI = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07]*\x07|[()][0-9A-B]|[=>78])")
 CELL_EDGES = re.compile(r"[\s│┃]+")

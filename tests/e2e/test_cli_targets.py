@@ -21,7 +21,7 @@ from click.testing import CliRunner, Result
 
 from tasuki.cli.main import cli
 from tests.e2e.test_cli import ROOT
-from tests.support.servers import env_with_src
+from tests.support.processes import env_with_src
 
 USAGE, RUNTIME = 2, 1
 

@@ -35,8 +35,9 @@ import pytest
 
 import tasuki
 from tasuki.core.reliability import Histogram
+from tasuki.web.security import COOKIE
 from tests.e2e.dashboard_app import declare, declare_report
-from tests.support.servers import env_with_src
+from tests.support.processes import env_with_src
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
@@ -393,6 +394,32 @@ def test_requests_without_the_token_are_refused(stack: Stack, page: Any) -> None
     page.click("button.primary")
     assert "not the dashboard's token" in page.content()
     assert page.context.cookies() == []
+
+
+def test_logging_out_ends_the_session(stack: Stack, page: Any) -> None:
+    _log_in(page, stack)
+    [cookie] = page.context.cookies()
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+    assert TOKEN not in cookie["value"]
+    page.click("header button:has-text('log out')")
+    page.wait_for_url(stack.base + "/login")
+    assert page.context.cookies() == []
+    # A copy of the cookie kept from before (or stolen) no longer gets in.
+    page.context.add_cookies([cookie])
+    page.goto(stack.base + "/queues/emails")
+    assert "/login" in page.url
+    assert (
+        _request(stack.base + "/api/queues", headers={"Cookie": f"{COOKIE}={cookie['value']}"})[0]
+        == 401
+    )
+    # Logging in again starts another session; an error page carries the headers too.
+    page.context.clear_cookies()
+    _log_in(page, stack)
+    assert page.context.cookies()[0]["value"] != cookie["value"]
+    missing = page.goto(stack.base + "/no/such/page")
+    assert missing is not None and missing.status == 404
+    assert missing.headers["x-content-type-options"] == "nosniff"
+    assert "frame-ancestors 'none'" in missing.headers["content-security-policy"]
 
 
 def test_a_cross_site_post_is_refused(stack: Stack, page: Any) -> None:

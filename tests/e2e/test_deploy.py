@@ -34,9 +34,10 @@ import pytest
 import yaml
 
 from tasuki.cli.main import cli
+from tasuki.testing.servers import free_port
 from tasuki.web.security import check_bind
 from tests.support.deps import need
-from tests.support.servers import env_with_src, free_port
+from tests.support.processes import env_with_src
 from tests.worker.helpers import wait_until
 
 kubernetes_validate = need("kubernetes_validate")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.deps import need
-from tests.support.servers import env_with_src
+from tests.support.processes import env_with_src
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"

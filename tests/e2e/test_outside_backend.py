@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.servers import env_with_src
+from tests.support.processes import env_with_src
 
 BACKEND = '''
 import threading

@@ -11,8 +11,9 @@ from pathlib import Path
 import orjson
 import pytest
 
+from tasuki.testing.servers import DUMMY_AWS_ENV
 from tests.support.deps import need
-from tests.support.servers import DUMMY_AWS_ENV, env_with_src
+from tests.support.processes import env_with_src
 
 ROOT = Path(__file__).resolve().parents[2]
 

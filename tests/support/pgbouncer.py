@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.support.servers import free_port
+from tasuki.testing.servers import free_port
 
 BINARY = "/usr/sbin/pgbouncer"
 

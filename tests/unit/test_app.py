@@ -15,6 +15,7 @@ from tasuki import errors
 from tasuki.backends.base import Enqueued, Envelope
 from tasuki.backends.memory import MemoryBackend
 from tasuki.backends.sqlite import SQLiteBackend
+from tasuki.core.codec import PickleSerializer
 from tasuki.core.outgoing import Outgoing
 from tasuki.middleware.base import EnqueueNext
 
@@ -287,9 +288,26 @@ def test_unknown_job_lookup(app: tasuki.App) -> None:
         app.get_job("nope")
 
 
+def test_pickle_without_a_signing_key_is_refused_unless_allowed(tmp_path: Path) -> None:
+    db = tmp_path / "p.db"
+    url = f"sqlite:///{db}"
+    for serializer in ("pickle", PickleSerializer()):
+        with pytest.raises(errors.ConfigurationError, match="allow_unsigned_pickle=True"):
+            tasuki.App(url, serializer=serializer)
+        with pytest.raises(errors.ConfigurationError, match="signing_key"):
+            tasuki.App(url, serializer=serializer, signing_key="")
+    assert not db.exists()  # refused before anything was opened
+    signed = tasuki.App(url, serializer="pickle", signing_key="key")
+    unsigned = tasuki.App(url, serializer="pickle", allow_unsigned_pickle=True)
+    assert signed.codec.serializer.content_type == unsigned.codec.serializer.content_type
+    assert tasuki.App(url, allow_unsigned_pickle=True).codec.serializer.content_type == "json"
+    signed.close()
+    unsigned.close()
+
+
 def test_pickle_only_by_name(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'p.db'}"
-    producer = tasuki.App(url, serializer="pickle")
+    producer = tasuki.App(url, serializer="pickle", allow_unsigned_pickle=True)
     consumer = tasuki.App(url)
     ran: list[object] = []
 

@@ -8,7 +8,28 @@ from click.testing import CliRunner
 from tasuki.backends.urls import redact as safe_url
 from tasuki.cli.main import cli
 from tasuki.web.app import _local_path
-from tasuki.web.security import Guard, check_bind, host_of, is_loopback, same_origin
+from tasuki.web.security import (
+    MIN_TOKEN_LENGTH,
+    Guard,
+    check_bind,
+    host_of,
+    is_loopback,
+    same_origin,
+)
+from tasuki.web.sessions import Sessions
+from tasuki.web.throttle import LoginThrottle, client_key
+
+STRONG = "9f2c1e7a5b3d4c6e8a0b1f2d"
+
+
+class Clock:
+    """Time that moves only when the test says."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
 
 
 @pytest.mark.parametrize(
@@ -28,7 +49,32 @@ from tasuki.web.security import Guard, check_bind, host_of, is_loopback, same_or
 def test_loopback(host: str, loopback: bool) -> None:
     assert is_loopback(host) is loopback
     assert (check_bind(host, None) is None) is loopback
-    assert check_bind(host, "token") is None
+    assert check_bind(host, STRONG) is None
+    assert (check_bind(host, "a") is None) is loopback  # any token on the loopback
+
+
+@pytest.mark.parametrize(
+    ("token", "why"),
+    [
+        ("a", "1 character(s)"),
+        ("s3cret", "6 character(s)"),
+        ("x" * (MIN_TOKEN_LENGTH - 1), f"{MIN_TOKEN_LENGTH - 1} character(s)"),
+        ("abababababababababab", "repeats 2 character(s)"),
+    ],
+)
+def test_a_weak_token_is_refused_off_the_loopback(token: str, why: str) -> None:
+    refusal = check_bind("0.0.0.0", token)
+    assert refusal is not None and "weak token" in refusal and why in refusal
+    assert "openssl rand" in refusal
+    assert check_bind("127.0.0.1", token) is None
+
+
+def test_a_weak_token_on_all_addresses_is_a_usage_error() -> None:
+    result = CliRunner().invoke(
+        cli, ["dashboard", "--host", "0.0.0.0", "--token", "a", "--url", "memory://"]
+    )
+    assert result.exit_code == 2
+    assert "weak token" in result.output and "at least 16" in result.output
 
 
 def test_binding_elsewhere_without_a_token_is_refused() -> None:
@@ -37,17 +83,100 @@ def test_binding_elsewhere_without_a_token_is_refused() -> None:
     assert "without a token" in result.output
 
 
-def test_token_bearer_cookie_and_csrf() -> None:
+def test_token_bearer_and_csrf_per_session() -> None:
     guard = Guard("tok")
     assert guard.bearer_ok("Bearer tok") and guard.bearer_ok("bearer tok")
     assert not guard.bearer_ok("Bearer tok2") and not guard.bearer_ok("Basic tok")
-    assert not guard.bearer_ok(None)
-    assert guard.session_cookie != "tok"  # the cookie is not the token itself
-    assert guard.cookie_ok(guard.session_cookie) and not guard.cookie_ok("tok")
-    assert guard.csrf_ok(guard.csrf) and not guard.csrf_ok("x") and not guard.csrf_ok(None)
-    assert Guard("tok").csrf != guard.csrf
+    assert not guard.bearer_ok(None) and not guard.bearer_ok("Bearer \udcff")
     assert Guard(None).bearer_ok("Bearer anything") is False
-    assert Guard(None).cookie_ok("anything") is False
+    one_id, one = guard.sessions.start()
+    two_id, two = guard.sessions.start()
+    assert len({one_id, two_id, "tok"}) == 3  # random ids, not the token nor from it
+    assert guard.sessions.find(one_id) is one and guard.sessions.find("tok") is None
+    # Each session's forms carry its own CSRF token, refused with any other session.
+    assert guard.csrf_for(one) != guard.csrf_for(two)
+    assert guard.csrf_ok(one.csrf, one) and not guard.csrf_ok(one.csrf, two)
+    assert not guard.csrf_ok(one.csrf, None) and guard.csrf_for(None) is None
+    assert not guard.csrf_ok(None, one) and not guard.csrf_ok("x", one)
+    # Without a token nobody logs in: one CSRF token for the process.
+    open_guard = Guard(None)
+    csrf = open_guard.csrf_for(None)
+    assert csrf and open_guard.csrf_ok(csrf, None) and not Guard(None).csrf_ok(csrf, None)
+
+
+def test_sessions_end_at_logout_when_unused_and_at_their_lifetime() -> None:
+    clock = Clock()
+    sessions = Sessions(lifetime=100.0, idle=30.0, clock=clock)
+    ended, _ = sessions.start()
+    sessions.end(ended)
+    assert sessions.find(ended) is None  # logged out: the same cookie no longer works
+    idle, _ = sessions.start()
+    busy, _ = sessions.start()
+    for _ in range(4):  # used every 20 s: alive; unused for 30 s: ended
+        clock.now += 20
+        assert sessions.find(busy) is not None
+    assert sessions.find(idle) is None
+    clock.now += 19.9  # 99.9 s after the login
+    assert sessions.find(busy) is not None
+    clock.now += 0.1
+    assert sessions.find(busy) is None  # its lifetime is over, however busy
+    assert len(sessions) == 0
+    assert sessions.find(None) is None and sessions.find("") is None
+
+
+def test_sessions_are_bounded() -> None:
+    clock = Clock()
+    sessions = Sessions(limit=3, clock=clock)
+    ids = []
+    for _ in range(4):
+        clock.now += 1
+        ids.append(sessions.start()[0])
+        sessions.find(ids[0])  # the first stays in use
+    assert len(sessions) == 3
+    assert sessions.find(ids[0]) is not None and sessions.find(ids[1]) is None
+
+
+def test_wrong_tokens_are_slowed_per_client() -> None:
+    clock = Clock()
+    throttle = LoginThrottle(free=3, first_wait=1.0, max_wait=8.0, forget_after=60.0, clock=clock)
+    for _ in range(3):
+        assert throttle.wait("a") == 0
+        throttle.failed("a")
+    waits = []
+    for _ in range(6):  # each wrong token after the free ones doubles the wait, to a cap
+        waits.append(throttle.wait("a"))
+        clock.now += waits[-1]
+        assert throttle.wait("a") == 0
+        throttle.failed("a")
+    assert waits == [1.0, 2.0, 4.0, 8.0, 8.0, 8.0]
+    assert throttle.wait("b") == 0  # another client is not slowed
+    clock.now += 5
+    assert throttle.wait("a") == pytest.approx(3.0)
+    clock.now += 60  # quiet for a while: afresh
+    assert throttle.wait("a") == 0
+    throttle.failed("a")
+    assert throttle.wait("a") == 0
+
+
+def test_the_throttle_never_overflows_and_stays_bounded() -> None:
+    clock = Clock()
+    throttle = LoginThrottle(free=1, max_wait=300.0, limit=2, clock=clock)
+    for _ in range(2000):  # a guesser that keeps coming back: 2.0 ** 2000 would overflow
+        clock.now += throttle.wait("a")
+        throttle.failed("a")
+    assert throttle.wait("a") == 300.0
+    clock.now += 1
+    throttle.failed("b")
+    throttle.failed("c")  # full: the client quiet the longest is forgotten
+    assert throttle.wait("a") == 0 and throttle.wait("b") > 0
+
+
+def test_guesses_count_per_address_and_per_ipv6_network() -> None:
+    assert client_key("203.0.113.7") == "203.0.113.7"
+    assert client_key("2001:db8:1:2:aaaa::1") == client_key("2001:db8:1:2:bbbb::9")
+    assert client_key("2001:db8:1:2::1") != client_key("2001:db8:1:3::1")
+    assert client_key("::ffff:203.0.113.7") == "203.0.113.7"
+    assert client_key(None) == "?" and client_key("testclient") == "testclient"
 
 
 def test_without_a_token_only_loopback_host_names_are_served() -> None:
@@ -96,5 +225,14 @@ def test_passwords_are_never_shown() -> None:
 
 def test_login_redirects_stay_on_the_site() -> None:
     assert _local_path("/queues/a") == "/queues/a"
-    for outside in ("//evil.example/x", "https://evil.example", "", None, "javascript:x"):
+    for outside in (
+        "//evil.example/x",
+        "/\\evil.example",  # browsers read a backslash as a slash
+        "/x\\y",
+        "/\n//evil.example",
+        "https://evil.example",
+        "",
+        None,
+        "javascript:x",
+    ):
         assert _local_path(outside) == "/"

@@ -8,7 +8,8 @@ import pytest
 
 from tasuki.backends.luafiles import lua_source, reply_fields
 
-PACKAGES = ("tasuki.backends.redis",)
+RECORDS = "tasuki.backends.sqs.records"  # the lease records SQS keeps on Redis
+PACKAGES = ("tasuki.backends.redis", RECORDS)
 
 
 def _scripts(package: str) -> list[str]:
@@ -38,9 +39,9 @@ def test_the_lease_record_scripts_share_one_record_parser() -> None:
         "records_keep",
         "records_cancel",
     ):
-        raw = resources.files("tasuki.backends.redis").joinpath("lua", f"{name}.lua").read_text()
+        raw = resources.files(RECORDS).joinpath("lua", f"{name}.lua").read_text()
         assert '--- @include "lease_record"' in raw and "string.match" not in raw
-        assert lua_source("tasuki.backends.redis", name).count("local function read_lease(") == 1
+        assert lua_source(RECORDS, name).count("local function read_lease(") == 1
 
 
 def test_an_unknown_script_fails() -> None:

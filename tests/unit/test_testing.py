@@ -13,7 +13,7 @@ import pytest
 import tasuki
 from tasuki.errors import DeadLettered, DrainTimeout, InvalidArgument
 from tasuki.testing import drain, use_memory
-from tests.support.servers import env_with_src
+from tests.support.processes import env_with_src
 
 
 class Boom(Exception):

@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from tests.support.servers import env_with_src
+from tests.support.processes import env_with_src
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -23,8 +23,9 @@ import pytest
 
 import tasuki
 from tasuki.core.message import JOB_HEADER
+from tasuki.testing.servers import free_port
 from tests.support.deps import need
-from tests.support.servers import env_with_src, free_port
+from tests.support.processes import env_with_src
 from tests.worker.helpers import ROOT, wait_until
 
 APP = "tests.worker.health_app:app"

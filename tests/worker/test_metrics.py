@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry
 import tasuki
 from tasuki.backends.base import Settle
 from tasuki.middleware.metrics import Metrics, QueueCollector
-from tests.support.servers import free_port
+from tasuki.testing.servers import free_port
 from tests.worker.helpers import WorkerProcess, read_log, wait_until
 
 

@@ -13,7 +13,7 @@ import pytest
 import tasuki
 from tasuki.backends.base import Envelope
 from tasuki.core.message import JOB_HEADER
-from tests.support.servers import env_with_src
+from tests.support.processes import env_with_src
 
 
 @pytest.fixture

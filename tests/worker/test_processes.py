@@ -78,14 +78,14 @@ def test_sigkill_mid_job_loses_nothing(
 def test_the_worker_takes_the_gil_slice_its_backend_asks_for(
     shared_url: str, log: Path, workers: list[WorkerProcess], inline: bool
 ) -> None:
-    """`Capabilities.gil_slice`: PostgreSQL's worker runs with a short GIL slice so the
+    """`Backend.gil_slice`: PostgreSQL's worker runs with a short GIL slice so the
     next lease's rows get through while it runs jobs inline; other backends, and a
     worker without the inline lane, keep CPython's."""
     app = producer(shared_url)
     app.jobs["work"].enqueue(0)
     workers.append(WorkerProcess(shared_url, log, *([] if inline else ["--no-inline"])))
     wait_until(lambda: len(by_n(read_log(log), "end")) == 1, 30)
-    wanted = app.backend.capabilities.gil_slice if inline else None
+    wanted = app.backend.gil_slice if inline else None
     [start] = by_n(read_log(log), "start")[0]
     assert start["gil_slice"] == pytest.approx(wanted or 0.005)
 

@@ -21,7 +21,7 @@ import pytest
 from tasuki.cli.main import cli
 from tasuki.cli.reload import child_argv
 from tests.support.deps import need
-from tests.support.servers import env_with_src
+from tests.support.processes import env_with_src
 from tests.worker.helpers import wait_until
 
 need("watchfiles")

@@ -24,8 +24,9 @@ from click.testing import CliRunner
 from tasuki.cli.main import cli
 from tasuki.cli.worker import WorkerCount
 from tasuki.runtime.supervisor import GIVE_UP_AFTER, STOP_MARGIN
+from tasuki.testing.servers import free_port
 from tests.support.backends import URL_FACTORIES
-from tests.support.servers import env_with_src, free_port
+from tests.support.processes import env_with_src
 from tests.worker.helpers import ROOT, by_n, read_log, wait_until
 from tests.worker.test_processes import producer, settled
 

@@ -11,18 +11,19 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
-from tasuki.app import flows
+from tasuki.app import durable, flows
 from tasuki.app.declaring import declare
-from tasuki.backends.base import DEFAULT_VISIBILITY_TIMEOUT, Backend, LockStore, lacks
+from tasuki.backends.base import DEFAULT_VISIBILITY_TIMEOUT, Backend, LockStore
 from tasuki.backends.urls import DEFAULT_URL, backend_from_url, redact
+from tasuki.core.admission import check_aging
 from tasuki.core.codec import Codec, Serializer
-from tasuki.core.flowcontrol import check_aging
 from tasuki.core.flows import FlowState
 from tasuki.core.job import Executor, Job, check_delay, check_message_id, check_queue
 from tasuki.core.message import DeadLetter, Message
 from tasuki.core.policies import ConcurrencyLimit, Dedup, RateLimit, Retry, Unique
 from tasuki.core.records import CancelStatus, MessageInfo
 from tasuki.core.registry import Registry
+from tasuki.core.steps import DEFAULT_MAX_STEPS, check_max_steps
 from tasuki.errors import ConfigurationError, InvalidArgument
 from tasuki.middleware import default_middleware
 from tasuki.middleware.base import MiddlewareChain
@@ -44,7 +45,11 @@ class App:
     enqueue a no-op. `locks` is the lock store of dedup and uniqueness when the backend
     has none of its own (a `LockStore`, or the URL of a backend whose locks to use).
     `priority_aging`: seconds of waiting that count as one priority level (the backend's
-    own 300 s when None); give every App of a deployment the same.
+    own 300 s when None); give every App of a deployment the same. `max_steps`: how
+    many durable step records one message may hold (`ctx.step`; past it, an error).
+    `serializer="pickle"` needs a `signing_key`: a worker unpickles what it receives, so
+    without signatures anyone who can write to a queue runs code in the workers.
+    `allow_unsigned_pickle=True` accepts that (a backend only trusted writers reach).
 
     Nothing below holds the app: jobs hold the producer, the worker gets the registry,
     backend, lock store, codec and chain.
@@ -63,7 +68,10 @@ class App:
         backend: Backend | None = None,
         locks: LockStore | str | None = None,
         priority_aging: float | None = None,
+        allow_unsigned_pickle: bool = False,
+        max_steps: int = DEFAULT_MAX_STEPS,
     ) -> None:
+        _check_pickle(serializer, signing_key, allow_unsigned_pickle)
         self.url = url or os.environ.get("TASUKI_URL") or DEFAULT_URL
         self.backend: Backend = backend if backend is not None else backend_from_url(self.url)
         if priority_aging is not None:
@@ -79,6 +87,7 @@ class App:
         self._max_message_size = max_message_size
         self.producer = self._producer(self.backend, id_window)
         self._locks = backend_from_url(locks).locks if isinstance(locks, str) else locks
+        self.max_steps = check_max_steps(max_steps)
 
     def _producer(self, backend: Backend, id_window: float) -> Producer:
         return Producer(
@@ -197,11 +206,11 @@ class App:
         from tasuki.core.periodic import Periodic
 
         Periodic.check_schedule(cron, every)
-        if not self.backend.capabilities.id_window:
-            raise ConfigurationError(
-                f"periodic jobs make one message per tick by its id, and {self.backend.url} "
-                "lacks the capability 'id_window' (idempotent enqueue); give it a lock store"
-            )
+        self.backend.require(
+            "id_window",
+            "run periodic jobs (they make one message per tick by its id: idempotent enqueue)",
+            "give it a lock store (locks=...)",
+        )
 
         def decorate(f: Callable[P, R]) -> Job[P, R]:
             job = f if isinstance(f, Job) else self._register(f, options, consumer=False)
@@ -276,7 +285,14 @@ class App:
     def inspect(self, queue: str, message_id: str) -> MessageInfo:
         """What happened to one message: state, attempts, lease, fencing number, history,
         and the workflow it is a step of."""
-        return flows.place(self.backend, self.backend.inspect(check_queue(queue), message_id))
+        info = self.backend.inspect(check_queue(queue), message_id)
+        return durable.with_steps(self.backend, flows.place(self.backend, info))
+
+    def signal(self, queue: str, message_id: str, name: str, payload: Any = None) -> str:
+        """Send signal `name` with its JSON `payload` to a message: "delivered" (stored for
+        it; a message waiting for it in `ctx.wait_for_signal` is ready at once, one that
+        waits later finds it; consumed once) or "unknown" (no such message, or dead)."""
+        return durable.signal(self.backend, queue, message_id, name, payload)
 
     def result(self, queue: str, message_id: str, timeout: float | None = None) -> Any:
         """The return value of message `message_id` on `queue` (its job has `keep_result=`),
@@ -313,8 +329,7 @@ class App:
         """Cancel a message: "removed" (it was waiting), "signalled" (it runs: its job sees
         `ctx.cancelled` at its next heartbeat, and nothing of that run is kept), or
         "unknown" (finished, dead, already cancelled, or never enqueued)."""
-        if not self.backend.capabilities.cancel:
-            raise lacks(self.backend, "cancel", "cancel a message")
+        self.backend.require("cancel", "cancel a message")
         return self.backend.cancel(check_queue(queue), check_message_id(message_id))
 
     def redrive(self, queue: str | None = None, ids: Sequence[str] | None = None) -> int:
@@ -349,7 +364,7 @@ class App:
             queues=queues,
             concurrency=concurrency,
             sealer=self.producer.sealer,
-            **options,
+            **{"max_steps": self.max_steps, **options},
         )
 
     def close(self) -> None:
@@ -360,3 +375,17 @@ class App:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _check_pickle(
+    serializer: str | Serializer, signing_key: bytes | str | None, allowed: bool
+) -> None:
+    """Refuse pickle without signatures unless the caller said it is fine."""
+    content_type = serializer if isinstance(serializer, str) else serializer.content_type
+    if content_type == "pickle" and not signing_key and not allowed:
+        raise ConfigurationError(
+            'serializer="pickle" without a signing_key lets anyone who can write to a '
+            "queue run code in your workers: give signing_key=... (the same on producers "
+            "and workers), or allow_unsigned_pickle=True if only trusted code can write "
+            "to the backend"
+        )

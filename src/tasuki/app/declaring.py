@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from tasuki.backends.base import DEFAULT_VISIBILITY_TIMEOUT, Backend
-from tasuki.core.flowcontrol import OPTIONS as FLOW_OPTIONS
-from tasuki.core.flowcontrol import check_shared, flow_options
+from tasuki.core.admission import OPTIONS as ADMISSION_OPTIONS
+from tasuki.core.admission import admission_options, check_shared
+from tasuki.core.capabilities import ANOTHER_BACKEND
 from tasuki.core.job import EXECUTORS, Job
 from tasuki.core.policies import Dedup, Retry, Unique
 from tasuki.core.registry import Registry
@@ -38,7 +39,7 @@ CORE_OPTIONS = (
             "keep_result",
         }
     )
-    | FLOW_OPTIONS
+    | ADMISSION_OPTIONS
 )
 
 
@@ -103,9 +104,9 @@ def declare(
     if executor not in EXECUTORS:
         raise InvalidArgument(f"executor must be one of {EXECUTORS}, got {executor!r}")
     check_capabilities(backend, name, dedup, unique, has_locks)
-    scheme = backend.url.split("://", 1)[0]
-    flow = flow_options(name, options, backend.capabilities, scheme)
-    check_shared(name, flow, registry.jobs.values())
+    scheme = backend.scheme
+    admission = admission_options(name, options, backend.capabilities, scheme)
+    check_shared(name, admission, registry.jobs.values())
     job: Job[..., Any] = Job(
         producer,
         fn,
@@ -120,9 +121,9 @@ def declare(
         executor=executor,
         consumer=consumer,
         extra={k: v for k, v in options.items() if k not in CORE_OPTIONS},
-        priority=flow.priority,
-        rate_limit=flow.rate_limit,
-        concurrency_limit=flow.concurrency_limit,
+        priority=admission.priority,
+        rate_limit=admission.rate_limit,
+        concurrency_limit=admission.concurrency_limit,
         keep_result=check_keep_result(
             name, options.get("keep_result"), backend.capabilities.results, scheme
         ),
@@ -135,26 +136,21 @@ def check_capabilities(
     backend: Backend, name: str, dedup: Dedup | None, unique: Unique | None, has_locks: bool
 ) -> None:
     """Refuse now, naming the missing capability, what the backend could not keep later."""
-    caps = backend.capabilities
     wanted = "dedup" if dedup is not None else "unique" if unique is not None else None
-    if wanted and not caps.native_locks and not has_locks:
-        raise ConfigurationError(
-            f"job {name!r} uses {wanted}, which needs a lock store: {backend.url} "
-            "lacks the capability 'native_locks'; pass locks=... (a redis:// or sqlite:/// "
-            "URL) to the App or the backend URL"
+    if wanted and not has_locks:
+        backend.require(
+            "native_locks",
+            f"keep job {name!r}'s {wanted} without a lock store",
+            "pass locks=... (a redis:// or sqlite:/// URL) to the App or the backend URL",
         )
     # Without atomic_unique (SQS) the backend claims the key just before the send
     # (docs/uniqueness.md says the window), so every mode works; what it cannot do is
     # reach into a waiting message to change its payload.
-    if (
-        unique is not None
-        and unique.mode != "while_executing"
-        and unique.on_conflict == "replace"
-        and not caps.atomic_unique
-    ):
-        raise ConfigurationError(
-            f"job {name!r}: unique on_conflict='replace' rewrites the waiting copy's "
-            f"arguments atomically with the enqueue, and {backend.url} lacks the "
-            "capability 'atomic_unique' (SQS cannot change a waiting message); use "
-            "on_conflict='drop', 'raise' or 'reschedule', or another backend"
+    if unique is not None and unique.mode != "while_executing" and unique.on_conflict == "replace":
+        backend.require(
+            "atomic_unique",
+            f"keep job {name!r}'s unique on_conflict='replace' (it rewrites the waiting "
+            "copy's arguments atomically with the enqueue; SQS cannot change a waiting "
+            "message)",
+            "use on_conflict='drop', 'raise' or 'reschedule', or " + ANOTHER_BACKEND,
         )

@@ -16,8 +16,9 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from typing import TypeVar
+from typing import Any, Literal, TypeVar
 
+from tasuki.core.capabilities import ANOTHER_BACKEND, Capabilities, refusal
 from tasuki.core.flowrecords import Effects, Fill, FlowFailure, FlowRecord, FlowStep, ResultRecord
 from tasuki.core.locks import LockStore
 from tasuki.core.message import DeadLetter
@@ -25,7 +26,6 @@ from tasuki.core.records import (
     DEFAULT_VISIBILITY_TIMEOUT,
     FOREVER,
     CancelStatus,
-    Capabilities,
     Delivery,
     Enqueued,
     EnqueueStatus,
@@ -41,13 +41,19 @@ from tasuki.core.records import (
     Receipt,
     Settle,
     SettledTotals,
+    StepRecord,
+    Taken,
     UniqueClaim,
     Verdict,
+    Wait,
+    Waiting,
 )
 from tasuki.core.reliability import Reliability
-from tasuki.errors import InvalidArgument
+from tasuki.errors import Unsupported
 
 T = TypeVar("T")
+# What `signal` did: stored it for a message that exists ("delivered"), or found none.
+SignalStatus = Literal["delivered", "unknown"]
 
 __all__ = [
     "DEFAULT_VISIBILITY_TIMEOUT",
@@ -79,26 +85,14 @@ __all__ = [
     "ResultRecord",
     "Settle",
     "SettledTotals",
+    "SignalStatus",
+    "StepRecord",
+    "Taken",
     "UniqueClaim",
     "Verdict",
+    "Wait",
+    "Waiting",
 ]
-
-
-def refuse_connection(backend: Backend, connection: object | None) -> None:
-    """Raise if a caller's connection is given to a backend that cannot join it."""
-    if connection is not None:
-        scheme = backend.url.split("://", 1)[0]
-        raise InvalidArgument(
-            f"{scheme}:// cannot enqueue inside your database transaction "
-            "(it lacks the transactional_enqueue capability); drop connection= "
-            "or use a sqlite:// or postgresql:// backend"
-        )
-
-
-def lacks(backend: Backend, capability: str, what: str) -> InvalidArgument:
-    """The error for an operation a backend cannot do, naming the missing capability."""
-    scheme = backend.url.split("://", 1)[0]
-    return InvalidArgument(f"{scheme}:// cannot {what} (it lacks the {capability} capability)")
 
 
 # How a default `wait_result` / `wait_flow` polls: from 10 ms, doubling, to 1 s.
@@ -133,6 +127,39 @@ class Backend(ABC):
     # Seconds of waiting that count as one priority level (`Envelope.priority`): the
     # lease ranks due messages by visible_at - priority x priority_aging. The App sets it.
     priority_aging: float = 300.0
+    # The GIL slice (`sys.setswitchinterval`, seconds) a `tasuki worker` process takes
+    # while fast jobs run inline, or None for CPython's 5 ms: a worker tuning, not a
+    # capability. The fetcher holds the GIL while it runs a batch of jobs; a client
+    # library that gives the GIL up and takes it back several times per call (psycopg
+    # reading a lease's rows) waits up to a slice each time, and the next batch is late.
+    gil_slice: float | None = None
+
+    # -- refusing --------------------------------------------------------------------
+    @property
+    def scheme(self) -> str:
+        """The URL's scheme ("redis", "sqs", ...), as every refusal names the backend.
+
+        A backend's URL was checked when it was opened (`urls.scheme_of`), so this only
+        cuts it; the seam imports nothing of `urls`, which imports the seam."""
+        return self.url.partition("://")[0].lower()
+
+    def refusal(self, capability: str, what: str, advice: str = ANOTHER_BACKEND) -> Unsupported:
+        """The error for `what`, which this backend cannot do (`core/capabilities.py`)."""
+        return refusal(self.scheme, capability, what, advice)
+
+    def require(self, capability: str, what: str, advice: str = ANOTHER_BACKEND) -> None:
+        """Raise `refusal(...)` unless this backend has `capability`."""
+        if not getattr(self.capabilities, capability):
+            raise self.refusal(capability, what, advice)
+
+    def refuse_connection(self, connection: object | None) -> None:
+        """Raise if a caller's connection is given to a backend that cannot join it."""
+        if connection is not None:
+            raise self.refusal(
+                "transactional_enqueue",
+                "enqueue inside your database transaction",
+                "drop connection= or use a sqlite:// or postgresql:// backend",
+            )
 
     # -- producing -------------------------------------------------------------------
     @abstractmethod
@@ -144,7 +171,7 @@ class Backend(ABC):
         `connection`: the caller's own database connection, inside whose open
         transaction the messages are written (rolled back: they never existed). Only
         backends with the `transactional_enqueue` capability take one; the others
-        refuse it with `refuse_connection`.
+        refuse it with `Backend.refuse_connection`.
         """
 
     # -- consuming -------------------------------------------------------------------
@@ -221,12 +248,12 @@ class Backend(ABC):
         """Cancel a message: "removed" (it was waiting: gone, `inspect` says cancelled),
         "signalled" (in flight: its lease is fenced out, `keep` answers "cancelled", it is
         never leased again), "unknown" (nothing to cancel)."""
-        raise lacks(self, "cancel", "cancel a message")
+        raise self.refusal("cancel", "cancel a message")
 
     # -- results and workflows (`core/flowrecords.py`) ------------------------------------
     def result(self, queue: str, id: str) -> ResultRecord | None:
         """The message's result record, or None (unknown id, result not kept, expired)."""
-        raise lacks(self, "results", "keep results")
+        raise self.refusal("results", "keep results")
 
     def wait_result(self, queue: str, id: str, timeout: float) -> ResultRecord | None:
         """`result`, once it is no longer pending or `timeout` passed. This default polls
@@ -236,10 +263,10 @@ class Backend(ABC):
     def start_flow(self, record: FlowRecord, envelopes: Sequence[Envelope]) -> bool:
         """Store a flow's record and enqueue its first steps, atomically where the engine
         can; False (and nothing enqueued) if a flow with that id exists."""
-        raise lacks(self, "workflows", "run workflows")
+        raise self.refusal("workflows", "run workflows")
 
     def flow(self, flow_id: str) -> FlowRecord | None:
-        raise lacks(self, "workflows", "run workflows")
+        raise self.refusal("workflows", "run workflows")
 
     def wait_flow(self, flow_id: str, timeout: float) -> FlowRecord | None:
         """`flow`, once it has a result, a failure or is cancelled, or `timeout` passed."""
@@ -252,16 +279,65 @@ class Backend(ABC):
     def cancel_flow(self, flow_id: str) -> bool:
         """Set the flow's cancelled flag (settles of its steps then enqueue nothing);
         False if the flow is unknown. The runtime cancels its steps."""
-        raise lacks(self, "workflows", "run workflows")
+        raise self.refusal("workflows", "run workflows")
 
     def group_value(self, flow_id: str, barrier: str) -> bytes | None:
         """A complete barrier's value (the JSON array of its slots), or None."""
-        raise lacks(self, "workflows", "run workflows")
+        raise self.refusal("workflows", "run workflows")
 
     def flow_steps(self, steps: Sequence[FlowStep]) -> list[MessageInfo]:
         """What `app.flow` shows of each step: `inspect` of it. A backend that cannot
         inspect says what its flow records know (SQS: state and leases counted)."""
         return [self.inspect(s.queue, s.message_id) for s in steps]
+
+    # -- durable steps (DESIGN §4c, `core/steps.py`) ------------------------------------
+    # A backend with `durable_steps` keeps, beside each message and dropped with it (ack
+    # and its result's time, purge, dead-letter purge, cancel): its step records, the
+    # signals sent to it and not yet consumed, and what it waits for. A suspended run is
+    # settled by `settle` with `Settle.suspend`: a release without penalty that also
+    # stores `Waiting(wait.signal, now + delay)`, and, in the same atomic step, makes the
+    # message ready at once if a signal of that name is stored already. Any other settle
+    # of the message ends the wait. Redrive keeps the records (a redriven message
+    # replays them).
+    def steps(self, queue: str, id: str) -> list[StepRecord]:
+        """The message's step records (consumed signals included), oldest first; empty
+        for an unknown message. One read per run, at its first durable call."""
+        raise self.refusal("durable_steps", "record durable steps")
+
+    def record_step(self, receipt: Receipt, record: StepRecord) -> bool:
+        """Store one step record, atomically with the check that `receipt.token` is the
+        message's current lease: False (and nothing stored) if it is not (a zombie's)."""
+        raise self.refusal("durable_steps", "record durable steps")
+
+    def take_signal(self, receipt: Receipt, name: str, occurrence: int) -> Taken:
+        """Consume the oldest stored signal `name` of the message, atomically with the
+        lease check and with recording it as the step `tasuki:signal:<name>` of that
+        occurrence (its result: the payload): a signal is consumed once. `Taken(False,
+        None)` if the lease is stale (nothing changed), `Taken(True, None)` if no such
+        signal is stored."""
+        raise self.refusal("durable_steps", "wait for signals")
+
+    def signal(self, queue: str, id: str, name: str, payload: bytes) -> SignalStatus:
+        """Store a signal (`payload`: JSON) for a message waiting, delayed or in flight:
+        "delivered"; if the message waits for `name` (`Waiting.signal`), it becomes
+        ready at once, in the same atomic step, and its wait ends. "unknown" (nothing
+        stored) for a message the backend does not hold, or holds dead."""
+        raise self.refusal("durable_steps", "signal a message")
+
+    def waiting(self, queue: str, id: str) -> Waiting | None:
+        """What a waiting message waits for (a sleep or a signal, until when); None if it
+        is not suspended, or no longer (its wait ended, it is leased, or it is ready)."""
+        return None
+
+    def record_step_in_transaction(
+        self, receipt: Receipt, work: Callable[[Any], StepRecord]
+    ) -> StepRecord | None:
+        """`transactional_steps`: in one transaction of the backend's database, check
+        that `receipt.token` is the current lease (and hold it so until the commit),
+        call `work(connection)` (the step's own writes happen on that connection), store
+        the record it returns, commit. None, and everything rolled back, if the lease is
+        stale before or after `work`; `work`'s error rolls back and propagates."""
+        raise self.refusal("transactional_steps", "run a step inside its transaction")
 
     # -- operating -------------------------------------------------------------------
     @abstractmethod
@@ -290,10 +366,7 @@ class Backend(ABC):
     def in_flight(self, queue: str, limit: int = 100) -> list[MessageInfo]:
         """Messages whose lease is current, soonest expiry first (state "in_flight", no
         history): what the workers hold now. A backend without `inspection` raises."""
-        scheme = self.url.split("://", 1)[0]
-        raise InvalidArgument(
-            f"{scheme}:// cannot list messages in flight (it lacks the inspection capability)"
-        )
+        raise self.refusal("inspection", "list messages in flight")
 
     def settled_totals(self, queue: str) -> SettledTotals | None:
         """Messages acked and dead-lettered so far (rates are their differences over
@@ -314,10 +387,7 @@ class Backend(ABC):
 
         A backend that cannot tell declares `inspection=False` and keeps this default.
         """
-        scheme = self.url.split("://", 1)[0]
-        raise InvalidArgument(
-            f"{scheme}:// cannot inspect a message (it lacks the inspection capability)"
-        )
+        raise self.refusal("inspection", "inspect a message")
 
     @abstractmethod
     def redrive(self, queue: str, ids: Sequence[str] | None = None) -> int:

@@ -3,8 +3,9 @@
 A script lives at `<package>/lua/<name>.lua`. It may pull in a shared fragment from
 `<package>/lua/includes/` with a line `--- @include "name"`: the line is replaced by
 the fragment's text (each fragment at most once per script; a fragment may include
-others). The Redis backend loads its scripts here, the lease records it keeps for SQS
-(`records_*.lua`) among them; so does `benchmarks/redis_scripts_ab.py`, from any tree.
+others). The Redis backend loads its scripts here, and so do the records SQS keeps in a
+Redis lock store (`tasuki.backends.sqs.records`, its `lua/records_*.lua`);
+`benchmarks/redis_scripts_ab.py` too, from any tree.
 
 A script that returns records declares each kind's fields in order, by name, with a
 line `--- @reply NAME: field field ...` (read by `reply_fields`), so that the code that

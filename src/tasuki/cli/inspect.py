@@ -20,7 +20,7 @@ from tasuki.cli.common import (
 )
 from tasuki.cli.tables import Column, record, table
 from tasuki.core.flowrecords import ResultRecord
-from tasuki.core.records import MessageInfo, Progress
+from tasuki.core.records import MessageInfo, Progress, StepRecord, preview
 
 
 @click.command()
@@ -32,8 +32,8 @@ from tasuki.core.records import MessageInfo, Progress
 def inspect(
     queue: str, message_id: str, app_spec: str | None, url: str | None, as_json: bool
 ) -> None:
-    """State, attempts, priority, lease, progress, result and recent history of one
-    message.
+    """State, attempts, priority, lease, progress, result, recent history, durable steps
+    and what it waits for, of one message.
 
     Exits with status 1 when the backend knows nothing of the message (never enqueued,
     or acked and its id no longer remembered) and keeps no result of it.
@@ -105,6 +105,11 @@ def progress_line(progress: Progress) -> str:
     return f"{progress.fraction:.0%} {progress.text}".rstrip()
 
 
+def _step_row(step: StepRecord, now: float) -> list[str]:
+    name = f"{step.name} #{step.occurrence}"
+    return [name, when(step.started_at, now), f"{step.duration:.3f}s", preview(step.result)]
+
+
 def print_info(info: MessageInfo) -> None:
     now = time.time()
     out = console.real()
@@ -134,6 +139,8 @@ def print_info(info: MessageInfo) -> None:
             rows.append(("visible", when(info.visible_at, now)))
         if info.lease_expires_at is not None:
             rows.append(("lease expires", when(info.lease_expires_at, now)))
+        if info.waiting:
+            rows.append(("waiting", info.waiting))
         if info.state == "dead":
             rows += [("died", when(info.died_at, now)), ("reason", info.reason)]
             if info.error is not None:
@@ -150,6 +157,19 @@ def print_info(info: MessageInfo) -> None:
                 Column("detail"),
             ],
             [[when(e.at, now), e.event, str(e.fencing_token), e.detail] for e in info.history],
+            out=out,
+        )
+    if info.steps:
+        out.print()
+        table(
+            "durable steps, oldest first",
+            [
+                Column("step", whole=True),
+                Column("started", whole=True),
+                Column("took", whole=True, justify="right"),
+                Column("result"),
+            ],
+            [_step_row(s, now) for s in info.steps],
             out=out,
         )
     if info.error is not None and info.error.traceback:

@@ -173,10 +173,12 @@ def refuse_in_process(app: App) -> None:
     if app.backend.capabilities.cross_process:
         return
     command = click.get_current_context().command_path
-    raise click.UsageError(
-        f"{app.url} keeps its messages inside one process, so `{command}` would "
-        "work on a store that vanishes when it exits and that no other process sees; "
+    refused = app.backend.refusal(
+        "cross_process",
+        f"serve `{command}` (it keeps its messages inside one process: the command would "
+        "work on a store that vanishes when it exits and that no other process sees)",
         "use sqlite:///tasuki.db on one machine, or redis://, postgresql:// or sqs:// "
         "across machines (memory:// is for tests that enqueue and run a worker in the "
-        "same process)"
+        "same process)",
     )
+    raise click.UsageError(str(refused))

@@ -225,9 +225,9 @@ def worker(
             health=None if health_port is None else (health_host, health_port),
             stuck_after=stuck_after,
         )
-    slice_ = app.backend.capabilities.gil_slice
+    slice_ = app.backend.gil_slice
     if slice_ is not None and not no_inline and sys.getswitchinterval() == CPYTHON_SLICE:
-        sys.setswitchinterval(slice_)  # see Capabilities.gil_slice; a value set by hand stays
+        sys.setswitchinterval(slice_)  # see Backend.gil_slice; a value set by hand stays
     # Everything loaded so far (modules, the app, its jobs) lives as long as the process:
     # out of the collector's sight, a collection only walks what jobs allocate.
     gc.freeze()

@@ -2,13 +2,28 @@
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import math
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Awaitable, Callable, Coroutine
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
-from tasuki.core.records import Progress, Receipt
+import orjson
+
+from tasuki.core.records import Progress, Receipt, StepRecord, Wait
+from tasuki.core.steps import (
+    NO_TIMEOUT,
+    SLEEP,
+    WAKE_SLACK,
+    Durable,
+    StepLog,
+    check_name,
+    check_seconds,
+    timed_out,
+)
 from tasuki.errors import InvalidArgument, LeaseLost, TasukiError
 
 if TYPE_CHECKING:
@@ -20,6 +35,8 @@ _current: ContextVar[Context | None] = ContextVar("tasuki_context", default=None
 _EVENT_MUTEX = threading.Lock()
 # The longest text `ctx.progress` takes: it is stored with the message and shown as is.
 MAX_PROGRESS_TEXT = 256
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 class Context:
@@ -34,10 +51,12 @@ class Context:
     __slots__ = (
         "_asked",
         "_cancelled",
+        "_durable",
         "_extender",
         "_held_locks",
         "_locks",
         "_state",
+        "_steps",
         "_stop",
         "deadline",
         "job",
@@ -55,6 +74,7 @@ class Context:
         job: Job[..., Any] | None = None,
         extender: Callable[[float], bool] | None = None,
         locks: LockStore | None = None,
+        durable: Durable | None = None,
     ) -> None:
         self.message = message
         self.job = job
@@ -77,6 +97,10 @@ class Context:
         # Made on first use, like the stop event: most deliveries never need them.
         self._state: dict[str, Any] | None = None
         self._held_locks: list[tuple[str, str]] | None = None
+        # Durable steps: what every run's step log shares, and this run's log, read from
+        # the backend on the first durable call (`core/steps.py`).
+        self._durable = durable
+        self._steps: StepLog | None = None
 
     @property
     def state(self) -> dict[str, Any]:
@@ -197,6 +221,144 @@ class Context:
         if not self._extender(float(seconds)):
             what = "was cancelled" if self._cancelled else "was lost"
             raise LeaseLost(f"lease on message {self.message.id} {what}; stop work on it")
+
+    # -- durable steps (DESIGN §4c, `core/steps.py`) -----------------------------------
+    @property
+    def waiting(self) -> Wait | None:
+        """What this run suspended for (`sleep`, `wait_for_signal`), or None."""
+        return None if self._steps is None else self._steps.waiting
+
+    def _log(self) -> StepLog:
+        if self._steps is None:
+            durable = self._durable or Durable(None, durable_steps=True)
+            self._steps = StepLog(durable, self.receipt, self._lost)
+        return self._steps
+
+    def _lost(self) -> None:
+        self.lease_lost = True
+        self.request_stop("lease lost")
+
+    @overload
+    def step(
+        self,
+        name: str,
+        fn: Callable[P, Coroutine[Any, Any, R]],
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> Coroutine[Any, Any, R]: ...
+
+    @overload
+    def step(self, name: str, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R: ...
+
+    def step(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run `fn(*args, **kwargs)` once for this message: its JSON result is recorded
+        under the lease and returned; every later run of the message (a retry, after a
+        crash, a redrive) gets the recorded value back without running `fn`. An async
+        `fn` makes this an awaitable (`await ctx.step("x", fetch)`).
+
+        The value returned is the recorded JSON, decoded, on the first run too, so every
+        run sees the same value. LeaseLost if the record is refused (a zombie run).
+        """
+        check_name(name)
+        log = self._log()
+        occurrence = log.next(name)
+        done = log.recorded(name, occurrence)
+        if inspect.iscoroutinefunction(fn):
+            return self._step_async(log, name, occurrence, done, fn, args, kwargs)
+        if done is not None:
+            return orjson.loads(done.result)
+        started, t0 = time.time(), time.perf_counter()
+        value = fn(*args, **kwargs)
+        return self._keep(log, name, occurrence, value, started, time.perf_counter() - t0)
+
+    async def _step_async(
+        self,
+        log: StepLog,
+        name: str,
+        occurrence: int,
+        done: StepRecord | None,
+        fn: Callable[..., Awaitable[Any]],
+        args: Any,
+        kwargs: Any,
+    ) -> Any:
+        if done is not None:
+            return orjson.loads(done.result)
+        started, t0 = time.time(), time.perf_counter()
+        value = await fn(*args, **kwargs)
+        duration = time.perf_counter() - t0
+        return await asyncio.to_thread(self._keep, log, name, occurrence, value, started, duration)
+
+    @staticmethod
+    def _keep(
+        log: StepLog, name: str, occurrence: int, value: Any, started: float, duration: float
+    ) -> Any:
+        data = log.encode(name, value)
+        log.record(StepRecord(name, occurrence, data, started, duration))
+        return orjson.loads(data)
+
+    def step_in_transaction(self, name: str, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
+        """Run `fn(conn, *args, **kwargs)` inside the backend's transaction that records
+        the step under the lease (SQLite, PostgreSQL: `transactional_steps`): its writes
+        to that database happen exactly once. A stale lease rolls them back (LeaseLost)."""
+        check_name(name)
+        log = self._log()
+        log.check_transactional()
+        occurrence = log.next(name)
+        done = log.recorded(name, occurrence)
+        if done is not None:
+            return orjson.loads(done.result)  # type: ignore[no-any-return]
+        return log.in_transaction(name, occurrence, fn, args, kwargs)  # type: ignore[no-any-return]
+
+    def sleep(self, seconds: float) -> None:
+        """Sleep durably: the run ends here (the message is released without penalty,
+        costing no attempt and holding no worker) and the job runs again after
+        `seconds`, from the top, replaying its recorded steps and going on past this."""
+        seconds = check_seconds("ctx.sleep's time", seconds)
+        log = self._log()
+        occurrence = log.next(SLEEP)
+        done = log.recorded(SLEEP, occurrence)
+        now = time.time()
+        if done is None:
+            wake = now + seconds
+            log.record(StepRecord(SLEEP, occurrence, orjson.dumps(wake), now, 0.0))
+        else:
+            wake = float(orjson.loads(done.result))
+        if wake - now > WAKE_SLACK:
+            raise log.suspend(wake - now, Wait())
+
+    def wait_for_signal(self, name: str, timeout: float | None = None) -> Any:
+        """The payload of the signal `name` sent to this message (`app.signal`), consumed
+        once. A signal sent earlier is kept for this wait; without one, the run ends here
+        and the message waits, holding no worker, until the signal makes it ready (at
+        once) or `timeout` passes: then `tasuki.errors.SignalTimeout` is raised here."""
+        check_name(name)
+        if timeout is not None:
+            timeout = check_seconds("wait_for_signal's timeout", timeout)
+        log = self._log()
+        got, waited, ended = (
+            f"tasuki:signal:{name}",
+            f"tasuki:wait:{name}",
+            f"tasuki:timeout:{name}",
+        )
+        occurrence = log.next(got)
+        if (done := log.recorded(got, occurrence)) is not None:
+            return orjson.loads(done.result)
+        if log.recorded(ended, occurrence) is not None:
+            raise timed_out(name, timeout)
+        now = time.time()
+        started = log.recorded(waited, occurrence)
+        if started is None:
+            deadline = now + (NO_TIMEOUT if timeout is None else timeout)
+            log.record(StepRecord(waited, occurrence, orjson.dumps(deadline), now, 0.0))
+        else:
+            deadline = float(orjson.loads(started.result))
+        payload = log.take(name, occurrence)
+        if payload is not None:
+            return orjson.loads(payload)
+        if deadline - now > WAKE_SLACK:
+            raise log.suspend(deadline - now, Wait(name))
+        log.record(StepRecord(ended, occurrence, b"null", now, 0.0))
+        raise timed_out(name, timeout)
 
 
 def current() -> Context:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from tasuki import logs
 from tasuki.core.policies import Retry
+from tasuki.core.reasons import exhausted
 
 if TYPE_CHECKING:
     from tasuki.core.context import Context
@@ -37,10 +38,11 @@ def decide_failure(ctx: Context, outcome: Outcome) -> None:
     message = ctx.message
     max_attempts = max_attempts_of(ctx)
     attempt = message.attempt
-    if policy.retries(error) and attempt < max_attempts:
+    out_of_attempts = exhausted(attempt, max_attempts)
+    if policy.retries(error) and not out_of_attempts:
         outcome.decide("retry", delay=policy.delay(attempt), reason=_describe(error))
         return
-    if attempt >= max_attempts:
+    if out_of_attempts:
         why = f"retries exhausted after {attempt} attempt{'s' if attempt != 1 else ''}"
     elif policy.give_up_on and isinstance(error, policy.give_up_on):
         why = f"gave up on {type(error).__name__}"

@@ -11,14 +11,12 @@ joining them.
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import orjson
 
-from tasuki.core.message import ErrorInfo, MessageState
+from tasuki.core.message import ErrorInfo
 
 if TYPE_CHECKING:
     from tasuki.core.envelope import Envelope
@@ -237,56 +235,3 @@ def join_slots(slots: list[bytes]) -> bytes:
     """A complete barrier's value from its slots in index order (what backends do in
     their own language: this is the reference)."""
     return b"[" + b",".join(slots) + b"]"
-
-
-class FlowRecords(ABC):
-    """Flow records and barriers kept for a backend that cannot keep them itself (SQS,
-    in its lock store), beside its lease records: a settle's effects are applied there
-    with the lease's token check (`LeaseRecords.settle_steps`), and the steps it
-    enqueues are sent by the backend under ids claimed for their sender (`claim_sends`),
-    so a re-run of the same step after a crash sends what the first run could not, and
-    nothing twice once it was sent (`sent`)."""
-
-    @abstractmethod
-    def start_flow(self, record: FlowRecord) -> bool:
-        """Store a new flow's record; False if a flow with its id is kept."""
-
-    @abstractmethod
-    def flow(self, flow_id: str) -> FlowRecord | None: ...
-
-    @abstractmethod
-    def cancel_flow(self, flow_id: str) -> bool:
-        """Set the flow's cancelled flag; False if the flow is unknown."""
-
-    @abstractmethod
-    def group_value(self, flow_id: str, barrier: str) -> bytes | None:
-        """A complete barrier's value, or None."""
-
-    @abstractmethod
-    def step_states(self, steps: Sequence[tuple[str, str]]) -> list[tuple[MessageState, int]]:
-        """What the records tell of each step (queue, message id): its state and the
-        leases counted on it (what `app.flow` shows where the backend cannot inspect)."""
-
-    @abstractmethod
-    def claim_sends(self, queue: str, ids: Sequence[str], sender: str) -> list[bool]:
-        """Claim the id window of each message `sender` is about to send: True where the
-        id is free, or claimed by the same sender and not sent yet (its send was cut
-        short); False where it is live or finished under another claim, or sent."""
-
-    @abstractmethod
-    def sent(self, queue: str, ids: Sequence[str], sender: str) -> None:
-        """The messages were sent: their claims are no longer `sender`'s to send again."""
-
-    @abstractmethod
-    def sends_made(self, queue: str, id: str) -> bool:
-        """An acked step's copy met again while its lease record is UNSENT_OWNER (its
-        worker died after its sends, or during them, or before): whether every step it
-        enqueues was sent, by it (the id's claim says so) or before it. If so its record
-        is a plain acked one from now on, as after `steps_sent`, and the copy is deleted;
-        if not, it is refused, to run again once the record's grace is over."""
-
-    @abstractmethod
-    def steps_sent(self, messages: Sequence[tuple[str, str]]) -> None:
-        """These acked steps (queue, id) sent everything they enqueue: their lease
-        records, UNSENT_OWNER since their settle (`core/locks.py`), become plain acked
-        records, whose copies met again are deleted rather than run again."""

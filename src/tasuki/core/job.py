@@ -156,7 +156,7 @@ class Job(Generic[P, R]):
             raise InvalidArgument(f"job {name!r}: an async def job runs on the event loop only")
         self.executor: Executor = executor
         self.consumer = consumer
-        # Flow control (`core/flowcontrol.py`): the default priority of its messages and
+        # Flow control (`core/admission.py`): the default priority of its messages and
         # the limits they count against.
         self.priority = check_priority(priority)
         self.rate_limit = rate_limit

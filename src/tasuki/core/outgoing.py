@@ -7,9 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from tasuki.core.admission import limits_of
 from tasuki.core.codec import Codec
 from tasuki.core.envelope import Envelope, Limit
-from tasuki.core.flowcontrol import limits_of
 from tasuki.core.message import NOT_BEFORE_HEADER, Message
 from tasuki.errors import MessageTooLarge
 

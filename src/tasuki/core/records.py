@@ -39,74 +39,54 @@ DEFAULT_VISIBILITY_TIMEOUT = 30.0
 FOREVER = 10 * 365 * 86400.0
 
 
-@dataclass(frozen=True, slots=True)
-class Capabilities:
-    """What a backend can and cannot do natively.
+# -- durable steps (`core/steps.py` runs them) ------------------------------
+class StepRecord(NamedTuple):
+    """One recorded step: its name, occurrence (from 1), JSON result, when it started
+    (epoch seconds) and how long it ran (seconds)."""
 
-    The App and the runtime read these instead of guessing from a URL: a promise the
-    backend cannot keep natively is kept another way (delay hops, the `locks=` store) or
-    refused at configuration time with an error that names the missing capability.
-    """
+    name: str
+    occurrence: int
+    result: bytes
+    started_at: float
+    duration: float
 
-    max_message_size: int
-    # Several processes (and machines) can share the store.
-    cross_process: bool = True
-    # `lease(wait=...)` blocks until a message arrives, instead of the caller polling.
-    blocking_wait: bool = True
-    # Longest delay the backend stores in one go (None: unbounded); longer ones hop.
-    max_delay: float | None = None
-    # Longest lease one extension can grant (None: unbounded).
-    max_visibility: float | None = None
-    # `attempt` is counted exactly by the backend (not an approximate receive count).
-    exact_attempts: bool = True
-    # A release without penalty gives the attempt back.
-    refundable_release: bool = True
-    # Finished caller-given ids are remembered for the id window (idempotent enqueue).
-    id_window: bool = True
-    # A unique claim is taken atomically with the enqueue.
-    atomic_unique: bool = True
-    # Dead letters can be paged and looked up by id.
-    dead_letter_browsing: bool = True
-    # Enqueue can join the caller's own database transaction.
-    transactional_enqueue: bool = False
-    # The backend has a lock store of its own (else the App needs `locks=`).
-    native_locks: bool = True
-    # Stats are exact (else approximate, as the engine reports them).
-    exact_stats: bool = True
-    # A stale lease token is refused by ack, extend, release and dead.
-    fencing: bool = True
-    # Smallest step of delays and visibility timeouts the backend keeps, in seconds
-    # (0: as fine as its clock; SQS: whole seconds).
-    timer_resolution: float = 0.0
-    # `inspect` tells one message's state and the history of its last leases, and
-    # `in_flight` lists the current leases.
-    inspection: bool = True
-    # `settled_totals` counts acked and dead messages per queue (the dashboard's rates).
-    settled_counts: bool = True
-    # `reliability` counts redeliveries, lost leases, expiry-to-start times and the
-    # heartbeat lag workers report with `add_meters` (`tasuki.core.reliability`).
-    reliability_counts: bool = True
-    # The GIL slice (`sys.setswitchinterval`, seconds) a `tasuki worker` process takes
-    # while fast jobs run inline, or None for CPython's 5 ms. The fetcher holds the GIL
-    # while it runs a batch of jobs; a client library that gives the GIL up and takes
-    # it back several times per call (psycopg reading a lease's rows) waits up to a
-    # slice each time, and the next batch arrives late.
-    gil_slice: float | None = None
-    # Result records (`Envelope.keep_result`, `Settle.effects.result`, `result`,
-    # `wait_result`): the backend keeps jobs' return values.
-    results: bool = False
-    # Workflows: `start_flow`, `flow`, `wait_flow`, `cancel_flow`, `group_value`, and a
-    # settle's effects (fills, successors, the flow's result and failure).
-    workflows: bool = False
-    # `Envelope.priority` orders the lease (rank = visible_at - priority x aging).
-    priorities: bool = False
-    # `Envelope.limits` of kind "rate" / "concurrency" are admitted at lease time.
-    rate_limits: bool = False
-    concurrency_limits: bool = False
-    # `cancel(queue, id)`, and `keep` answering "cancelled" to a cancelled lease.
-    cancel: bool = False
-    # `keep` stores a lease's `Progress` (fenced), shown by `inspect`.
-    progress: bool = False
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "occurrence": self.occurrence,
+            "started_at": self.started_at,
+            "duration": self.duration,
+            "result": preview(self.result),
+        }
+
+
+class Wait(NamedTuple):
+    """What a suspended run waits for (`Settle.suspend`): its wake-up time only
+    (`signal` empty: a sleep), or a signal of that name, at most until the wake-up."""
+
+    signal: str = ""
+
+
+class Waiting(NamedTuple):
+    """What a message waits for now, as the backend keeps it: a signal ("" for a sleep)
+    and when it wakes (epoch seconds)."""
+
+    signal: str
+    until: float
+
+
+class Taken(NamedTuple):
+    """What `take_signal` found: whether the lease is still the caller's, and the
+    payload of the signal it consumed (None: no such signal is stored)."""
+
+    held: bool
+    payload: bytes | None
+
+
+def preview(result: bytes, limit: int = 80) -> str:
+    """The start of a step's JSON result, for `inspect` and the dashboard."""
+    text = result.decode("utf-8", "replace")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 class Receipt(NamedTuple):
@@ -142,6 +122,8 @@ class Settle(NamedTuple):
     # What must change with this settle, in the same atomic step and under the same
     # token check (results, workflows: `core/flowrecords.py`); ack and dead only.
     effects: Effects | None = None
+    # A release that suspends a durable run (`suspend`): what the message waits for.
+    wait: Wait | None = None
 
     @classmethod
     def ack(cls, receipt: Receipt, effects: Effects | None = None) -> Settle:
@@ -156,6 +138,13 @@ class Settle(NamedTuple):
         error: ErrorInfo | None = None,
     ) -> Settle:
         return cls(receipt, "release", delay, penalty, "", error)
+
+    @classmethod
+    def suspend(cls, receipt: Receipt, delay: float, wait: Wait) -> Settle:
+        """A durable run ends at a sleep or a wait for a signal: released without penalty
+        until `delay` from now (the attempt given back), waiting for `wait`; a signal it
+        waits for, stored already or sent later, makes it ready at once."""
+        return cls(receipt, "release", delay, False, "", None, None, wait)
 
     @classmethod
     def dead(
@@ -309,6 +298,10 @@ class MessageInfo:
     # them in the flow's record; a backend's own inspect leaves them None).
     flow_id: str | None = None
     step: str | None = None
+    # Durable steps (`core/steps.py`): the message's step records, oldest first, and what
+    # it waits for ("sleeping until T", "waiting for signal 'x' until T"; "" for nothing).
+    steps: tuple[StepRecord, ...] = ()
+    waiting: str = ""
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -337,6 +330,8 @@ class MessageInfo:
             else {"fraction": self.progress.fraction, "text": self.progress.text},
             "priority": self.priority,
             "flow": None if self.flow_id is None else {"id": self.flow_id, "step": self.step},
+            "steps": [record.as_dict() for record in self.steps],
+            "waiting": self.waiting,
         }
 
 

@@ -18,11 +18,10 @@ from typing import Any, Protocol
 
 import orjson
 
-from tasuki.core.flowcontrol import lacking
+from tasuki.core.capabilities import DROP_IT, refusal
 from tasuki.core.flowrecords import ResultRecord
 from tasuki.core.reasons import ATTEMPTS_EXHAUSTED, LEASE_EXPIRED
 from tasuki.errors import (
-    ConfigurationError,
     InvalidArgument,
     JobFailed,
     ResultMissing,
@@ -62,7 +61,7 @@ def check_keep_result(job: str, value: object, has_results: bool, scheme: str) -
             f"job {job!r}: keep_result must be a finite number of seconds > 0, got {value!r}"
         )
     if not has_results:
-        raise ConfigurationError(lacking(f"job {job!r}: keep_result=", "results", scheme))
+        raise refusal(scheme, "results", f"keep job {job!r}'s result (keep_result=)", DROP_IT)
     return float(value)
 
 

@@ -72,6 +72,10 @@ class Finisher:
                 decide_failure(ctx, outcome)
         action = outcome.action
         receipt = task.receipt
+        if action == "defer" and ctx.waiting is not None:
+            # A durable run suspended at a sleep or a wait for a signal (`core/steps.py`).
+            self.settler.put(Settle.suspend(receipt, outcome.delay, ctx.waiting), task)
+            return
         plan = task.flow
         if plan is not None and self.flows is not None:
             self._settle_step(task, outcome, plan, self.flows)

@@ -241,9 +241,8 @@ class LeaseKeeper:
         if not self._progress_warned:
             self._progress_warned = True
             logs.logger.warning(
-                "%s:// does not store progress (it lacks the progress capability): "
-                "ctx.progress() is not shown",
-                self._backend.url.split("://", 1)[0],
+                "%s; ctx.progress() is not shown",
+                self._backend.refusal("progress", "store progress", "its notes are dropped"),
             )
 
     def _listeners(self, hook: str) -> list[Middleware]:

@@ -28,6 +28,7 @@ from tasuki.core.message import (
 )
 from tasuki.core.reasons import LEASE_EXPIRED, describe, exhausted
 from tasuki.core.registry import Registry
+from tasuki.core.steps import Durable
 from tasuki.errors import SerializationError, SignatureError, UnknownJob
 from tasuki.runtime.flows import FlowSteps
 from tasuki.runtime.heartbeat import Held, LeaseKeeper
@@ -48,6 +49,7 @@ class Receiver:
         locks: LockStore,
         max_delay: float | None = None,
         flows: FlowSteps | None = None,
+        durable: Durable | None = None,
     ) -> None:
         self.registry = registry
         self.codec = codec
@@ -56,6 +58,7 @@ class Receiver:
         self.locks = locks
         self.max_delay = max_delay
         self.flows = flows
+        self.durable = durable
 
     def receive_many(self, deliveries: list[Delivery]) -> list[Task]:
         """Tasks for the deliveries that will run; the others are settled here."""
@@ -140,7 +143,7 @@ class Receiver:
         # marked as extended long ago, so the keeper extends it to the job's length at once.
         vt = job.visibility_timeout
         now = time.monotonic()
-        ctx = Context(message, job, locks=self.locks)
+        ctx = Context(message, job, locks=self.locks, durable=self.durable)
         held = Held(ctx, vt, now - vt if vt != d.visibility_timeout else now, self.keeper, now)
         ctx.set_extender(held.extend)
         task = Task(ctx, job, held, d.receipt)

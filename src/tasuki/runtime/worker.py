@@ -24,6 +24,7 @@ from tasuki.core.codec import Codec
 from tasuki.core.job import check_queue
 from tasuki.core.outgoing import Sealer
 from tasuki.core.registry import Registry
+from tasuki.core.steps import DEFAULT_MAX_STEPS, check_max_steps, durable_for
 from tasuki.errors import InvalidArgument, TasukiError
 from tasuki.middleware.base import MiddlewareChain
 from tasuki.runtime.chain import ChainDriver
@@ -78,6 +79,7 @@ class Worker:
         handle_signals: bool = False,
         inline: bool = True,
         sealer: Sealer | None = None,
+        max_steps: int = DEFAULT_MAX_STEPS,
     ) -> None:
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise InvalidArgument(f"concurrency must be an int >= 1, got {concurrency!r}")
@@ -91,6 +93,7 @@ class Worker:
         # How a flow step's successors are sealed: the app's producer's way.
         caps = backend.capabilities
         self.sealer = sealer or Sealer(codec, caps.max_message_size, caps.max_delay)
+        self.durable = durable_for(backend, caps, backend.scheme, check_max_steps(max_steps))
         if isinstance(queues, str):
             queues = [q.strip() for q in queues.split(",") if q.strip()]
         if not queues:
@@ -161,6 +164,7 @@ class Worker:
             self.locks,
             max_delay=backend.capabilities.max_delay,
             flows=flows,
+            durable=self.durable,
         )
         self.runner = ThreadRunner(
             self.driver, self.finisher, self._deadline_loop, self._process_pool

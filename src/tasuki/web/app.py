@@ -6,11 +6,13 @@ reliability counts the backend keeps per queue (`Backend.reliability`: a few cou
 whatever the queue's depth). The
 actions (re-drive one, re-drive all, purge the dead letters, purge the queue, cancel
 one message) are POSTs
-behind a confirmation page; see `tasuki.web.security` for who may send them.
+behind a confirmation page; see `tasuki.web.security` for who may send them, and
+`tasuki.web.headers` for what every response carries.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -37,14 +39,20 @@ from tasuki.app import App
 from tasuki.backends.urls import redact
 from tasuki.core.flows import FlowState
 from tasuki.core.job import check_message_id, check_queue
+from tasuki.core.records import preview
 from tasuki.core.reliability import Reliability
-from tasuki.errors import TasukiError, UnknownFlow
+from tasuki.errors import InvalidArgument, TasukiError, UnknownFlow
 from tasuki.web.chart import rate_chart
 from tasuki.web.formatting import ago, bound, seconds, when
+from tasuki.web.headers import SecurityHeaders, server_error
 from tasuki.web.sampler import Sampler
 from tasuki.web.security import COOKIE, Guard, same_origin
+from tasuki.web.sessions import SESSION_LIFETIME, Session, Sessions
+from tasuki.web.throttle import LoginThrottle, client_key
 
 PAGE_SIZE = 50
+MAX_OFFSET = 1_000_000_000
+MAX_FORM_BYTES = 64 * 1024
 IN_FLIGHT_SHOWN = 50
 ACTIONS = {
     "redrive": "Re-drive this dead letter",
@@ -63,9 +71,15 @@ def create_app(
     token: str | None = None,
     sample_every: float = 5.0,
     sampler: Sampler | None = None,
+    session_lifetime: float = SESSION_LIFETIME,
+    throttle: LoginThrottle | None = None,
 ) -> Starlette:
-    """The dashboard of `app` as an ASGI application (serve it with any ASGI server)."""
-    guard = Guard(token)
+    """The dashboard of `app` as an ASGI application (serve it with any ASGI server).
+
+    With `token`, a login lasts `session_lifetime` seconds at most (less when unused for
+    an hour, or at logout); `throttle` is how wrong tokens are slowed per client.
+    """
+    guard = Guard(token, sessions=Sessions(lifetime=session_lifetime), throttle=throttle)
     sampler = sampler or Sampler(app, every=sample_every)
     templates = Environment(
         loader=PackageLoader("tasuki.web", "templates"),
@@ -74,14 +88,20 @@ def create_app(
     templates.globals.update(
         ago=ago, when=when, quote=quote, actions=ACTIONS, seconds=seconds, bound=bound
     )
+    templates.globals["preview"] = preview
     backend_url = redact(app.url)
     inspection = app.backend.capabilities.inspection
     kept = app.backend.capabilities.reliability_counts
 
+    def session_of(request: Request) -> Session | None:
+        """The session the gate found for this request (None: no token, bearer, or
+        logged out)."""
+        return getattr(request.state, "session", None)
+
     def render(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
         html = templates.get_template(name).render(
             url=backend_url,
-            csrf=guard.csrf,
+            csrf=guard.csrf_for(session_of(request)),
             token_set=guard.token is not None,
             notice=request.query_params.get("done", ""),
             **context,
@@ -89,9 +109,16 @@ def create_app(
         return HTMLResponse(html, status_code=status)
 
     async def form(request: Request) -> dict[str, str]:
-        """The urlencoded form of a POST (no multipart: the dashboard's forms are small)."""
-        body = (await request.body()).decode("utf-8", "replace")
-        return {k: v[0] for k, v in parse_qs(body, keep_blank_values=True).items()}
+        """The urlencoded form of a POST (no multipart: the dashboard's forms are small,
+        and a bigger body, which the login form would read before any token, is
+        refused)."""
+        body = bytearray()
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > MAX_FORM_BYTES:
+                raise InvalidArgument(f"refusing a form of more than {MAX_FORM_BYTES} bytes")
+        text = body.decode("utf-8", "replace")
+        return {k: v[0] for k, v in parse_qs(text, keep_blank_values=True).items()}
 
     def queue_of(request: Request) -> str:
         return check_queue(request.path_params["queue"])
@@ -128,10 +155,7 @@ def create_app(
 
     async def queue_page(request: Request) -> Response:
         queue = queue_of(request)
-        try:
-            offset = max(0, int(request.query_params.get("offset", "0")))
-        except ValueError:
-            offset = 0
+        offset = page_offset(request.query_params.get("offset", ""))
 
         def read() -> tuple[Any, list[Any], list[Any] | None, Reliability | None]:
             backend = app.backend
@@ -241,9 +265,8 @@ def create_app(
         if action not in ACTIONS:
             return PlainTextResponse("unknown action", status_code=404)
         fields = await form(request)
-        if not guard.bearer_ok(request.headers.get("authorization")) and not guard.csrf_ok(
-            fields.get("csrf")
-        ):
+        bearer = getattr(request.state, "bearer", False)
+        if not bearer and not guard.csrf_ok(fields.get("csrf"), session_of(request)):
             return PlainTextResponse("missing or wrong CSRF token", status_code=403)
         message_id = fields.get("id", "")
         if fields.get("confirm") != "yes":
@@ -283,29 +306,57 @@ def create_app(
         return render(request, "login.html", next=_local_path(request.query_params.get("next")))
 
     async def login(request: Request) -> Response:
-        fields = await form(request)
-        if not guard.csrf_ok(fields.get("csrf")):
-            return PlainTextResponse("missing or wrong CSRF token", status_code=403)
+        """A right token starts a session; a wrong one counts against the client's
+        address, and one sent too soon after too many is not even checked (429)."""
         if guard.token is None:
             return RedirectResponse("/", status_code=303)
+        fields = await form(request)
+        target = _local_path(fields.get("next"))
+        client = client_key(request.client.host if request.client else None)
+        wait = guard.throttle.wait(client)
+        if wait > 0:
+            return too_many(request, wait, target)
         if not guard.token_ok(fields.get("token", "")):
-            return render(request, "login.html", 401, next=fields.get("next", "/"), failed=True)
-        response = RedirectResponse(_local_path(fields.get("next")), status_code=303)
+            guard.throttle.failed(client)
+            return render(request, "login.html", 401, next=target, failed=True)
+        guard.sessions.end(request.cookies.get(COOKIE))  # a new login, a new id
+        session_id, _ = guard.sessions.start()
+        response = RedirectResponse(target, status_code=303)
         response.set_cookie(
             COOKIE,
-            guard.session_cookie,
+            session_id,
+            max_age=max(1, math.ceil(guard.sessions.lifetime)),
             httponly=True,
             samesite="strict",
             secure=request.url.scheme == "https",
         )
         return response
 
+    def too_many(request: Request, wait: float, target: str) -> Response:
+        retry_after = str(max(1, math.ceil(wait)))
+        if "text/html" in request.headers.get("accept", ""):
+            response: Response = render(
+                request, "login.html", 429, next=target, retry_after=retry_after
+            )
+        else:
+            response = PlainTextResponse(
+                f"too many wrong tokens from this address: try again in {retry_after} s",
+                status_code=429,
+            )
+        response.headers["Retry-After"] = retry_after
+        return response
+
     async def logout(request: Request) -> Response:
-        fields = await form(request)
-        if not guard.csrf_ok(fields.get("csrf")):
-            return PlainTextResponse("missing or wrong CSRF token", status_code=403)
+        """Ends the session (the same cookie is refused from now on). Without a live
+        session there is nothing to end: the cookie is dropped all the same."""
+        session = session_of(request)
+        if session is not None:
+            fields = await form(request)
+            if not guard.csrf_ok(fields.get("csrf"), session):
+                return PlainTextResponse("missing or wrong CSRF token", status_code=403)
+            guard.sessions.end(request.cookies.get(COOKIE))
         response = RedirectResponse("/login", status_code=303)
-        response.delete_cookie(COOKIE)
+        response.delete_cookie(COOKIE, httponly=True, samesite="strict")
         return response
 
     # -- the gate in front of every route ----------------------------------------------
@@ -315,10 +366,20 @@ def create_app(
         host = request.headers.get("host")
         if not guard.host_ok(host):
             return PlainTextResponse("this dashboard answers on the loopback only", 421)
-        bearer = guard.bearer_ok(request.headers.get("authorization"))
-        allowed = guard.token is None or bearer or guard.cookie_ok(request.cookies.get(COOKIE))
-        is_login = request.url.path == "/login"
-        if not allowed and not is_login:
+        bearer = False
+        authorization = request.headers.get("authorization")
+        if guard.token is not None and authorization:
+            client = client_key(request.client.host if request.client else None)
+            wait = guard.throttle.wait(client)
+            if wait > 0:
+                return too_many(request, wait, "/")
+            bearer = guard.bearer_ok(authorization)
+            if not bearer:
+                guard.throttle.failed(client)
+        session = None if bearer else guard.sessions.find(request.cookies.get(COOKIE))
+        request.state.session, request.state.bearer = session, bearer
+        allowed = guard.token is None or bearer or session is not None
+        if not allowed and request.url.path not in ("/login", "/logout"):
             if request.method == "GET" and "text/html" in request.headers.get("accept", ""):
                 target = "/login?" + urlencode({"next": request.url.path})
                 return RedirectResponse(target, status_code=303)
@@ -333,14 +394,6 @@ def create_app(
             response = await call_next(request)
         except TasukiError as exc:
             return PlainTextResponse(f"Error: {exc}", status_code=400)
-        response.headers.setdefault("Cache-Control", "no-store")
-        response.headers.setdefault("X-Frame-Options", "DENY")
-        response.headers.setdefault("Referrer-Policy", "same-origin")
-        response.headers.setdefault(
-            "Content-Security-Policy",
-            "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; "
-            "form-action 'self'; frame-ancestors 'none'",
-        )
         return response
 
     @asynccontextmanager
@@ -367,13 +420,31 @@ def create_app(
     ]
     return Starlette(
         routes=routes,
-        middleware=[Middleware(BaseHTTPMiddleware, dispatch=gate)],
+        middleware=[Middleware(SecurityHeaders), Middleware(BaseHTTPMiddleware, dispatch=gate)],
+        exception_handlers={Exception: server_error},
         lifespan=lifespan,
     )
 
 
+def page_offset(raw: str) -> int:
+    """`?offset=` of a page of dead letters: a whole number up to MAX_OFFSET (a bigger
+    one is a mistake, and one past what an engine's integers hold would fail in it)."""
+    if not raw:
+        return 0
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 10 or int(raw) > MAX_OFFSET:
+        raise InvalidArgument(f"offset must be a whole number from 0 to {MAX_OFFSET}")
+    return int(raw)
+
+
 def _local_path(target: str | None) -> str:
-    """A redirect target on this site only (never `//evil.example` or a full URL)."""
-    if not target or not target.startswith("/") or target.startswith("//"):
+    """A redirect target on this site only (never `//evil.example`, `/\\evil.example`,
+    which browsers read as the same, or a full URL)."""
+    if (
+        not target
+        or not target.startswith("/")
+        or target.startswith("//")
+        or "\\" in target
+        or not target.isprintable()
+    ):
         return "/"
     return target

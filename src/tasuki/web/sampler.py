@@ -68,6 +68,8 @@ class Sampler:
                 self.sample()
             except TasukiError as exc:  # the backend is away: try again next time
                 logs.event("dashboard sampling failed", error=str(exc))
+            except Exception as exc:  # anything else: the charts must not stop for good
+                logs.event("dashboard sampling failed", error=f"{type(exc).__name__}: {exc}")
             self._stop.wait(self.every)
 
     def queues(self) -> list[str]:

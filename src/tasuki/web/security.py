@@ -1,25 +1,33 @@
 """Who may use the dashboard, and which requests may change anything.
 
-- **Binding**: only a loopback address without a token (`check_bind`).
+- **Binding**: only a loopback address without a token; any other address needs a
+  token of at least `MIN_TOKEN_LENGTH` characters (`check_bind`).
 - **Token**: with one, every request carries it, as `Authorization: Bearer TOKEN` (for
   scripts) or as the session cookie the login form sets (for browsers). The cookie holds
-  an HMAC of the token, not the token.
+  a random session id, not the token (`sessions.py`).
+- **Guesses** of the token are slowed per client address (`throttle.py`).
 - **Host**: without a token, the `Host` header must name the loopback, so a web page
   whose name resolves to 127.0.0.1 (DNS rebinding) cannot talk to the dashboard.
 - **Changes** are POSTs only, refused when the browser says they come from another
-  origin (`Origin`, else `Referer`), and carrying the form's CSRF token.
+  origin (`Origin`, else `Referer`), and carrying the CSRF token of the session that
+  rendered the form (without a token nobody logs in: one CSRF token per process).
 """
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import ipaddress
 import secrets
 from urllib.parse import urlsplit
 
+from tasuki.web.sessions import Session, Sessions
+from tasuki.web.throttle import LoginThrottle
+
 COOKIE = "tasuki_dashboard"
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
+MIN_TOKEN_LENGTH = 16
+MIN_TOKEN_DISTINCT = 5
+STRONG_TOKEN_HINT = "openssl rand -hex 24"
 
 
 def is_loopback(host: str) -> bool:
@@ -32,15 +40,37 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def token_weakness(token: str) -> str | None:
+    """Why `token` is too weak to guard a dashboard others can reach, or None.
+
+    Length and variety only: a token that passes can still be a word someone guesses,
+    so make it random (`openssl rand -hex 24`).
+    """
+    if len(token) < MIN_TOKEN_LENGTH:
+        return f"it has {len(token)} character(s), fewer than {MIN_TOKEN_LENGTH}"
+    if len(set(token)) < MIN_TOKEN_DISTINCT:
+        return f"it repeats {len(set(token))} character(s)"
+    return None
+
+
 def check_bind(host: str, token: str | None) -> str | None:
     """Why binding to `host` is refused, or None when it is allowed."""
-    if token or is_loopback(host):
+    if is_loopback(host):
         return None
-    return (
-        f"refusing to serve the dashboard on {host} without a token: anyone who reaches "
-        "the port could re-drive and purge queues. Give --token (or "
-        "TASUKI_DASHBOARD_TOKEN), or bind to 127.0.0.1"
-    )
+    if not token:
+        return (
+            f"refusing to serve the dashboard on {host} without a token: anyone who "
+            "reaches the port could re-drive and purge queues. Give --token-file (or "
+            "TASUKI_DASHBOARD_TOKEN), or bind to 127.0.0.1"
+        )
+    weakness = token_weakness(token)
+    if weakness:
+        return (
+            f"refusing to serve the dashboard on {host} with a weak token ({weakness}): "
+            f"off the loopback the token must be at least {MIN_TOKEN_LENGTH} varied "
+            f"characters, e.g. `{STRONG_TOKEN_HINT}`"
+        )
+    return None
 
 
 def host_of(netloc: str) -> str:
@@ -51,42 +81,45 @@ def host_of(netloc: str) -> str:
 
 
 class Guard:
-    """The dashboard's secrets: the token (if any) and the CSRF token of this process."""
+    """The dashboard's secrets: the token (if any), its sessions, and the guesses."""
 
-    def __init__(self, token: str | None) -> None:
+    def __init__(
+        self,
+        token: str | None,
+        *,
+        sessions: Sessions | None = None,
+        throttle: LoginThrottle | None = None,
+    ) -> None:
         self.token = token or None
-        self.csrf = secrets.token_urlsafe(32)
-        self._session = (
-            hmac.new(token.encode(), b"tasuki-dashboard-session", hashlib.sha256).hexdigest()
-            if token
-            else None
-        )
-
-    @property
-    def session_cookie(self) -> str:
-        assert self._session is not None
-        return self._session
+        self.sessions = sessions if sessions is not None else Sessions()
+        self.throttle = throttle if throttle is not None else LoginThrottle()
+        self._open_csrf = secrets.token_urlsafe(32)
 
     def bearer_ok(self, authorization: str | None) -> bool:
         if self.token is None or not authorization:
             return False
         scheme, _, value = authorization.partition(" ")
-        return scheme.lower() == "bearer" and hmac.compare_digest(
-            value.strip().encode(), self.token.encode()
-        )
-
-    def cookie_ok(self, cookie: str | None) -> bool:
-        return (
-            self._session is not None
-            and cookie is not None
-            and hmac.compare_digest(cookie.encode(), self._session.encode())
-        )
+        return scheme.lower() == "bearer" and self.token_ok(value.strip())
 
     def token_ok(self, given: str) -> bool:
-        return self.token is not None and hmac.compare_digest(given.encode(), self.token.encode())
+        return self.token is not None and hmac.compare_digest(
+            given.encode("utf-8", "surrogateescape"), self.token.encode()
+        )
 
-    def csrf_ok(self, given: str | None) -> bool:
-        return given is not None and hmac.compare_digest(given.encode(), self.csrf.encode())
+    def csrf_for(self, session: Session | None) -> str | None:
+        """The CSRF token a page rendered for `session` carries in its forms: the
+        session's own; without a token, the process's; None when logged out."""
+        if self.token is None:
+            return self._open_csrf
+        return session.csrf if session is not None else None
+
+    def csrf_ok(self, given: str | None, session: Session | None) -> bool:
+        expected = self.csrf_for(session)
+        return (
+            expected is not None
+            and given is not None
+            and hmac.compare_digest(given.encode("utf-8", "surrogateescape"), expected.encode())
+        )
 
     def host_ok(self, host_header: str | None) -> bool:
         """Without a token, only requests addressed to the loopback by name or address."""

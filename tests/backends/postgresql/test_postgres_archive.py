@@ -15,7 +15,7 @@ from tasuki import errors
 from tasuki.backends.base import Envelope
 from tasuki.backends.postgres import PostgresBackend, from_url
 from tasuki.backends.postgres.archive import ArchivePruner
-from tests.support.servers import PostgresServer
+from tasuki.testing.servers import PostgresServer
 
 # The maintenance services of a PostgreSQL backend without the archive.
 SERVICES = {"expired", "history", "results", "flows", "limits"}

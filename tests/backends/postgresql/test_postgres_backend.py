@@ -15,7 +15,7 @@ from tasuki.backends.base import Delivery, Envelope
 from tasuki.backends.postgres import PostgresBackend, from_url
 from tasuki.backends.postgres.schema import migrations
 from tasuki.cli.main import cli
-from tests.support.servers import PostgresServer
+from tasuki.testing.servers import PostgresServer
 
 
 @pytest.fixture

@@ -14,7 +14,8 @@ import psycopg
 import pytest
 
 import tasuki
-from tests.support.servers import PostgresServer, env_with_src
+from tasuki.testing.servers import PostgresServer
+from tests.support.processes import env_with_src
 
 
 def _kill_sessions(url: str, application_name: str) -> int:

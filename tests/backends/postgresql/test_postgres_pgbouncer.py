@@ -16,8 +16,8 @@ import pytest
 
 from tasuki.backends.base import Delivery, Envelope, Receipt
 from tasuki.backends.postgres import PostgresBackend, from_url
+from tasuki.testing.servers import PostgresServer
 from tests.support.pgbouncer import PgBouncer
-from tests.support.servers import PostgresServer
 
 
 @pytest.fixture(scope="module")

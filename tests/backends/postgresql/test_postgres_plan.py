@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tasuki.backends.postgres import PostgresBackend, from_url
-from tests.support.servers import PostgresServer
+from tasuki.testing.servers import PostgresServer
 
 DEPTH = 100_000
 

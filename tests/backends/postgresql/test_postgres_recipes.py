@@ -15,7 +15,8 @@ import sqlalchemy
 from sqlalchemy.orm import Session
 
 import tasuki
-from tests.support.servers import PostgresServer, env_with_src
+from tasuki.testing.servers import PostgresServer
+from tests.support.processes import env_with_src
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from tasuki.backends.base import Effects, Envelope, Settle
 from tasuki.backends.sql import results
 from tasuki.backends.sql.backend import SQLBackend
 from tasuki.backends.urls import backend_from_url
-from tests.support.servers import PostgresServer
+from tasuki.testing.servers import PostgresServer
 
 
 def test_a_waiter_is_woken_by_the_settle_and_does_not_poll(

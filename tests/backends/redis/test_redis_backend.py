@@ -22,7 +22,8 @@ from tasuki.backends.base import Backend, Envelope
 from tasuki.backends.redis import options, resp
 from tasuki.backends.redis.slots import crc16, key_slot
 from tasuki.backends.urls import backend_from_url
-from tests.support.servers import RedisServer, env_with_src, free_port
+from tasuki.testing.servers import RedisServer, free_port
+from tests.support.processes import env_with_src
 
 
 def _envelope(queue: str, body: bytes = b"{}") -> Envelope:

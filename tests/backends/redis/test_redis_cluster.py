@@ -35,8 +35,8 @@ from tasuki.backends.base import (
     Settle,
     UniqueClaim,
 )
-from tasuki.backends.urls import backend_from_url
-from tasuki.core.locks import (
+from tasuki.backends.sqs.records import records_for
+from tasuki.backends.sqs.records.base import (
     ACKED_TAKE,
     Granted,
     IdClaim,
@@ -45,10 +45,11 @@ from tasuki.core.locks import (
     LeaseTake,
     RecordLifetimes,
 )
+from tasuki.backends.urls import backend_from_url
 from tasuki.core.message import ErrorInfo
 from tasuki.errors import InvalidArgument
 from tasuki.testing.contract.helpers import env, stats
-from tests.support.servers import RedisCluster
+from tasuki.testing.servers import RedisCluster
 
 pytestmark = pytest.mark.slow
 
@@ -312,7 +313,7 @@ def test_lease_records_across_slots(backend: Backend) -> None:
     """The records SQS keeps in a `locks=` store (`LeaseRecords`), on a Cluster: a
     batch's keys live in many slots, and each is written by its slot's script call, with
     the counts a single server keeps."""
-    records = backend.locks.lease_records(f"ns-{uuid.uuid4().hex[:6]}:", RecordLifetimes(60, 60))
+    records = records_for(backend, f"ns-{uuid.uuid4().hex[:6]}:", RecordLifetimes(60, 60))
     space: Any = backend
     keys = [space.keys.lock(records.lease_key("q", f"m{i}")) for i in range(20)]
     assert len({key_slot(k.encode()) for k in keys}) > 3
@@ -340,7 +341,7 @@ def test_sqs_refuses_workflows_on_a_cluster_lock_store(
     """A step's settle must touch its lease record and its flow's keys in one script,
     and on a Cluster they live in different slots: the records keep no workflows there,
     and SQS says so by its capability, naming the Cluster."""
-    records: Any = backend.locks.lease_records("ns:", RecordLifetimes(60, 60))
+    records: Any = records_for(backend, "ns:", RecordLifetimes(60, 60))
     assert records.flows is False
     with pytest.raises(InvalidArgument, match="Cluster"):
         records.settle_steps([LeaseEnd(Receipt("q", "f.0", "t"), True)])

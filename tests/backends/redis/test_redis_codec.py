@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tasuki.backends.luafiles import reply_fields
-from tasuki.backends.redis import codec, flow_records, lease_records, scripts
+from tasuki.backends.redis import codec, scripts
 
 # (script, record) -> the function that reads it
 READERS: dict[tuple[str, str], Callable[..., Any]] = {
@@ -19,8 +19,6 @@ READERS: dict[tuple[str, str], Callable[..., Any]] = {
     ("in_flight", "in_flight"): codec.in_flight("q"),
     ("inspect", "message"): codec.message("q", "m", "waiting", 0.0, 0.0),
     ("stats", "stats"): codec.stats,
-    ("records_take", "granted"): lease_records.granted,
-    ("records_steps", "step"): flow_records.step,
 }
 
 

@@ -13,9 +13,9 @@ from tasuki.backends.base import Keep, Limit
 from tasuki.backends.redis import RedisBackend
 from tasuki.backends.urls import backend_from_url
 from tasuki.testing.contract.helpers import env
+from tasuki.testing.servers import RedisServer
 from tests.backends.limit_checks import check_a_kept_lease_keeps_its_slot
 from tests.backends.script_calls import script_calls
-from tests.support.servers import RedisServer
 
 ONE = Limit("concurrency:q:job", "concurrency", 1)
 

@@ -13,7 +13,7 @@ from tasuki.backends.base import Settle
 from tasuki.backends.redis import RedisBackend
 from tasuki.backends.urls import backend_from_url
 from tasuki.testing.contract.helpers import env, stats
-from tests.support.servers import RedisServer
+from tasuki.testing.servers import RedisServer
 
 
 @pytest.fixture

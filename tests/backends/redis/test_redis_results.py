@@ -15,8 +15,8 @@ from tasuki.backends.redis import RedisBackend
 from tasuki.backends.urls import backend_from_url
 from tasuki.core.flowrecords import ResultRecord
 from tasuki.testing.contract.helpers import env
+from tasuki.testing.servers import RedisServer
 from tests.backends.script_calls import script_calls
-from tests.support.servers import RedisServer
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ from tasuki.backends.base import Envelope, Settle
 from tasuki.backends.redis import RedisBackend
 from tasuki.backends.urls import backend_from_url
 from tasuki.core.message import ErrorInfo
+from tasuki.testing.servers import RedisServer
 from tests.backends.script_calls import script_calls
-from tests.support.servers import RedisServer
 
 
 @pytest.fixture

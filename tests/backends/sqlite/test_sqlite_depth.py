@@ -13,7 +13,7 @@ import pytest
 
 from tasuki.backends.base import Envelope, Limit, QueueStats, Settle, UniqueClaim
 from tasuki.backends.sqlite import SQLiteBackend
-from tasuki.backends.sqlite.backend import Q
+from tasuki.backends.sqlite.dialect import Q
 from tasuki.core.message import ErrorInfo
 
 

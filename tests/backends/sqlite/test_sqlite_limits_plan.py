@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tasuki.backends.sqlite import SQLiteBackend
-from tasuki.backends.sqlite.backend import Q
+from tasuki.backends.sqlite.dialect import Q
 
 PARAMS = {
     "queue": "q",

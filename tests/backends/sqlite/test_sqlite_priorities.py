@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tasuki.backends.base import Envelope, Keep, Progress
 from tasuki.backends.sqlite import SQLiteBackend
-from tasuki.backends.sqlite.backend import Q
+from tasuki.backends.sqlite.dialect import Q
 
 
 def lease_plan(backend: SQLiteBackend) -> str:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from tasuki.testing.servers import MotoServer
 from tests.backends.sqs.support import local_url, redis_locks_url
-from tests.support.servers import MotoServer
 
 
 @pytest.fixture(params=["sqlite", "redis"])

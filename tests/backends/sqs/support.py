@@ -12,7 +12,7 @@ import pytest
 
 from tasuki.backends.sqs import SqsBackend
 from tasuki.backends.urls import backend_from_url
-from tests.support.servers import MotoServer
+from tasuki.testing.servers import MotoServer
 
 
 def local_url(server: MotoServer, tmp_path: Path, locks: bool = True, **options: Any) -> str:
@@ -43,5 +43,5 @@ def requests_counted(backend: SqsBackend) -> Counter[str]:
     def count(event_name: str, **_: Any) -> None:
         calls[event_name.rsplit(".", 1)[-1]] += 1
 
-    backend._client.meta.events.register("before-call.sqs", count)
+    backend.sqs.client.meta.events.register("before-call.sqs", count)
     return calls

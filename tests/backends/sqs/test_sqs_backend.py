@@ -22,9 +22,9 @@ from tasuki.backends.urls import backend_from_url
 from tasuki.core.message import GROUP_HEADER
 from tasuki.errors import InvalidArgument, MessageTooLarge
 from tasuki.testing.contract.helpers import env, stats
+from tasuki.testing.servers import MotoServer
 from tests.backends.sqs.support import local_url, opened, redis_locks_url, requests_counted
 from tests.support.deps import need
-from tests.support.servers import MotoServer
 
 need("boto3")
 
@@ -63,9 +63,9 @@ def _receive_raw(
 ) -> tuple[QueueInfo, dict[str, Any]]:
     """One message of `queue` as SQS hands it to a receive, not yet admitted: a test
     admits it (`_admit`) itself, e.g. after another receive of the same message."""
-    info = backend._queues.get(queue)
+    info = backend.sqs.queues.get(queue)
     assert info is not None
-    [raw] = backend._client.receive_message(
+    [raw] = backend.sqs.client.receive_message(
         QueueUrl=info.url,
         MaxNumberOfMessages=1,
         VisibilityTimeout=visibility,
@@ -168,9 +168,9 @@ S3_EVENT = {
 
 def test_raw_s3_notification_reaches_a_consumer(sqs: SqsBackend, sqs_url: str, queue: str) -> None:
     # Sent the way S3 sends it: a plain JSON body, no tasuki attribute.
-    info = sqs._queues.get(queue)
+    info = sqs.sqs.queues.get(queue)
     assert info is not None
-    sqs._client.send_message(QueueUrl=info.url, MessageBody=orjson.dumps(S3_EVENT).decode())
+    sqs.sqs.client.send_message(QueueUrl=info.url, MessageBody=orjson.dumps(S3_EVENT).decode())
     app = tasuki.App(sqs_url)
     keys: list[str] = []
 
@@ -188,9 +188,9 @@ def test_raw_s3_notification_reaches_a_consumer(sqs: SqsBackend, sqs_url: str, q
 
 
 def test_raw_message_released_and_dead_lettered_keeps_its_body(sqs: SqsBackend, queue: str) -> None:
-    info = sqs._queues.get(queue)
+    info = sqs.sqs.queues.get(queue)
     assert info is not None
-    sqs._client.send_message(QueueUrl=info.url, MessageBody="plain text")
+    sqs.sqs.client.send_message(QueueUrl=info.url, MessageBody="plain text")
     [d] = sqs.lease(queue, 1, 30.0)
     assert (d.body, dict(d.headers), d.attempt) == (b"plain text", {}, 1)
     sqs.settle([Settle.release(d.receipt, 0.0, penalty=False)])
@@ -224,7 +224,7 @@ def test_requests_per_message_well_under_one(sqs_url: str, queue: str) -> None:
 
 def test_enqueue_sends_batches_of_ten(sqs: SqsBackend, queue: str) -> None:
     calls: Counter[str] = Counter()
-    sqs._client.meta.events.register(
+    sqs.sqs.client.meta.events.register(
         "before-call.sqs.SendMessageBatch", lambda **_: calls.update(["send"])
     )
     results = sqs.enqueue([env(queue, i) for i in range(25)])
@@ -242,8 +242,8 @@ def test_message_size_checked_at_enqueue(sqs: SqsBackend, queue: str) -> None:
 def test_existing_queue_attributes_are_checked(
     sqs: SqsBackend, queue: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    client = sqs._client
-    prefix = sqs._options.prefix
+    client = sqs.sqs.client
+    prefix = sqs.sqs.options.prefix
     dead = client.create_queue(QueueName=prefix + queue + "-dead")["QueueUrl"]
     arn = client.get_queue_attributes(QueueUrl=dead, AttributeNames=["QueueArn"])["Attributes"]
     policy = orjson.dumps({"deadLetterTargetArn": arn["QueueArn"], "maxReceiveCount": 5})
@@ -346,7 +346,7 @@ def test_an_idle_worker_long_polls(sqs_url: str, queue: str, wait: float) -> Non
     backend = app.backend
     assert isinstance(backend, SqsBackend)
     calls: Counter[str] = Counter()
-    backend._client.meta.events.register(
+    backend.sqs.client.meta.events.register(
         "before-call.sqs.ReceiveMessage", lambda **_: calls.update(["receive"])
     )
     started = time.monotonic()
@@ -368,9 +368,9 @@ def test_job_group_option_sets_the_fifo_message_group(sqs_url: str) -> None:
     charge.enqueue_many([(n,) for n in range(4)])
     backend = app.backend
     assert isinstance(backend, SqsBackend)
-    info = backend._queues.get(queue)
+    info = backend.sqs.queues.get(queue)
     assert info is not None
-    got = backend._client.receive_message(
+    got = backend.sqs.client.receive_message(
         QueueUrl=info.url, MaxNumberOfMessages=10, MessageSystemAttributeNames=["MessageGroupId"]
     )["Messages"]
     assert {m["Attributes"]["MessageGroupId"] for m in got} == {"customer-0", "customer-1"}
@@ -397,7 +397,7 @@ def test_fifo_groups_end_to_end(sqs_url: str) -> None:
     refund.enqueue_many([(n,) for n in range(3)])
     backend = app.backend
     assert isinstance(backend, SqsBackend)
-    info = backend._queues.get(queue)
+    info = backend.sqs.queues.get(queue)
     assert info is not None and info.fifo
     app.worker(queues=[queue], concurrency=1).run(until_idle=True, timeout=30)
     app.close()
@@ -426,7 +426,7 @@ def test_a_large_lease_keeps_several_receives_in_flight(sqs: SqsBackend, queue: 
         with mutex:
             now[0] -= 1
 
-    events = sqs._client.meta.events
+    events = sqs.sqs.client.meta.events
     events.register("before-call.sqs.ReceiveMessage", before)
     events.register("after-call.sqs.ReceiveMessage", after)
     got = sqs.lease(queue, 30, 30.0)  # one receive, full: the other 20 asked for at once
@@ -448,7 +448,7 @@ def test_lease_records_on_redis_cost_one_call_per_batch(
     or two per message; counted by the Redis server itself (INFO commandstats)."""
     backend = backend_from_url(redis_locks_url(request, sqs_server, tmp_path))
     assert isinstance(backend, SqsBackend)
-    store: Any = backend._lock_backend
+    store: Any = backend.sqs.lock_backend
 
     def commands() -> int:
         """Script calls so far (EVAL, EVALSHA): the commands scripts run count apart."""
@@ -493,12 +493,12 @@ def test_a_late_second_delivery_of_an_acked_message_does_not_run(
     the same tasuki id) still runs."""
     sqs.enqueue([env(queue, "once")])
     info, raw = _receive_raw(sqs, queue)
-    [first] = sqs._admit(info, [raw], 30.0)
+    [first] = sqs.leasing._admit(info, [raw], 30.0)
     assert sqs.ack([first.receipt]) == [True]
     twin = {**raw, "ReceiptHandle": raw["ReceiptHandle"] + "-twin"}
-    assert sqs._admit(info, [twin], 30.0) == []
+    assert sqs.leasing._admit(info, [twin], 30.0) == []
     resent = {**twin, "MessageId": "another-sqs-message"}
-    [again] = sqs._admit(info, [resent], 30.0)
+    [again] = sqs.leasing._admit(info, [resent], 30.0)
     assert again.id == "once" and again.fencing_token > first.fencing_token
 
 
@@ -514,16 +514,16 @@ def test_duplicate_deliveries_do_not_run_with_redis_locks(
     try:
         backend.enqueue([env(queue, "once")])
         info, raw = _receive_raw(backend, queue)
-        [first] = backend._admit(info, [raw], 1.0)
+        [first] = backend.leasing._admit(info, [raw], 1.0)
         twin = {**raw, "ReceiptHandle": raw["ReceiptHandle"] + "-twin"}
-        assert backend._admit(info, [twin], 30.0) == []  # the first lease is live
+        assert backend.leasing._admit(info, [twin], 30.0) == []  # the first lease is live
         assert backend.extend([first.receipt], 30.0) == [True]
         time.sleep(1.2)  # past the first lease's own length: the extension holds it
-        assert backend._admit(info, [twin], 30.0) == []
+        assert backend.leasing._admit(info, [twin], 30.0) == []
         assert backend.ack([first.receipt]) == [True]
-        assert backend._admit(info, [twin], 30.0) == []  # the acked SQS message again
+        assert backend.leasing._admit(info, [twin], 30.0) == []  # the acked SQS message again
         resent = {**twin, "MessageId": "another-sqs-message", "ReceiptHandle": "r2"}
-        [again] = backend._admit(info, [resent], 30.0)
+        [again] = backend.leasing._admit(info, [resent], 30.0)
         assert again.id == "once" and again.token == "r2"
         assert again.fencing_token > first.fencing_token  # the record keeps the number
     finally:
@@ -543,8 +543,8 @@ def test_a_refused_duplicate_receive_is_not_an_attempt(locked: SqsBackend, queue
     _, late = _receive_raw(locked, queue, visibility=30)
     assert early["MessageId"] == late["MessageId"]
     assert [m["Attributes"]["ApproximateReceiveCount"] for m in (early, late)] == ["1", "2"]
-    [first] = locked._admit(info, [late], 1.0)  # the later receive's lease first
-    assert locked._admit(info, [early], 30.0) == []  # the other: a duplicate, not run
+    [first] = locked.leasing._admit(info, [late], 1.0)  # the later receive's lease first
+    assert locked.leasing._admit(info, [early], 30.0) == []  # the other: a duplicate, not run
     assert first.attempt == 1
     assert locked.settle([Settle.release(first.receipt, 0.0, penalty=True)]) == [True]
     [second] = locked.lease(queue, 1, 1.0, wait=2.0)  # the server's third receive
@@ -565,8 +565,8 @@ def test_a_refused_duplicate_does_not_dead_letter_a_message_on_its_last_attempt(
     locked.enqueue([env(queue, "last", max_attempts=1)])
     info, early = _receive_raw(locked, queue, visibility=0)
     _, late = _receive_raw(locked, queue, visibility=30)
-    [only] = locked._admit(info, [late], 30.0)
-    assert locked._admit(info, [early], 30.0) == []
+    [only] = locked.leasing._admit(info, [late], 30.0)
+    assert locked.leasing._admit(info, [early], 30.0) == []
     assert (only.id, only.attempt, only.max_attempts) == ("last", 1, 1)
     assert locked.ack([only.receipt]) == [True]
     assert stats(locked, queue) == (0, 0, 0, 0)
@@ -583,8 +583,8 @@ def test_a_refused_duplicate_comes_back_when_the_holders_lease_lapses(
     locked.enqueue([env(queue, "short", visibility_timeout=1.0)])
     info, early = _receive_raw(locked, queue, visibility=0)
     _, late = _receive_raw(locked, queue, visibility=30)
-    [held] = locked._admit(info, [early], 1.0)  # the holder, silent from here on
-    assert locked._admit(info, [late], 30.0) == []  # refused, under a 30 s receive
+    [held] = locked.leasing._admit(info, [early], 1.0)  # the holder, silent from here on
+    assert locked.leasing._admit(info, [late], 30.0) == []  # refused, under a 30 s receive
     started = time.monotonic()
     [back] = locked.lease(queue, 1, 30.0, wait=5.0)
     assert back.id == "short" and back.fencing_token > held.fencing_token
@@ -602,7 +602,7 @@ def test_an_acked_message_whose_delete_failed_is_deleted_when_met_again(
     locked.enqueue([env(queue, "once", visibility_timeout=1.0)])
     [first] = locked.lease(queue, 1, 1.0)
     with monkeypatch.context() as patched:
-        patched.setattr(locked, "_delete", lambda url, handles: [False] * len(handles))
+        patched.setattr(locked.sqs, "delete", lambda url, handles: [False] * len(handles))
         assert locked.settle([Settle.ack(first.receipt)]) == [False]
     assert stats(locked, queue)[:2] == (0, 1)  # still in SQS, in flight
     time.sleep(1.1)
@@ -628,14 +628,14 @@ def test_a_second_copy_of_a_finished_message_from_a_retried_send_is_not_run(
     one enqueue (`Envelope.id_generated`): the second copy met after the first's ack is
     then deleted, not run (a chaos run met a chord's callback run twice this way). A
     given id without that window may be a new enqueue of the same id, and runs."""
-    original = locked._send
+    original = locked.sqs.send
 
     def twice(url: str, entries: list[dict[str, Any]]) -> list[str]:
         original(url, entries)
         return original(url, entries)
 
     with monkeypatch.context() as patched:
-        patched.setattr(locked, "_send", twice)
+        patched.setattr(locked.sqs, "send", twice)
         locked.enqueue([env(queue, "sent-twice", keep_id=window, id_generated=generated)])
     [first] = locked.lease(queue, 1, 30.0, wait=2.0)
     assert locked.ack([first.receipt]) == [True]
@@ -677,7 +677,7 @@ def test_a_queue_first_used_while_the_server_is_down_raises_backend_unavailable(
     must fail as every other does, with `BackendUnavailable`. It raised botocore's own
     EndpointConnectionError, which the worker's fetch loop took for a bug: the thread
     died and the worker, still alive, never leased a message again."""
-    from tests.support.servers import DUMMY_AWS_ENV, free_port
+    from tasuki.testing.servers import DUMMY_AWS_ENV, free_port
 
     for name, value in DUMMY_AWS_ENV.items():
         monkeypatch.setenv(name, value)

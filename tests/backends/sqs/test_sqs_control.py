@@ -16,8 +16,8 @@ import pytest
 from tasuki.backends.base import Effects, Envelope, Keep, Progress, Receipt, Settle
 from tasuki.backends.urls import backend_from_url
 from tasuki.testing.contract.helpers import stats
+from tasuki.testing.servers import MotoServer
 from tests.support.deps import need
-from tests.support.servers import MotoServer
 
 need("boto3")
 
@@ -48,14 +48,14 @@ def _queue() -> str:
 
 def _progress(sqs: SqsBackend, queue: str, id: str) -> str:
     """The progress the lease record keeps, as stored ('' for none)."""
-    records: Any = sqs._records
+    records: Any = sqs.sqs.records
     key = records.lease_key(queue, id)
     if hasattr(records, "_db"):
         row = records._db.execute(
             "SELECT progress FROM tasuki_sqs_records WHERE key = ?", (key,)
         ).fetchone()
         return str(row[0])
-    store: Any = sqs._lock_backend
+    store: Any = sqs.sqs.lock_backend
     raw = store._command("GET", store.keys.lock(key))
     text = raw.decode() if isinstance(raw, bytes) else str(raw)
     parts = text.split("\n")
@@ -103,7 +103,7 @@ def test_dead_and_acked_messages_cannot_be_cancelled_until_redriven(sqs: SqsBack
     sqs.enqueue([Envelope(queue, "a", b"x", keep_id=600.0), Envelope(queue, "d", b"y")])
     leased = {d.id: d for d in sqs.lease(queue, 2, 30.0, wait=1.0)}
     assert sqs.settle([Settle.ack(leased["a"].receipt), Settle.dead(leased["d"].receipt, "no")])
-    sqs._records.forget([(queue, "a")])  # type: ignore[union-attr]  # the ack's record gone
+    sqs.sqs.records.forget([(queue, "a")])  # type: ignore[union-attr]  # the ack's record gone
     assert sqs.cancel(queue, "a") == "unknown"  # its id says finished
     assert sqs.cancel(queue, "d") == "unknown"
     assert sqs.redrive(queue, ["d"]) == 1
@@ -131,7 +131,7 @@ def test_progress_is_stored_for_the_current_lease_only(sqs: SqsBackend) -> None:
 
 
 def test_a_keep_pushes_out_what_this_process_holds_like_an_extend(sqs: SqsBackend) -> None:
-    """A lease kept with progress (keep, not extend) keeps the `_Held` that settling needs
+    """A lease kept with progress (keep, not extend) keeps the `Held` that settling needs
     (the body for a dead letter, the attempt a release gives back) from being pruned as
     lapsed: its deadline moves with every keep, as with every extend."""
     queue = _queue()
@@ -141,10 +141,10 @@ def test_a_keep_pushes_out_what_this_process_holds_like_an_extend(sqs: SqsBacken
         lambda: sqs.keep([Keep(d.receipt, 5.0, Progress(0.5, "half"))]),
         lambda: sqs.extend([d.receipt], 5.0),
     ):
-        sqs._held[d.token].deadline = 0.0  # as if the lease were long past
+        sqs.sqs.held[d.token].deadline = 0.0  # as if the lease were long past
         before = time.monotonic()
         assert call() in (["held"], [True])
-        assert sqs._held[d.token].deadline >= before + 5.0 + 60
+        assert sqs.sqs.held[d.token].deadline >= before + 5.0 + 60
     assert sqs.ack([d.receipt]) == [True]
 
 
@@ -196,7 +196,7 @@ def test_a_failed_result_is_written_once_the_dead_letter_is_there(sqs: SqsBacken
     def at_send(**_: Any) -> None:
         seen.append(sqs.result(queue, "d").state)  # type: ignore[union-attr]
 
-    sqs._client.meta.events.register("before-call.sqs.SendMessageBatch", at_send)
+    sqs.sqs.client.meta.events.register("before-call.sqs.SendMessageBatch", at_send)
     assert sqs.settle([Settle.dead(d.receipt, "no")]) == [True]
     assert seen == ["pending"]  # while the dead letter was being sent
     assert sqs.result(queue, "d").state == "failed"  # type: ignore[union-attr]

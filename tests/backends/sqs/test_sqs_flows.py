@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from tasuki.backends.base import Delivery, Effects, Envelope, Fill, FlowRecord, FlowStep, Settle
+from tasuki.backends.sqs.records.base import LeaseEnd
 from tasuki.backends.urls import backend_from_url
-from tasuki.core.locks import LeaseEnd
 from tasuki.core.message import FLOW_HEADER
 from tasuki.errors import InvalidArgument
+from tasuki.testing.servers import MotoServer, free_port
 from tests.support.deps import need
-from tests.support.servers import MotoServer, free_port
 
 need("boto3")
 
@@ -42,7 +42,7 @@ def sqs(
     )
     backend = backend_from_url(url)
     assert isinstance(backend, SqsBackend)
-    records = backend._records
+    records = backend.sqs.records
     assert records is not None
     records.lifetimes = replace(records.lifetimes, acked=GRACE)
     yield backend
@@ -66,15 +66,15 @@ def _start(sqs: SqsBackend, queue: str, flow: str, paths: list[str]) -> list[Del
 
 def _crash_after_records(sqs: SqsBackend, d: Delivery, effects: Effects) -> None:
     """The settle's lease-record step alone: the worker died before its sends."""
-    assert sqs._records is not None
-    [settled] = sqs._records.settle_steps([LeaseEnd(d.receipt, True, None, effects)])
+    assert sqs.sqs.records is not None
+    [settled] = sqs.sqs.records.settle_steps([LeaseEnd(d.receipt, True, None, effects)])
     assert settled.current
 
 
 def _redeliver(sqs: SqsBackend, queue: str, d: Delivery) -> Delivery:
     """The message SQS still has comes back once its lease is gone (and the records'
     grace for an acked copy is over)."""
-    sqs._visibility(sqs._info(queue).url, [d.token], 0)
+    sqs.sqs.visibility(sqs.sqs.info(queue).url, [d.token], 0)
     time.sleep(GRACE + 0.1)
     [again] = sqs.lease(queue, 10, 30.0)
     assert again.id == d.id and again.token != d.token
@@ -108,7 +108,7 @@ def test_the_completing_member_that_died_before_its_send_sends_on_its_rerun(
     assert sqs.lease(queue, 10, 30.0) == []
     # Met again within the records' grace for an acked copy: refused, and kept, for its
     # sends were cut short (an acked copy is deleted once its step's sends are made).
-    sqs._visibility(sqs._info(queue).url, [b.token], 0)
+    sqs.sqs.visibility(sqs.sqs.info(queue).url, [b.token], 0)
     assert sqs.lease(queue, 10, 30.0, wait=1.0) == []
     assert _count(sqs, queue) == 1
     b2 = _redeliver(sqs, queue, b)
@@ -134,12 +134,12 @@ def test_a_step_that_died_between_its_sends_and_its_delete_is_not_run_again(
     [first] = _start(sqs, queue, "c", ["0"])
     effects = Effects(result=b"1", flow="c", enqueue=(_env(queue, "c.1"),))
     # The settle's records and sends, then the worker dies before the delete.
-    _, go_on = sqs._claim([sqs._end(Settle.ack(first.receipt, effects))])
+    _, go_on = sqs.settling._claim([sqs.settling._end(Settle.ack(first.receipt, effects))])
     assert go_on == [True]
-    sqs._go_on([Settle.ack(first.receipt, effects)], go_on)
+    sqs.settling._go_on([Settle.ack(first.receipt, effects)], go_on)
     [sent] = sqs.lease(queue, 10, 30.0)
     assert sent.id == "c.1"
-    sqs._visibility(sqs._info(queue).url, [first.token], 0)
+    sqs.sqs.visibility(sqs.sqs.info(queue).url, [first.token], 0)
     assert sqs.lease(queue, 10, 30.0, wait=1.0) == []  # met again: deleted, not run
     assert _count(sqs, queue) == 1  # c.1, leased above
     time.sleep(GRACE + 0.1)
@@ -157,12 +157,12 @@ def test_a_step_that_died_after_its_sends_before_it_said_so_is_not_run_again(
     queue = f"q-{uuid.uuid4().hex[:8]}"
     [first] = _start(sqs, queue, "d", ["0"])
     effects = Effects(result=b"1", flow="d", enqueue=(_env(queue, "d.1"), _env(queue, "d.2")))
-    _, go_on = sqs._claim([sqs._end(Settle.ack(first.receipt, effects))])
+    _, go_on = sqs.settling._claim([sqs.settling._end(Settle.ack(first.receipt, effects))])
     assert go_on == [True]
-    sqs._send_steps(effects.enqueue, f"{queue}:{first.id}")  # then the worker dies
+    sqs.flows.send_steps(effects.enqueue, f"{queue}:{first.id}")  # then the worker dies
     sent = sqs.lease(queue, 10, 30.0)
     assert sorted(d.id for d in sent) == ["d.1", "d.2"]
-    sqs._visibility(sqs._info(queue).url, [first.token], 0)
+    sqs.sqs.visibility(sqs.sqs.info(queue).url, [first.token], 0)
     assert sqs.lease(queue, 10, 30.0, wait=1.0) == []  # met again: deleted, not run
     assert _count(sqs, queue) == 2  # d.1 and d.2, leased above
     time.sleep(GRACE + 0.1)
@@ -176,12 +176,12 @@ def test_a_step_that_died_between_two_of_its_sends_is_run_again(sqs: SqsBackend)
     queue = f"q-{uuid.uuid4().hex[:8]}"
     [first] = _start(sqs, queue, "e", ["0"])
     effects = Effects(result=b"1", flow="e", enqueue=(_env(queue, "e.1"), _env(queue, "e.2")))
-    _, go_on = sqs._claim([sqs._end(Settle.ack(first.receipt, effects))])
+    _, go_on = sqs.settling._claim([sqs.settling._end(Settle.ack(first.receipt, effects))])
     assert go_on == [True]
-    sqs._send_steps(effects.enqueue[:1], f"{queue}:{first.id}")  # then the worker dies
+    sqs.flows.send_steps(effects.enqueue[:1], f"{queue}:{first.id}")  # then the worker dies
     [one] = sqs.lease(queue, 10, 30.0)
     assert one.id == "e.1"
-    sqs._visibility(sqs._info(queue).url, [first.token], 0)
+    sqs.sqs.visibility(sqs.sqs.info(queue).url, [first.token], 0)
     assert sqs.lease(queue, 10, 30.0, wait=1.0) == []  # met again: refused, kept
     assert _count(sqs, queue) == 2
     again = _redeliver(sqs, queue, first)
@@ -196,8 +196,8 @@ def test_a_flow_whose_start_stopped_before_its_sends_sends_them_when_started_aga
     queue = f"q-{uuid.uuid4().hex[:8]}"
     step = FlowStep("0", "job", queue, "s.0")
     record = FlowRecord("s", time.time(), 3600.0, (step,))
-    assert sqs._flow_store().start_flow(record)  # the record, then the producer died,
-    assert sqs._flow_store().claim_sends(queue, ["s.0"], "flow:s") == [True]  # after its claim
+    assert sqs.sqs.flow_store().start_flow(record)  # the record, then the producer died,
+    assert sqs.sqs.flow_store().claim_sends(queue, ["s.0"], "flow:s") == [True]  # after its claim
     assert sqs.start_flow(record, [_env(queue, "s.0")]) is False  # started again
     assert _ids(sqs, queue) == ["s.0"]
     assert sqs.start_flow(record, [_env(queue, "s.0")]) is False

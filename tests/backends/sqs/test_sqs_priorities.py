@@ -17,9 +17,9 @@ from tasuki.backends.base import Settle
 from tasuki.core.message import ErrorInfo
 from tasuki.errors import ConfigurationError
 from tasuki.testing.contract.helpers import env, stats
+from tasuki.testing.servers import MotoServer
 from tests.backends.sqs.support import opened, requests_counted
 from tests.support.deps import need
-from tests.support.servers import MotoServer
 
 need("boto3")
 
@@ -47,7 +47,7 @@ def queue() -> str:
 
 
 def _sqs_queues(backend: SqsBackend) -> list[str]:
-    urls = backend._client.list_queues(QueueNamePrefix=backend._options.prefix)
+    urls = backend.sqs.client.list_queues(QueueNamePrefix=backend.sqs.options.prefix)
     return sorted(url.rsplit("/", 1)[-1] for url in urls.get("QueueUrls", []))
 
 
@@ -65,17 +65,17 @@ def test_each_level_in_use_is_an_sqs_queue_sharing_the_dead_letter_queue(
 ) -> None:
     name = queue + suffix
     sqs.enqueue([env(name, f"m{p}", priority=p) for p in (0, 3, 9)])
-    p = sqs._options.prefix
+    p = sqs.sqs.options.prefix
     assert _sqs_queues(sqs) == sorted(
         p + queue + part + suffix for part in ("", "-dead", "-p3", "-p9")
     )
     assert sqs.queues() == [name]
-    dead_arn = sqs._client.get_queue_attributes(
-        QueueUrl=sqs._info(name).dead_url, AttributeNames=["QueueArn"]
+    dead_arn = sqs.sqs.client.get_queue_attributes(
+        QueueUrl=sqs.sqs.info(name).dead_url, AttributeNames=["QueueArn"]
     )["Attributes"]["QueueArn"]
     for level in (3, 9):
-        attrs = sqs._client.get_queue_attributes(
-            QueueUrl=sqs._info(name, level).url, AttributeNames=["All"]
+        attrs = sqs.sqs.client.get_queue_attributes(
+            QueueUrl=sqs.sqs.info(name, level).url, AttributeNames=["All"]
         )["Attributes"]
         assert orjson.loads(attrs["RedrivePolicy"])["deadLetterTargetArn"] == dead_arn
     assert _order(sqs, name) == ["m9", "m3", "m0"]

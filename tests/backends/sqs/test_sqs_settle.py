@@ -13,10 +13,10 @@ import pytest
 from tasuki.backends.base import Envelope, Settle
 from tasuki.backends.urls import backend_from_url
 from tasuki.core.message import ErrorInfo
+from tasuki.testing.servers import MotoServer, RedisServer
 from tests.backends.script_calls import script_calls
 from tests.backends.sqs.support import requests_counted
 from tests.support.deps import need
-from tests.support.servers import MotoServer, RedisServer
 
 need("boto3")
 
@@ -52,7 +52,7 @@ def test_a_mixed_batch_checks_its_records_once(backend: SqsBackend) -> None:
         Settle.dead(by_id["m2"].receipt, "gave up", error),
     ]
     calls = requests_counted(backend)
-    store: Any = backend._lock_backend
+    store: Any = backend.sqs.lock_backend
     before = script_calls(store._command)
     assert backend.settle(items) == [True, True, True]
     assert script_calls(store._command) - before == 2

@@ -34,7 +34,7 @@ def test_the_claim_is_pending_until_the_message_is_sent(locked_url: str, key: st
     backend = backend_from_url(locked_url)
     assert isinstance(backend, SqsBackend)
     seen: list[float] = []
-    send = backend._send
+    send = backend.sqs.send
 
     def watched(url: str, entries: list[dict[str, Any]]) -> list[str]:
         holder = backend.locks.holder(key)
@@ -42,7 +42,7 @@ def test_the_claim_is_pending_until_the_message_is_sent(locked_url: str, key: st
         seen.append(holder.expires_in)
         return send(url, entries)
 
-    backend._send = watched  # type: ignore[method-assign]
+    backend.sqs.send = watched  # type: ignore[method-assign]
     try:
         claim = UniqueClaim(key, 3600.0)
         assert backend.enqueue([env("q", "a", unique=claim)])[0] == ("a", "enqueued")
@@ -63,14 +63,14 @@ def test_a_failed_send_gives_the_claim_back(locked_url: str, key: str) -> None:
     def refused(url: str, entries: list[dict[str, Any]]) -> list[str]:
         raise RuntimeError("the network is down")
 
-    send = backend._send
-    backend._send = refused  # type: ignore[method-assign]
+    send = backend.sqs.send
+    backend.sqs.send = refused  # type: ignore[method-assign]
     try:
         claim = UniqueClaim(key, 3600.0)
         with pytest.raises(RuntimeError):
             backend.enqueue([env("q", "a", unique=claim)])
         assert backend.locks.holder(key) is None
-        backend._send = send  # type: ignore[method-assign]
+        backend.sqs.send = send  # type: ignore[method-assign]
         assert backend.enqueue([env("q", "b", unique=claim)])[0] == ("b", "enqueued")
     finally:
         backend.close()

@@ -3,9 +3,10 @@
 It is a real backend, not a mock: it passes the same contract suite as the others
 (except the cross-process tests), so code tested against it behaves the same on SQLite
 or Redis. `memory://name` shares one store between apps of the same process. It is also
-the reference implementation of the seam: each concern in its own module (`store`: the
-messages and their order; `limits`: admission; `flows`: results, flows and barriers;
-`locks`), the lifecycle over them in `backend`.
+the reference implementation of the seam, in the shape of the other engines' packages:
+`producing`, `leasing`, `settling`, `cancelling` and `operating` over one `store` (the
+messages and their order), with `limits` (admission), `flows` (results, flows and
+barriers) and `locks`; `backend` joins them.
 """
 
 from __future__ import annotations

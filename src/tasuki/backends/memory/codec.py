@@ -19,6 +19,8 @@ from tasuki.core.records import (
     MessageInfo,
     MessageState,
     Progress,
+    StepRecord,
+    Waiting,
     waiting_state,
 )
 
@@ -50,6 +52,10 @@ class Record:
     # Waiting for a limit (not counted as ready; see `limits.py`).
     parked: bool = False
     progress: Progress | None = None
+    # Durable steps (`durable.py`): made on first use, dropped with the record.
+    steps: list[StepRecord] | None = None
+    signals: list[tuple[str, bytes]] | None = None
+    waiting: Waiting | None = None
 
     def remember(self, now: float, event: HistoryEvent, detail: str = "") -> None:
         entry = HistoryEntry(now, event, self.fence, detail)

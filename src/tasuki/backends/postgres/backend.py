@@ -29,7 +29,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import psycopg
 
 from tasuki.backends.postgres.archive import ArchivePruner
-from tasuki.backends.postgres.dialect import PostgresDialect
+from tasuki.backends.postgres.dialect import GIL_SLICE, PostgresDialect
 from tasuki.backends.postgres.listener import FALLBACK_POLL
 from tasuki.backends.postgres.schema import migrate
 from tasuki.backends.sql.backend import SQLBackend
@@ -54,6 +54,8 @@ OPTIONS = {
 
 
 class PostgresBackend(SQLBackend):
+    gil_slice = GIL_SLICE
+
     def __init__(
         self,
         url: str,

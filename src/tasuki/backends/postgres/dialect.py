@@ -25,14 +25,14 @@ from tasuki.errors import BackendError, BackendUnavailable, InvalidArgument, Inv
 Q = load_dialect_queries(
     "tasuki.backends.postgres",
     cte_writes=True,
-    files=("queries.sql", "archive.sql", "results.sql", "flows.sql", "limits.sql"),
+    files=("queries.sql", "archive.sql", "results.sql", "flows.sql", "limits.sql", "durable.sql"),
 )
 
 _TABLE = re.compile(
     r"\b(tasuki_(?:messages|finished|locks|history|counts|meters|archive|results|flows"
-    r"|flow_barriers|flow_slots|slots|rate_starts))\b"
+    r"|flow_barriers|flow_slots|slots|rate_starts|steps|signals|waits))\b"
 )
-# A worker's GIL slice (`Capabilities.gil_slice`): at 0.5 ms instead of 5 the next
+# A worker's GIL slice (`Backend.gil_slice`): at 0.5 ms instead of 5 the next
 # lease's rows and the acks get through while the fetcher runs jobs, 12 % more no-op
 # jobs a second in one worker (`./dev bench postgres --drain-only`, 4 interleaved pairs);
 # Redis and SQLite gained nothing.
@@ -87,11 +87,12 @@ class PostgresDialect:
         self.capabilities = Capabilities(
             max_message_size=max_message_size,
             transactional_enqueue=True,
-            gil_slice=GIL_SLICE,
             priorities=True,
             cancel=True,
             results=True,
             progress=True,
+            durable_steps=True,
+            transactional_steps=True,
             workflows=True,
             rate_limits=True,
             concurrency_limits=True,

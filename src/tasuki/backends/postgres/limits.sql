@@ -25,7 +25,8 @@ FOR UPDATE OF m SKIP LOCKED;
 -- The next due messages in the lease's order (its walk of the rank index), marked
 -- `held` where they are waiting messages with limits: after a lease parked some, those
 -- are decided at once (`leasing.lease_now`), not a lease's batch at a time. Read
--- without locks: admission locks what it decides.
+-- without locks: admission locks what it decides. `attempt < max_attempts`: attempts
+-- left, by the attempt rule (core/reasons.py `exhausted`).
 SELECT id, limits IS NOT NULL AND attempt < max_attempts AND state = 0 AS held
 FROM tasuki_messages
 WHERE queue = %(queue)s AND state < 2 AND visible_at - head_start <= %(now)s

@@ -130,6 +130,7 @@ WHERE queue = %(queue)s AND id = %(id)s AND state = 0;
 -- messages out in it.
 WITH due AS (
     -- The locked rows as they are now: in flight here means the lease lapsed.
+    -- `attempt >= max_attempts` is the attempt rule (core/reasons.py `exhausted`).
     SELECT ctid, attempt >= max_attempts AS dead, state, id, visible_at, fence, seq,
            ARRAY[visible_at - head_start, seq] AS place,
            limits IS NOT NULL AND attempt < max_attempts AS held

@@ -145,14 +145,15 @@ class Connection:
             raise translate(exc, self._where) from exc
         self._cluster_errors = cluster.ERRORS
 
-    def run(self, name: str, keys: list[str], args: list[Any]) -> Any:
-        """Call script `name` by SHA: the hot path of every backend operation.
+    def run(self, name: str | Script, keys: list[str], args: list[Any]) -> Any:
+        """Call script `name` by SHA: the hot path of every backend operation. `name` may
+        be a `Script` of another package's (`scripts.load`).
 
         On a single server: the packed EVALSHA on a pooled socket, one read; NOSCRIPT
         is answered by SCRIPT LOAD and the EVALSHA again, both in one round trip.
         """
         scripts = self.scripts if self.scripts is not None else self.connect()
-        script = getattr(scripts, name)
+        script = getattr(scripts, name) if isinstance(name, str) else name
         if self._cluster is not None:
             try:
                 return self._cluster.run(script, keys, args)

@@ -8,112 +8,125 @@ from typing import Any
 
 from tasuki.backends.base import MessageInfo, QueueStats, Reliability, SettledTotals
 from tasuki.backends.redis import codec
-from tasuki.backends.redis.plumbing import CHUNK, RedisBase
+from tasuki.backends.redis.plumbing import CHUNK, Plumbing
 from tasuki.core.message import DeadLetter
 
 # Messages removed per script call by purge / purge_dead / redrive-all.
 PURGE_CHUNK = 1000
 
 
-class Operating(RedisBase):
-    def stats(self, queue: str) -> QueueStats:
-        keys = self.keys.queue(queue)
-        script_keys = [keys.waiting, keys.leased, keys.dead, keys.delayed]
-        reply = self._eval("stats", script_keys, [keys.base])
-        result: QueueStats = codec.stats(*reply)
-        return result
+def stats(redis: Plumbing, queue: str) -> QueueStats:
+    keys = redis.keys.queue(queue)
+    script_keys = [keys.waiting, keys.leased, keys.dead, keys.delayed]
+    reply = redis.eval("stats", script_keys, [keys.base])
+    result: QueueStats = codec.stats(*reply)
+    return result
 
-    def queues(self) -> list[str]:
-        names = sorted(m.decode() for m in self._command("SMEMBERS", self.keys.queues))
-        if not names:
-            return []
-        exists = []
-        for name in names:
-            keys = self.keys.queue(name)
-            exists.append(("EXISTS", keys.waiting, keys.leased, keys.dead, keys.delayed))
-        counts = self._connection().pipeline(exists)
-        return [name for name, n in zip(names, counts, strict=True) if n]
 
-    def dead_letters(self, queue: str, limit: int = 100, offset: int = 0) -> list[DeadLetter]:
-        keys = self.keys.queue(queue)
-        reply = self._eval("dead_letters", [keys.dead], [keys.base, max(0, offset), limit])
-        return codec.dead_letters(queue, reply)
+def queues(redis: Plumbing) -> list[str]:
+    names = sorted(m.decode() for m in redis.command("SMEMBERS", redis.keys.queues))
+    if not names:
+        return []
+    exists = []
+    for name in names:
+        keys = redis.keys.queue(name)
+        exists.append(("EXISTS", keys.waiting, keys.leased, keys.dead, keys.delayed))
+    counts = redis.connection().pipeline(exists)
+    return [name for name, n in zip(names, counts, strict=True) if n]
 
-    def dead_letter(self, queue: str, id: str) -> DeadLetter | None:
-        keys = self.keys.queue(queue)
-        reply = self._eval("dead_letter", [keys.dead], [keys.base, id])
-        letters = codec.dead_letters(queue, reply)
-        return letters[0] if letters else None
 
-    def in_flight(self, queue: str, limit: int = 100) -> list[MessageInfo]:
-        keys = self.keys.queue(queue)
-        reply = self._eval("in_flight", [keys.leased], [keys.base, limit])
-        return codec.leases_in_flight(queue, reply)
+def dead_letters(
+    redis: Plumbing, queue: str, limit: int = 100, offset: int = 0
+) -> list[DeadLetter]:
+    keys = redis.keys.queue(queue)
+    reply = redis.eval("dead_letters", [keys.dead], [keys.base, max(0, offset), limit])
+    return codec.dead_letters(queue, reply)
 
-    def settled_totals(self, queue: str) -> SettledTotals:
-        acked, dead = self._command("HMGET", self.keys.queue(queue).counts, "acked", "dead")
-        return SettledTotals(int(acked or 0), int(dead or 0))
 
-    def reliability(self, queue: str) -> Reliability:
-        raw = self._command("HGETALL", self.keys.queue(queue).counts) or []
-        fields = {raw[i].decode(): int(raw[i + 1]) for i in range(0, len(raw), 2)}
-        return Reliability.from_meters(fields)
+def dead_letter(redis: Plumbing, queue: str, id: str) -> DeadLetter | None:
+    keys = redis.keys.queue(queue)
+    reply = redis.eval("dead_letter", [keys.dead], [keys.base, id])
+    letters = codec.dead_letters(queue, reply)
+    return letters[0] if letters else None
 
-    def add_meters(self, queue: str, increments: Mapping[str, int]) -> None:
-        args: list[Any] = []
-        for name, value in increments.items():
-            if value:
-                args += [name, int(value)]
-        if args:
-            self._eval("add_meters", [self.keys.queue(queue).counts], args)
 
-    def inspect(self, queue: str, id: str) -> MessageInfo:
-        keys = self.keys.queue(queue)
-        script_keys = [keys.waiting, keys.leased, keys.dead, keys.delayed]
-        reply = self._eval("inspect", script_keys, [keys.base, id])
-        return codec.message_info(queue, id, reply)
+def in_flight(redis: Plumbing, queue: str, limit: int = 100) -> list[MessageInfo]:
+    keys = redis.keys.queue(queue)
+    reply = redis.eval("in_flight", [keys.leased], [keys.base, limit])
+    return codec.leases_in_flight(queue, reply)
 
-    def redrive(self, queue: str, ids: Sequence[str] | None = None) -> int:
-        keys = self.keys.queue(queue)
-        script_keys = [keys.waiting, keys.dead, keys.signal, keys.results, keys.limited]
-        total = 0
-        if ids is None:
-            while True:
-                n: int = self._eval("redrive", script_keys, [keys.base, PURGE_CHUNK])
-                total += n
-                if n < PURGE_CHUNK:
-                    return total
-        for start in range(0, len(ids), CHUNK):
-            part = list(ids[start : start + CHUNK])
-            if part:
-                total += self._eval("redrive", script_keys, [keys.base, len(part), *part])
-        return total
 
-    def purge_dead(self, queue: str) -> int:
-        keys = self.keys.queue(queue)
-        return self._drain("purge_dead", [keys.dead, keys.keep], keys.base)
+def settled_totals(redis: Plumbing, queue: str) -> SettledTotals:
+    acked, dead = redis.command("HMGET", redis.keys.queue(queue).counts, "acked", "dead")
+    return SettledTotals(int(acked or 0), int(dead or 0))
 
-    def purge(self, queue: str) -> int:
-        keys = self.keys.queue(queue)
-        script_keys = [
-            keys.waiting,
-            keys.leased,
-            keys.dead,
-            keys.leases,
-            keys.keep,
-            keys.signal,
-            keys.delayed,
-            keys.results,
-            keys.waiters,
-            keys.limited,
-        ]
-        return self._drain("purge", script_keys, keys.base)
 
-    def _drain(self, script: str, keys: list[str], base: str) -> int:
-        """Call a chunked removal script until a call removes less than a full chunk."""
-        total = 0
+def reliability(redis: Plumbing, queue: str) -> Reliability:
+    raw = redis.command("HGETALL", redis.keys.queue(queue).counts) or []
+    fields = {raw[i].decode(): int(raw[i + 1]) for i in range(0, len(raw), 2)}
+    return Reliability.from_meters(fields)
+
+
+def add_meters(redis: Plumbing, queue: str, increments: Mapping[str, int]) -> None:
+    args: list[Any] = []
+    for name, value in increments.items():
+        if value:
+            args += [name, int(value)]
+    if args:
+        redis.eval("add_meters", [redis.keys.queue(queue).counts], args)
+
+
+def inspect(redis: Plumbing, queue: str, id: str) -> MessageInfo:
+    keys = redis.keys.queue(queue)
+    script_keys = [keys.waiting, keys.leased, keys.dead, keys.delayed]
+    reply = redis.eval("inspect", script_keys, [keys.base, id])
+    return codec.message_info(queue, id, reply)
+
+
+def redrive(redis: Plumbing, queue: str, ids: Sequence[str] | None = None) -> int:
+    keys = redis.keys.queue(queue)
+    script_keys = [keys.waiting, keys.dead, keys.signal, keys.results, keys.limited]
+    total = 0
+    if ids is None:
         while True:
-            n: int = self._eval(script, keys, [base, PURGE_CHUNK])
+            n: int = redis.eval("redrive", script_keys, [keys.base, PURGE_CHUNK])
             total += n
             if n < PURGE_CHUNK:
                 return total
+    for start in range(0, len(ids), CHUNK):
+        part = list(ids[start : start + CHUNK])
+        if part:
+            total += redis.eval("redrive", script_keys, [keys.base, len(part), *part])
+    return total
+
+
+def purge_dead(redis: Plumbing, queue: str) -> int:
+    keys = redis.keys.queue(queue)
+    return _drain(redis, "purge_dead", [keys.dead, keys.keep], keys.base)
+
+
+def purge(redis: Plumbing, queue: str) -> int:
+    keys = redis.keys.queue(queue)
+    script_keys = [
+        keys.waiting,
+        keys.leased,
+        keys.dead,
+        keys.leases,
+        keys.keep,
+        keys.signal,
+        keys.delayed,
+        keys.results,
+        keys.waiters,
+        keys.limited,
+    ]
+    return _drain(redis, "purge", script_keys, keys.base)
+
+
+def _drain(redis: Plumbing, script: str, keys: list[str], base: str) -> int:
+    """Call a chunked removal script until a call removes less than a full chunk."""
+    total = 0
+    while True:
+        n: int = redis.eval(script, keys, [base, PURGE_CHUNK])
+        total += n
+        if n < PURGE_CHUNK:
+            return total

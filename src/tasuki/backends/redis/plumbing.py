@@ -1,7 +1,8 @@
-"""What the parts of the Redis backend stand on: the connection, script calls, the
-grouping of a batch by queue, and the wait on a notify list. `RedisBackend` (backend.py)
-is this plus its parts: producing.py, workflows.py, operating.py and its own lease,
-settle and results."""
+"""What every part of the Redis backend stands on: `Plumbing`, one per backend, holding
+the connection and the key space; it calls the scripts and plain commands, groups a
+batch by queue and waits on a notify list. The parts (leasing.py, settling.py, flows.py,
+producing.py, cancelling.py, results.py, operating.py, locks.py) are handed it;
+`RedisBackend` (backend.py) joins them."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from tasuki.backends.base import Backend, Capabilities, Receipt
+from tasuki.backends.base import Receipt
 from tasuki.backends.redis import connection
 from tasuki.backends.redis.connection import Connection
 from tasuki.backends.redis.keys import KeySpace, QueueKeys
 from tasuki.backends.redis.options import RedisOptions
+from tasuki.backends.redis.scripts import Script
 from tasuki.errors import BackendError
 
 T = TypeVar("T")
@@ -26,46 +28,43 @@ CHUNK = 1000
 MIN_BLOCK = 0.01
 
 
-class RedisBase(Backend):
-    """The state and plumbing the parts share (never used alone)."""
+class Plumbing:
+    """The connection of one backend (a forked child's its own) and its key space."""
 
     def __init__(self, options: RedisOptions) -> None:
         self.url = options.url
-        self.capabilities = Capabilities(
-            max_message_size=options.max_message_size,
-            results=True,
-            priorities=True,
-            cancel=True,
-            progress=True,
-            rate_limits=True,
-            concurrency_limits=True,
-            workflows=True,
-        )
+        self.options = options
         self.keys = KeySpace(options.prefix)
-        self._options = options
+        self.max_block = max(0.05, options.socket_timeout / 2)
         self._conn = connection.acquire(options)
         self._closed = False
-        self._max_block = max(0.05, options.socket_timeout / 2)
 
-    def _connection(self) -> Connection:
+    def connection(self) -> Connection:
         """This process's connection, connected; a forked child gets its own."""
         if self._closed:
             raise BackendError(f"the Redis backend {self.url} is closed")
         conn = self._conn
         if conn.pid != os.getpid():
-            conn = self._conn = connection.acquire(self._options)
+            conn = self._conn = connection.acquire(self.options)
         if conn.scripts is None:
             conn.connect()
         return conn
 
-    def _eval(self, name: str, keys: list[str], args: list[Any]) -> Any:
-        return self._connection().run(name, keys, args)
+    @property
+    def granule(self) -> float:
+        """How late Redis may wake a blocked BLPOP past its timeout (`Connection.granule`)."""
+        return self._conn.granule
 
-    def _command(self, *args: Any) -> Any:
+    def eval(self, name: str | Script, keys: list[str], args: list[Any]) -> Any:
+        """The script `lua/<name>.lua` (or a `Script` of another package's) on `keys` and
+        `args`."""
+        return self.connection().run(name, keys, args)
+
+    def command(self, *args: Any) -> Any:
         """A plain command (not a script), on a single server or a Cluster alike."""
-        return self._connection().command(*args)
+        return self.connection().command(*args)
 
-    def _per_queue(
+    def per_queue(
         self,
         items: Sequence[T],
         receipt: Callable[[T], Receipt],
@@ -93,18 +92,15 @@ class RedisBase(Backend):
                     out[n] = r == 1
         return out
 
-    def _wait_on(self, notify: str, remaining: float) -> None:
-        """Wait up to `remaining` seconds (at most `_max_block`) for a push to the notify
+    def wait_on(self, notify: str, remaining: float) -> None:
+        """Wait up to `remaining` seconds (at most `max_block`) for a push to the notify
         list `notify`: one BLMOVE of the list onto itself, so every waiter wakes and the
         token stays for the next one."""
-        block = min(remaining, self._max_block)
+        block = min(remaining, self.max_block)
         if block < MIN_BLOCK:
             time.sleep(block)
         else:
-            self._command("BLMOVE", notify, notify, "RIGHT", "LEFT", block)
-
-    def ping(self) -> None:
-        self._command("PING")
+            self.command("BLMOVE", notify, notify, "RIGHT", "LEFT", block)
 
     def close(self) -> None:
         if self._closed:

@@ -35,22 +35,6 @@ NAMES = (
     "lock_swap",
     "lock_holder",
     "add_meters",
-    "records_take",
-    "records_settle",
-    "records_renew",
-    "records_keep",
-    "records_cancel",
-    "records_put_results",
-    "records_claim_ids",
-    "records_finish_ids",
-    "records_settle_steps",
-    "records_start_flow",
-    "records_cancel_flow",
-    "records_claim_sends",
-    "records_sent",
-    "records_steps_sent",
-    "records_sends_made",
-    "records_steps",
     "start_flow",
     "cancel_flow",
 )
@@ -68,6 +52,14 @@ class Script:
     name: str
     source: str
     sha: str
+
+
+def load(package: str, name: str) -> Script:
+    """Script `name` of `<package>/lua/`, as Redis knows it: how the scripts of another
+    package (the records SQS keeps in a Redis lock store) are called on this backend's
+    connection (`Connection.run` takes a `Script` as well as a name)."""
+    text = lua_source(package, name)
+    return Script(name, text, hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest())
 
 
 class Scripts:
@@ -94,22 +86,6 @@ class Scripts:
     lock_swap: Script
     lock_holder: Script
     add_meters: Script
-    records_take: Script
-    records_settle: Script
-    records_renew: Script
-    records_keep: Script
-    records_cancel: Script
-    records_put_results: Script
-    records_claim_ids: Script
-    records_finish_ids: Script
-    records_settle_steps: Script
-    records_start_flow: Script
-    records_cancel_flow: Script
-    records_claim_sends: Script
-    records_sent: Script
-    records_steps_sent: Script
-    records_sends_made: Script
-    records_steps: Script
     start_flow: Script
     cancel_flow: Script
 
@@ -117,9 +93,7 @@ class Scripts:
         """Read on first use: a producer that only enqueues reads one file, not all."""
         if name not in NAMES:
             raise AttributeError(name)
-        text = source(name)
-        sha = hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()
-        script = Script(name, text, sha)
+        script = load("tasuki.backends.redis", name)
         setattr(self, name, script)
         return script
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from tasuki.backends.base import (
     DEFAULT_VISIBILITY_TIMEOUT,
@@ -32,9 +33,14 @@ from tasuki.backends.base import (
     Reliability,
     Settle,
     SettledTotals,
+    SignalStatus,
+    StepRecord,
+    Taken,
+    Waiting,
 )
 from tasuki.backends.sql import (
     cancelling,
+    durable,
     flows,
     leasing,
     operating,
@@ -44,6 +50,7 @@ from tasuki.backends.sql import (
 )
 from tasuki.backends.sql.dialect import Dialect, Queries
 from tasuki.backends.sql.locks import SQLLockStore
+from tasuki.backends.sql.maintenance.durable import DurableCleaner
 from tasuki.backends.sql.maintenance.expired import ExpiredCleaner
 from tasuki.backends.sql.maintenance.flows import FlowsCleaner
 from tasuki.backends.sql.maintenance.history import HistoryCleaner
@@ -72,6 +79,7 @@ class SQLBackend(Backend):
             ResultsCleaner(dialect, self._now),
             FlowsCleaner(dialect, self._now),
             LimitsCleaner(dialect, self._now),
+            DurableCleaner(dialect, self._now),
         ]
 
     def _now(self) -> float:
@@ -147,6 +155,27 @@ class SQLBackend(Backend):
 
     def group_value(self, flow_id: str, barrier: str) -> bytes | None:
         return flows.group_value(self.dialect, flow_id, barrier, self._now)
+
+    # -- durable steps -----------------------------------------------------------------
+    def steps(self, queue: str, id: str) -> list[StepRecord]:
+        return durable.steps(self.dialect, queue, id)
+
+    def record_step(self, receipt: Receipt, record: StepRecord) -> bool:
+        return durable.record_step(self.dialect, receipt, record)
+
+    def take_signal(self, receipt: Receipt, name: str, occurrence: int) -> Taken:
+        return durable.take_signal(self.dialect, receipt, name, occurrence, self._now())
+
+    def signal(self, queue: str, id: str, name: str, payload: bytes) -> SignalStatus:
+        return durable.signal(self.dialect, queue, id, name, payload, self._now())
+
+    def waiting(self, queue: str, id: str) -> Waiting | None:
+        return durable.waiting(self.dialect, queue, id, self._now())
+
+    def record_step_in_transaction(
+        self, receipt: Receipt, work: Callable[[Any], StepRecord]
+    ) -> StepRecord | None:
+        return durable.in_transaction_or_none(self.dialect, receipt, work)
 
     # -- operating -------------------------------------------------------------------
     def stats(self, queue: str) -> QueueStats:

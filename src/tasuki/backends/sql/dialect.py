@@ -103,6 +103,22 @@ QueryName = Literal[
     "rate_prune",
     "slots_forget_dead",
     "rate_forget_expired",
+    # durable.sql: durable steps' records, signals and waits (`sql/durable.py`)
+    "steps_read",
+    "step_record",
+    "step_hold",
+    "signal_target",
+    "signal_put",
+    "signal_wake",
+    "wait_end",
+    "signal_first",
+    "signal_consume",
+    "wait_put",
+    "wait_signalled",
+    "wait_read",
+    "steps_forget_orphans",
+    "signals_forget_orphans",
+    "waits_forget_orphans",
 ]
 # Every SQL engine's query file defines these.
 REQUIRED: frozenset[QueryName] = frozenset(get_args(QueryName))
@@ -123,7 +139,9 @@ SEPARATE_STEPS: frozenset[SeparateStep] = frozenset(get_args(SeparateStep))
 # the admissions and wake-ups of a limit's key, `limit_lock_keys` (SQLite's writes are
 # serialized already); the fills of a flow in one statement, `flow_fills_counted`; a batch's
 # pending results and acked results, one statement each (`result_pending_batch`,
-# `result_ok_batch`), where `Dialect.many` would send one statement per row.
+# `result_ok_batch`), where `Dialect.many` would send one statement per row; a
+# transactional step's own time limit for a quiet client (`step_transaction`: the job's
+# code runs between its statements, for longer than ours ever do).
 PostgresExtra = Literal[
     "insert_batch",
     "insert_batch_new",
@@ -133,6 +151,7 @@ PostgresExtra = Literal[
     "flow_fills_counted",
     "result_pending_batch",
     "result_ok_batch",
+    "step_transaction",
 ]
 # SQLite: each queue's count of waiting and dead messages, kept with the writes that
 # change them (`count_depth`, `reset_depth` on purge), so that its stats read two numbers

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 import orjson
 
 from tasuki.backends.base import Effects, Keep, LeaseStatus, Progress, Receipt, Settle
-from tasuki.backends.sql import flows, limits
+from tasuki.backends.sql import durable, flows, limits
 from tasuki.backends.sql import results as kept_results
 from tasuki.backends.sql.dialect import Connection, Dialect, named_rows
 from tasuki.backends.sql.steps import (
@@ -148,6 +148,11 @@ class _Batch:
                 self.history.add(r.queue, r.id, event, fence(r.token), detail)
                 self.depth.add(r.queue, waiting=1)
                 self.woken.add(r.queue)
+        suspending = [
+            item for item, (_, rows) in zip(items, runs, strict=True) if rows and item.wait
+        ]
+        if suspending:  # durable runs at a sleep or a wait (`sql/durable.py`)
+            self.woken |= durable.suspended(self.conn, self.dialect, suspending, self.now)
         return results
 
     def dead(self, items: list[Settle]) -> list[bool]:

@@ -50,6 +50,7 @@ WHERE queue = :queue AND id = :id AND state = 0;
 -- (`sql/limits.py`) leases or parks it in the same transaction.
 -- The token is unique per lease: a per-batch random nonce plus the message's new fence.
 WITH due AS (
+    -- `attempt >= max_attempts` is the attempt rule (core/reasons.py `exhausted`).
     SELECT seq, CASE WHEN attempt >= max_attempts THEN 1
                      WHEN limits IS NOT NULL THEN 2 ELSE 0 END AS act
     FROM tasuki_messages

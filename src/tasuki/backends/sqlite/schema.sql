@@ -205,3 +205,42 @@ CREATE TABLE IF NOT EXISTS tasuki_flow_slots (
 ) WITHOUT ROWID;
 
 CREATE INDEX IF NOT EXISTS tasuki_flow_slots_expiry ON tasuki_flow_slots (expires_at);
+
+-- Durable steps (`sql/durable.py`, DESIGN §4c). A message's step records, by name and
+-- occurrence, each written under its lease: `result` the step's JSON, `started_at` and
+-- `duration` in seconds. Signals sent to a message and not yet consumed, oldest first.
+-- Both carry their message's `enqueued_at`: a message enqueued again with the same id
+-- (after a purge, say) reads none of what its namesake left.
+-- What a suspended message waits for: a signal ('' for a sleep) until `until`. All three
+-- are dropped with the message (`*_forget_orphans`, a maintenance service).
+CREATE TABLE IF NOT EXISTS tasuki_steps (
+    queue      TEXT    NOT NULL,
+    id         TEXT    NOT NULL,
+    name       TEXT    NOT NULL,
+    occurrence INTEGER NOT NULL,
+    result     BLOB    NOT NULL,
+    started_at REAL    NOT NULL,
+    duration   REAL    NOT NULL,
+    enqueued_at REAL   NOT NULL,
+    PRIMARY KEY (queue, id, name, occurrence)
+);
+
+CREATE TABLE IF NOT EXISTS tasuki_signals (
+    seq     INTEGER PRIMARY KEY,
+    queue   TEXT NOT NULL,
+    id      TEXT NOT NULL,
+    name    TEXT NOT NULL,
+    payload BLOB NOT NULL,
+    sent_at REAL NOT NULL,
+    enqueued_at REAL NOT NULL
+);
+
+CREATE INDEX IF NOT EXISTS tasuki_signals_message ON tasuki_signals (queue, id, name, seq);
+
+CREATE TABLE IF NOT EXISTS tasuki_waits (
+    queue  TEXT NOT NULL,
+    id     TEXT NOT NULL,
+    signal TEXT NOT NULL,
+    until  REAL NOT NULL,
+    PRIMARY KEY (queue, id)
+) WITHOUT ROWID;

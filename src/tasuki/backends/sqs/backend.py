@@ -10,34 +10,163 @@ runtime's: the producer and, for a long release, this backend's re-send stamp th
 `tasuki-not-before` header, and the worker's receiver hands an early copy back without
 penalty for the next hop. tasuki dead-letters a message itself (send to the dead-letter
 queue with reason and error, then delete); the queue's redrive policy is only a
-backstop. With `locks=`, lease records kept in that lock store
-(`LockStore.lease_records`, tasuki/core/locks.py) refuse stale receipt handles, and its
-id records make enqueue idempotent; on SQLite and Redis they also keep cancels,
-progress and result records (docs/backends/sqs.md).
+backstop. With `locks=`, the records SQS keeps in that lock store (records/) refuse
+stale receipt handles, and its id records make enqueue idempotent; on SQLite and Redis
+they also keep cancels, progress, result and workflow records (docs/backends/sqs.md).
 
 Every settling call is batched by 10 (SQS's batch size). A message is always sent to
 its new place before it is deleted from the old one, so a crash in between leaves a
 duplicate, never a loss.
 
-The parts, one concern each, joined here into `SqsBackend`: producing.py (enqueue, its
-claims, result records), receiving.py (lease), settling.py (settle, extend), flows.py
-(workflows), dead_letters.py (browse, redrive, purge), operating.py (stats, purge,
-ping, close); under them plumbing.py (the client, batch calls, moves), and codec.py,
-queues.py, levels.py, limits.py and options.py.
+`SqsBackend` is this module: the Backend interface, each call handed to the part that
+does it, all of them on one `Plumbing` (plumbing.py: the client, the batch calls and
+moves, the lock store and its records): producing.py (enqueue, its claims, result
+records), leasing.py (lease), settling.py (settle, extend, keep, cancel), flows.py
+(workflows), dead_letters.py (browse, redrive, purge them) and operating.py (stats,
+purge, ping, close); beside them codec.py, queues.py, levels.py, limits.py, options.py.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
+from tasuki.backends.base import (
+    DEFAULT_VISIBILITY_TIMEOUT,
+    Backend,
+    CancelStatus,
+    Delivery,
+    Enqueued,
+    Envelope,
+    Keep,
+    LeaseStatus,
+    LockStore,
+    MessageInfo,
+    QueueStats,
+    Receipt,
+    Settle,
+)
 from tasuki.backends.sqs.dead_letters import DeadLetters
+from tasuki.backends.sqs.flows import Flows
+from tasuki.backends.sqs.leasing import Leasing
 from tasuki.backends.sqs.operating import Operating
-from tasuki.backends.sqs.producing import PENDING_CLAIM
-from tasuki.backends.sqs.receiving import Receiving
+from tasuki.backends.sqs.options import SqsOptions
+from tasuki.backends.sqs.plumbing import Plumbing
+from tasuki.backends.sqs.producing import PENDING_CLAIM, Producing
 from tasuki.backends.sqs.settling import Settling
+from tasuki.core.flowrecords import FlowRecord, FlowStep, ResultRecord
+from tasuki.core.message import DeadLetter
 
 __all__ = ["PENDING_CLAIM", "SqsBackend"]
 
 
-class SqsBackend(Receiving, Settling, DeadLetters, Operating):
-    """The Backend interface on SQS; `from_url` builds one. Each base is one concern (see
-    the module); producing comes in under settling, as Settling builds on Flows (a step's
-    settle sends its successors) and Flows on Producing (steps are sent as any message)."""
+class SqsBackend(Backend):
+    """The Backend interface on SQS; `from_url` builds one. See the module."""
+
+    def __init__(self, options: SqsOptions) -> None:
+        self.url = options.url
+        self.sqs = Plumbing(options, self.refusal)
+        self.capabilities = self.sqs.capabilities()
+        self.producing = Producing(self.sqs)
+        self.flows = Flows(self.sqs, self.producing.produce)
+        self.leasing = Leasing(self.sqs)
+        self.settling = Settling(self.sqs, self.flows.send_steps)
+        self.dead = DeadLetters(self.sqs)
+        self.operating = Operating(self.sqs)
+
+    # -- producing -------------------------------------------------------------------
+    def enqueue(
+        self, envelopes: Sequence[Envelope], connection: object | None = None
+    ) -> list[Enqueued]:
+        self.refuse_connection(connection)
+        return self.producing.produce(envelopes)
+
+    def result(self, queue: str, id: str) -> ResultRecord | None:
+        return self.producing.result(queue, id)
+
+    # -- consuming -------------------------------------------------------------------
+    def lease(
+        self,
+        queue: str,
+        max_messages: int,
+        visibility_timeout: float = DEFAULT_VISIBILITY_TIMEOUT,
+        wait: float = 0.0,
+    ) -> list[Delivery]:
+        return self.leasing.lease(
+            queue, max_messages, visibility_timeout, wait, self.priority_aging
+        )
+
+    def lease_soon(
+        self,
+        queue: str,
+        max_messages: int,
+        visibility_timeout: float = DEFAULT_VISIBILITY_TIMEOUT,
+    ) -> Callable[[], list[Delivery]]:
+        return self.leasing.lease_soon(queue, max_messages, visibility_timeout, self.priority_aging)
+
+    def settle(self, items: Sequence[Settle]) -> list[bool]:
+        return self.settling.settle(items)
+
+    def extend(self, receipts: Sequence[Receipt], visibility_timeout: float) -> list[bool]:
+        return self.settling.extend(receipts, visibility_timeout)
+
+    def keep(self, items: Sequence[Keep]) -> list[LeaseStatus]:
+        """With records that keep progress and cancels (`controls`), settling's; else the
+        Backend's default (extend, no progress)."""
+        records = self.sqs.records
+        if records is None or not records.controls:
+            return super().keep(items)
+        return self.settling.keep(items)
+
+    def cancel(self, queue: str, id: str) -> CancelStatus:
+        return self.settling.cancel(queue, id)
+
+    # -- workflows -------------------------------------------------------------------
+    def start_flow(self, record: FlowRecord, envelopes: Sequence[Envelope]) -> bool:
+        return self.flows.start_flow(record, envelopes)
+
+    def flow(self, flow_id: str) -> FlowRecord | None:
+        return self.flows.flow(flow_id)
+
+    def cancel_flow(self, flow_id: str) -> bool:
+        return self.flows.cancel_flow(flow_id)
+
+    def group_value(self, flow_id: str, barrier: str) -> bytes | None:
+        return self.flows.group_value(flow_id, barrier)
+
+    def flow_steps(self, steps: Sequence[FlowStep]) -> list[MessageInfo]:
+        return self.flows.flow_steps(steps)
+
+    # -- dead letters ----------------------------------------------------------------
+    def dead_letters(self, queue: str, limit: int = 100, offset: int = 0) -> list[DeadLetter]:
+        return self.dead.dead_letters(queue, limit, offset)
+
+    def redrive(self, queue: str, ids: Sequence[str] | None = None) -> int:
+        return self.dead.redrive(queue, ids)
+
+    def purge_dead(self, queue: str) -> int:
+        return self.dead.purge_dead(queue)
+
+    # -- operating -------------------------------------------------------------------
+    def queue_arn(self, queue: str) -> str:
+        """The ARN of `queue`'s SQS queue (operating.py)."""
+        return self.operating.queue_arn(queue)
+
+    def stats(self, queue: str) -> QueueStats:
+        return self.operating.stats(queue)
+
+    def queues(self) -> list[str]:
+        return self.operating.queues()
+
+    def purge(self, queue: str) -> int:
+        return self.operating.purge(queue)
+
+    @property
+    def locks(self) -> LockStore:
+        return self.operating.locks
+
+    def ping(self) -> None:
+        self.operating.ping()
+
+    def close(self) -> None:
+        self.leasing.close()
+        self.operating.close()

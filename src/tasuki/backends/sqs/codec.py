@@ -73,7 +73,7 @@ class Meta:
     visibility_timeout: float | None = None
     keep_id: float = 0.0
     # The producer made the id for this enqueue (`Envelope.id_generated`): no other
-    # enqueue offers it, so another copy met after the ack is a second send (receiving.py).
+    # enqueue offers it, so another copy met after the ack is a second send (leasing.py).
     id_generated: bool = False
     # The message keeps a result record (in the lock store) this long after it settles.
     keep_result: float = 0.0

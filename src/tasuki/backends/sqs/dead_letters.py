@@ -10,18 +10,21 @@ from typing import Any
 
 from tasuki.backends.sqs.codec import dead_letter
 from tasuki.backends.sqs.codec import received_meta as _received_meta
-from tasuki.backends.sqs.plumbing import SqsBase, _Move
+from tasuki.backends.sqs.plumbing import Move, Plumbing
 from tasuki.backends.sqs.queues import QueueInfo
-from tasuki.core.locks import IdClaim, IdFinish, ResultPut
+from tasuki.backends.sqs.records.base import IdClaim, IdFinish, ResultPut
 from tasuki.core.message import DeadLetter, new_id
 
 
-class DeadLetters(SqsBase):
+class DeadLetters:
+    def __init__(self, sqs: Plumbing) -> None:
+        self.sqs = sqs
+
     def _browse(self, info: QueueInfo) -> list[dict[str, Any]]:
         """Every dead letter SQS hands out now, each held briefly (see dead_letters)."""
         seen: dict[str, dict[str, Any]] = {}
         while True:
-            got = self._receive_now(info.dead_url)
+            got = self.sqs.receive_now(info.dead_url)
             if not got:
                 return list(seen.values())
             for message in got:
@@ -34,12 +37,12 @@ class DeadLetters(SqsBase):
 
     def _show_again(self, info: QueueInfo, messages: list[dict[str, Any]]) -> None:
         if messages:
-            self._visibility(info.dead_url, [m["ReceiptHandle"] for m in messages], 0)
+            self.sqs.visibility(info.dead_url, [m["ReceiptHandle"] for m in messages], 0)
 
     def dead_letters(self, queue: str, limit: int = 100, offset: int = 0) -> list[DeadLetter]:
         """Approximate on SQS: the DLQ is received (each letter hidden for a moment) and
         made visible again; AWS's short polls sample servers, so a page may miss some."""
-        info = self._queues.get(queue, create=False)
+        info = self.sqs.queues.get(queue, create=False)
         if info is None:
             return []
         found = self._letters(info)
@@ -47,11 +50,11 @@ class DeadLetters(SqsBase):
         return [letter for letter, _ in found[offset : offset + limit]]
 
     def redrive(self, queue: str, ids: Sequence[str] | None = None) -> int:
-        info = self._queues.get(queue, create=False)
+        info = self.sqs.queues.get(queue, create=False)
         if info is None:
             return 0
         wanted = None if ids is None else set(ids)
-        moves: list[_Move] = []
+        moves: list[Move] = []
         others: list[dict[str, Any]] = []
         for letter, message in self._letters(info):
             if wanted is not None and letter.id not in wanted:
@@ -68,9 +71,9 @@ class DeadLetters(SqsBase):
                 died_at=0.0,
                 died_attempt=0,
             )
-            moves.append(_Move(message, fresh, extra))
+            moves.append(Move(message, fresh, extra))
         self._show_again(info, others)
-        records = self._records
+        records = self.sqs.records
         if records is not None and moves:
             # Their ids live again (a redriven message can be cancelled): forgotten, then
             # claimed by their owners.
@@ -82,29 +85,29 @@ class DeadLetters(SqsBase):
             if kept and records.controls:
                 records.put_results(kept)
         # Back to the priority level each came from (its SQS queue).
-        by_level: dict[int, list[_Move]] = {}
+        by_level: dict[int, list[Move]] = {}
         for move in moves:
             by_level.setdefault(move.meta.priority, []).append(move)
         sent = 0
         for level, part in by_level.items():
-            target = self._info(queue, level)
-            entries = [self._entry(target, n, move) for n, move in enumerate(part)]
-            failed = set(self._send(target.url, entries))
+            target = self.sqs.info(queue, level)
+            entries = [self.sqs.entry(target, n, move) for n, move in enumerate(part)]
+            failed = set(self.sqs.send(target.url, entries))
             done = [part[n] for n in range(len(part)) if str(n) not in failed]
             if done:
-                self._levels.used(queue, level)
-            self._delete(info.dead_url, [move.message["ReceiptHandle"] for move in done])
+                self.sqs.levels.used(queue, level)
+            self.sqs.delete(info.dead_url, [move.message["ReceiptHandle"] for move in done])
             sent += len(done)
         return sent
 
     def purge_dead(self, queue: str) -> int:
-        info = self._queues.get(queue, create=False)
+        info = self.sqs.queues.get(queue, create=False)
         if info is None:
             return 0
         found = self._letters(info)
-        done = self._delete(info.dead_url, [m["ReceiptHandle"] for _, m in found])
-        if self._records is not None:
-            self._records.finish_ids(
+        done = self.sqs.delete(info.dead_url, [m["ReceiptHandle"] for _, m in found])
+        if self.sqs.records is not None:
+            self.sqs.records.finish_ids(
                 [
                     IdFinish(queue, letter.id, "", 0.0)
                     for (letter, message), ok in zip(found, done, strict=True)

@@ -21,35 +21,40 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tasuki.backends.base import Envelope
-from tasuki.backends.sqs.producing import Producing
+from tasuki.backends.sqs.plumbing import Plumbing, SendSteps
 from tasuki.core.flowrecords import FlowRecord, FlowStep
 from tasuki.core.records import MessageInfo
 
 
-class Flows(Producing):
-    def _send_steps(self, envelopes: Sequence[Envelope], sender: str) -> None:
+class Flows:
+    def __init__(self, sqs: Plumbing, produce: SendSteps) -> None:
+        """`produce`: producing.py's, which sends the steps."""
+        self.sqs = sqs
+        self._produce = produce
+
+    def send_steps(self, envelopes: Sequence[Envelope], sender: str) -> None:
         """Send the steps `sender` enqueues, each id claimed for it (see the module)."""
         self._produce(envelopes, sender)
 
     def start_flow(self, record: FlowRecord, envelopes: Sequence[Envelope]) -> bool:
         """The flow's record, then its first steps, claimed for the flow: a start that
         stopped between the two sends them when the same flow is started again."""
-        new = self._flow_store().start_flow(record)
-        self._send_steps(envelopes, f"flow:{record.id}")
+        new = self.sqs.flow_store().start_flow(record)
+        self.send_steps(envelopes, f"flow:{record.id}")
         return new
 
     def flow(self, flow_id: str) -> FlowRecord | None:
-        return self._flow_store().flow(flow_id)
+        return self.sqs.flow_store().flow(flow_id)
 
     def cancel_flow(self, flow_id: str) -> bool:
-        return self._flow_store().cancel_flow(flow_id)
+        return self.sqs.flow_store().cancel_flow(flow_id)
 
     def group_value(self, flow_id: str, barrier: str) -> bytes | None:
-        return self._flow_store().group_value(flow_id, barrier)
+        return self.sqs.flow_store().group_value(flow_id, barrier)
 
     def flow_steps(self, steps: Sequence[FlowStep]) -> list[MessageInfo]:
         """From the lock store: SQS tells nothing of one message (`inspection=False`)."""
-        states = self._flow_store().step_states([(s.queue, s.message_id) for s in steps])
+        states = self.sqs.flow_store().step_states([(s.queue, s.message_id) for s in steps])
         return [
             MessageInfo(s.queue, s.message_id, state, attempt)
             for s, (state, attempt) in zip(steps, states, strict=True)

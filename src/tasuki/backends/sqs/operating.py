@@ -8,9 +8,9 @@ from typing import NoReturn
 
 from tasuki.backends.base import LockHolder, LockStore, QueueStats
 from tasuki.backends.sqs.codec import received_meta as _received_meta
-from tasuki.backends.sqs.plumbing import SqsBase, _code, log
+from tasuki.backends.sqs.plumbing import Plumbing, error_code, log
 from tasuki.backends.sqs.queues import QueueInfo, tasuki_name
-from tasuki.core.locks import IdFinish
+from tasuki.backends.sqs.records.base import IdFinish
 from tasuki.errors import BackendUnavailable, ConfigurationError
 
 
@@ -42,30 +42,35 @@ class _MissingLocks(LockStore):
 _NO_LOCKS = _MissingLocks()
 
 
-class Operating(SqsBase):
+class Operating:
+    def __init__(self, sqs: Plumbing) -> None:
+        self.sqs = sqs
+
     def queue_arn(self, queue: str) -> str:
         """The ARN of `queue`'s SQS queue, created if needed: what an S3 bucket
         notification (or an SNS subscription) names to deliver into it."""
-        info = self._info(queue)
-        attrs = self._call("get_queue_attributes", QueueUrl=info.url, AttributeNames=["QueueArn"])
+        info = self.sqs.info(queue)
+        attrs = self.sqs.call(
+            "get_queue_attributes", QueueUrl=info.url, AttributeNames=["QueueArn"]
+        )
         return str(attrs["Attributes"]["QueueArn"])
 
     def _counts(self, url: str, names: list[str]) -> list[int]:
-        attrs = self._call("get_queue_attributes", QueueUrl=url, AttributeNames=names)
+        attrs = self.sqs.call("get_queue_attributes", QueueUrl=url, AttributeNames=names)
         values = attrs.get("Attributes", {})
         return [int(values.get(name, 0)) for name in names]
 
     def _level_infos(self, queue: str) -> list[QueueInfo]:
         """The SQS queues of every priority level of `queue` that exists."""
         out = []
-        for level in self._levels.in_use(queue):
-            info = self._queues.get(queue, create=False, level=level)
+        for level in self.sqs.levels.in_use(queue):
+            info = self.sqs.queues.get(queue, create=False, level=level)
             if info is not None:
                 out.append(info)
         return out
 
     def stats(self, queue: str) -> QueueStats:
-        info = self._queues.get(queue, create=False)
+        info = self.sqs.queues.get(queue, create=False)
         if info is None:
             return QueueStats(0, 0, 0, 0, 0.0)
         ready = in_flight = delayed = 0
@@ -93,8 +98,8 @@ class Operating(SqsBase):
 
     def queues(self) -> list[str]:
         names: list[str] = []
-        for url in self._queues.urls(self._options.prefix):
-            name = tasuki_name(self._options, url.rsplit("/", 1)[-1])
+        for url in self.sqs.queues.urls(self.sqs.options.prefix):
+            name = tasuki_name(self.sqs.options, url.rsplit("/", 1)[-1])
             if name is None:
                 continue
             s = self.stats(name)
@@ -105,32 +110,32 @@ class Operating(SqsBase):
     def purge(self, queue: str) -> int:
         """Visible messages are received and deleted (their locks and ids freed); what is
         left (in flight, delayed) goes with PurgeQueue, which AWS allows once a minute."""
-        info = self._queues.get(queue, create=False)
+        info = self.sqs.queues.get(queue, create=False)
         if info is None:
             return 0
         before = self.stats(queue)
         total = before.ready + before.in_flight + before.delayed + before.dead
-        records = self._records
+        records = self.sqs.records
         levels = self._level_infos(queue)
         purged: list[str] = []
         for level in levels:
             purged.extend(self._purge_visible(level))
-        with self._held_mutex:
-            mine = [(t, h) for t, h in self._held.items() if h.info.name == queue]
+        with self.sqs.held_mutex:
+            mine = [(t, h) for t, h in self.sqs.held.items() if h.info.name == queue]
             for token, held in mine:
-                del self._held[token]
+                del self.sqs.held[token]
                 purged.append(held.meta.id)
-        if self._admission is not None:
-            self._admission.release([token for token, _ in mine])
+        if self.sqs.admission is not None:
+            self.sqs.admission.release([token for token, _ in mine])
         if records is not None:
             records.forget([(queue, held.meta.id) for _, held in mine])
             if records.controls:
                 records.drop_results([(queue, id) for id in purged])
         for url in [level.url for level in levels] + [info.dead_url]:
             try:
-                self._call("purge_queue", QueueUrl=url)
+                self.sqs.call("purge_queue", QueueUrl=url)
             except Exception as exc:
-                if "PurgeQueueInProgress" not in _code(exc):
+                if "PurgeQueueInProgress" not in error_code(exc):
                     raise
                 log.warning("sqs: %s: a purge is already under way (AWS: once a minute)", url)
         return total
@@ -138,13 +143,13 @@ class Operating(SqsBase):
     def _purge_visible(self, info: QueueInfo) -> list[str]:
         """Receive and delete what is visible, freeing its ids and unique locks; the ids
         of what it deleted (with a lock store)."""
-        records, locks, queue = self._records, self._locks, info.name
+        records, locks, queue = self.sqs.records, self.sqs.locks, info.name
         purged: list[str] = []
         while True:
-            got = self._receive_now(info.url)
+            got = self.sqs.receive_now(info.url)
             if not got:
                 break
-            self._delete(info.url, [m["ReceiptHandle"] for m in got])
+            self.sqs.delete(info.url, [m["ReceiptHandle"] for m in got])
             if records is not None and locks is not None:
                 metas = [_received_meta(message)[0] for message in got]
                 purged.extend(m.id for m in metas)
@@ -158,23 +163,19 @@ class Operating(SqsBase):
     def locks(self) -> LockStore:
         """The `locks=` store; without one, a store that refuses every call, so a worker
         that uses no lock starts, and the first feature that needs one fails loudly."""
-        return _NO_LOCKS if self._locks is None else self._locks
+        return _NO_LOCKS if self.sqs.locks is None else self.sqs.locks
 
     def ping(self) -> None:
         try:
-            self._client.list_queues(QueueNamePrefix=self._options.prefix, MaxResults=1)
+            self.sqs.client.list_queues(QueueNamePrefix=self.sqs.options.prefix, MaxResults=1)
         except Exception as exc:
-            raise BackendUnavailable(f"SQS at {self.url} is unreachable: {exc}") from exc
+            raise BackendUnavailable(f"SQS at {self.sqs.url} is unreachable: {exc}") from exc
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
-        if self._receivers is not None:
-            self._receivers.shutdown(wait=True)
-            self._receivers = None
-        if self._records is not None:
-            self._records.close()
-        if self._lock_backend is not None:
-            self._lock_backend.close()
-        self._client.close()
+        """The records, the lock store and the client let go (the leasing threads end
+        first: `SqsBackend.close`)."""
+        if self.sqs.records is not None:
+            self.sqs.records.close()
+        if self.sqs.lock_backend is not None:
+            self.sqs.lock_backend.close()
+        self.sqs.client.close()

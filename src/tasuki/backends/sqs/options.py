@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from tasuki.backends.sqs.records.base import RecordLifetimes
 from tasuki.backends.urls import query_options
-from tasuki.core.locks import RecordLifetimes
 from tasuki.errors import InvalidURL
 
 # SQS's own limits (AWS documentation, "Amazon SQS quotas").

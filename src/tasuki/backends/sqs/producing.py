@@ -3,7 +3,7 @@ unique claims and the pending result records, then one batch send per SQS queue)
 reading a result record back. A claim whose message was not sent is given back; a
 message is never sent without its claims.
 
-Workflow steps come through here too (`Flows._send_steps`, flows.py), their ids claimed
+Workflow steps come through here too (`Flows.send_steps`, flows.py), their ids claimed
 for the message that sends them instead of in the id window.
 """
 
@@ -13,12 +13,12 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from tasuki.backends.base import Enqueued, Envelope, lacks, refuse_connection
+from tasuki.backends.base import Enqueued, Envelope
 from tasuki.backends.sqs.codec import Meta, attributes, attributes_size, encode_body, stored
-from tasuki.backends.sqs.plumbing import SqsBase, log
+from tasuki.backends.sqs.plumbing import Plumbing, log
 from tasuki.backends.sqs.queues import QueueInfo
+from tasuki.backends.sqs.records.base import IdClaim, IdFinish, LeaseRecords, ResultPut
 from tasuki.core.flowrecords import ResultRecord
-from tasuki.core.locks import IdClaim, IdFinish, LeaseRecords, ResultPut
 from tasuki.core.message import new_id
 from tasuki.errors import BackendError, ConfigurationError, InvalidArgument, MessageTooLarge
 
@@ -27,14 +27,11 @@ from tasuki.errors import BackendError, ConfigurationError, InvalidArgument, Mes
 PENDING_CLAIM = 30.0
 
 
-class Producing(SqsBase):
-    def enqueue(
-        self, envelopes: Sequence[Envelope], connection: object | None = None
-    ) -> list[Enqueued]:
-        refuse_connection(self, connection)
-        return self._produce(envelopes)
+class Producing:
+    def __init__(self, sqs: Plumbing) -> None:
+        self.sqs = sqs
 
-    def _produce(self, envelopes: Sequence[Envelope], sender: str | None = None) -> list[Enqueued]:
+    def produce(self, envelopes: Sequence[Envelope], sender: str | None = None) -> list[Enqueued]:
         """`envelopes` sent per SQS queue, i.e. per (queue, priority level); `sender` as
         in `_enqueue_queue`."""
         results: list[Enqueued | None] = [None] * len(envelopes)
@@ -42,8 +39,8 @@ class Producing(SqsBase):
         for n, env in enumerate(envelopes):
             by_queue.setdefault((env.queue, env.priority), []).append(n)
         for (queue, level), positions in by_queue.items():
-            info = self._info(queue, level)
-            self._levels.used(queue, level)
+            info = self.sqs.info(queue, level)
+            self.sqs.levels.used(queue, level)
             self._enqueue_queue(info, envelopes, positions, results, sender)
         return [r for r in results if r is not None]
 
@@ -58,7 +55,7 @@ class Producing(SqsBase):
         """`sender`: the workflow message (or flow start) these are the steps of; their
         ids are claimed for it (`FlowRecords.claim_sends`), and a claim it made but did
         not send is its own to send again (flows.py)."""
-        records = self._records
+        records = self.sqs.records
         now = time.time()
         # 1. Check and encode everything before taking any claim.
         bodies: dict[int, tuple[str, str]] = {}
@@ -74,17 +71,17 @@ class Producing(SqsBase):
                 raise InvalidArgument(
                     f"delay on FIFO queue {info.name}: SQS has no per-message delay there"
                 )
-            if env.delay > self._options.max_delay:
+            if env.delay > self.sqs.options.max_delay:
                 raise InvalidArgument(
                     f"delay {env.delay:.0f} s on SQS queue {info.name} is over max_delay"
-                    f" ({self._options.max_delay:.0f} s): the App's producer sends longer"
+                    f" ({self.sqs.options.max_delay:.0f} s): the App's producer sends longer"
                     " delays in hops (the tasuki-not-before header)"
                 )
             bodies[n] = encode_body(env.body)
         # 2. The id window: one batch of claims.
         owners = {n: new_id() if records is not None and sender is None else "" for n in positions}
         if sender is not None:
-            known = self._flow_store().claim_sends(
+            known = self.sqs.flow_store().claim_sends(
                 info.name, [envelopes[n].id for n in positions], sender
             )
         elif records is not None:
@@ -124,13 +121,13 @@ class Producing(SqsBase):
                         f"message {env.id} is {size} bytes encoded; SQS queue {info.name}"
                         f" takes at most {info.max_message_size} (MaximumMessageSize)"
                     )
-                self._place(info, entry, meta, env.delay)
+                self.sqs.place(info, entry, meta, env.delay)
                 entries.append(entry)
                 if env.keep_result > 0:
                     pending.append(ResultPut(info.name, env.id, "pending", None, env.keep_result))
             if pending:  # before the send: a fast worker's settle finds it
-                self._results_store().put_results(pending)
-            failed = set(self._send(info.url, entries))
+                self.results_store().put_results(pending)
+            failed = set(self.sqs.send(info.url, entries))
         except BaseException:
             for _, meta in claimed.values():
                 self._unclaim(info, meta)
@@ -139,7 +136,7 @@ class Producing(SqsBase):
         self._unpend(pending, {claimed[key][1].id for key in failed})
         if sender is not None:
             done = [meta.id for key, (_, meta) in claimed.items() if key not in failed]
-            self._flow_store().sent(info.name, done, sender)
+            self.sqs.flow_store().sent(info.name, done, sender)
         for key, (n, meta) in claimed.items():
             if key in failed:
                 self._unclaim(info, meta)
@@ -157,20 +154,22 @@ class Producing(SqsBase):
         """The pending result records of messages that were not sent."""
         gone = [(p.queue, p.id) for p in pending if p.id in ids]
         if gone:
-            self._results_store().drop_results(gone)
+            self.results_store().drop_results(gone)
 
-    def _results_store(self) -> LeaseRecords:
-        records = self._records
+    def results_store(self) -> LeaseRecords:
+        records = self.sqs.records
         if records is None or not records.controls:
-            raise lacks(
-                self, "results", "keep results (it needs locks=sqlite:///... or locks=redis://...)"
+            raise self.sqs.refusal(
+                "results",
+                "keep results",
+                "give it a lock store: locks=sqlite:///... or redis://...",
             )
         return records
 
     def result(self, queue: str, id: str) -> ResultRecord | None:
         """Read from the lock store; `wait_result` polls it (Backend's default: 10 ms
         doubling to 1 s), as SQS has nothing to wait on."""
-        return self._results_store().result(queue, id)
+        return self.results_store().result(queue, id)
 
     def _claim_unique(self, env: Envelope) -> Enqueued | None:
         """Take the unique lock as a pending claim, before the send (SQS cannot take it
@@ -178,7 +177,7 @@ class Producing(SqsBase):
         so a producer that dies before sending blocks the key that long, not for the
         claim's whole TTL; `_confirm_unique` gives it that TTL once the message is sent."""
         assert env.unique is not None
-        locks = self._locks
+        locks = self.sqs.locks
         if locks is None:
             raise ConfigurationError(
                 "unique jobs on sqs:// need a lock store: add locks=sqlite:///... or"
@@ -202,11 +201,11 @@ class Producing(SqsBase):
         """The message is sent: its pending claim gets the claim's TTL. Refused only when
         the claim is no longer the message's: its run already started and freed it
         (`until_executing`), or the send outlasted PENDING_CLAIM (logged)."""
-        if env.unique is None or self._locks is None:
+        if env.unique is None or self.sqs.locks is None:
             return
         if (
             env.unique.ttl > PENDING_CLAIM
-            and not self._locks.renew([env.unique.key], env.id, env.unique.ttl)[0]
+            and not self.sqs.locks.renew([env.unique.key], env.id, env.unique.ttl)[0]
         ):
             log.info(
                 "sqs: the unique claim %s of message %s was no longer pending when its send"
@@ -217,9 +216,9 @@ class Producing(SqsBase):
             )
 
     def _unclaim(self, info: QueueInfo, meta: Meta) -> None:
-        if self._records is None or self._locks is None:
+        if self.sqs.records is None or self.sqs.locks is None:
             return
         if meta.id_owner:
-            self._records.finish_ids([IdFinish(info.name, meta.id, meta.id_owner, 0.0)])
+            self.sqs.records.finish_ids([IdFinish(info.name, meta.id, meta.id_owner, 0.0)])
         if meta.unique_key is not None:
-            self._locks.release(meta.unique_key, meta.id)
+            self.sqs.locks.release(meta.unique_key, meta.id)

@@ -8,20 +8,24 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 
-from tasuki.backends.base import CancelStatus, Keep, LeaseStatus, Receipt, Settle, lacks
+from tasuki.backends.base import CancelStatus, Keep, LeaseStatus, Receipt, Settle
 from tasuki.backends.sqs.codec import Meta
-from tasuki.backends.sqs.flows import Flows
 from tasuki.backends.sqs.options import SQS_MAX_VISIBILITY
-from tasuki.backends.sqs.plumbing import _Held, _Move, log
+from tasuki.backends.sqs.plumbing import Held, Move, Plumbing, SendSteps, log
 from tasuki.backends.sqs.queues import split_token
+from tasuki.backends.sqs.records.base import IdFinish, LeaseEnd, Settled
 from tasuki.core.flowrecords import ResultState
-from tasuki.core.locks import IdFinish, LeaseEnd, Settled
 from tasuki.core.message import NOT_BEFORE_HEADER
 
 
-class Settling(Flows):
-    def _claim(self, ends: Sequence[LeaseEnd]) -> tuple[list[_Held | bool], list[bool]]:
-        """Per lease: its _Held (or True when held elsewhere) if current, else False; and
+class Settling:
+    def __init__(self, sqs: Plumbing, send_steps: SendSteps) -> None:
+        """`send_steps`: flows.py's, which sends what a settled step enqueues."""
+        self.sqs = sqs
+        self._send_steps = send_steps
+
+    def _claim(self, ends: Sequence[LeaseEnd]) -> tuple[list[Held | bool], list[bool]]:
+        """Per lease: its Held (or True when held elsewhere) if current, else False; and
         whether its workflow effects go on (their steps to be sent before the delete).
 
         With a lock store every lease record is compare-and-settled here, in one call
@@ -36,18 +40,18 @@ class Settling(Flows):
                 seen.add(end.receipt.token)
                 first.append(n)
         verdicts: list[Settled]
-        if self._records is None:
+        if self.sqs.records is None:
             verdicts = [Settled(True)] * len(first)
         elif any(ends[n].effects is not None for n in first):
-            verdicts = self._records.settle_steps([ends[n] for n in first])
+            verdicts = self.sqs.records.settle_steps([ends[n] for n in first])
         else:
-            verdicts = [Settled(ok) for ok in self._records.settle([ends[n] for n in first])]
+            verdicts = [Settled(ok) for ok in self.sqs.records.settle([ends[n] for n in first])]
         current = [Settled(False)] * len(ends)
         for n, verdict in zip(first, verdicts, strict=True):
             current[n] = verdict
-        out: list[_Held | bool] = []
+        out: list[Held | bool] = []
         for end, verdict in zip(ends, current, strict=True):
-            held = self._take_held(end.receipt.token) if verdict.current else None
+            held = self.sqs.take_held(end.receipt.token) if verdict.current else None
             out.append(held if held is not None else verdict.current)
         return out, [v.go_on for v in current]
 
@@ -76,7 +80,7 @@ class Settling(Flows):
                 if item.verdict == "ack":
                     done.append((receipt.queue, receipt.id))
         if done:
-            self._flow_store().steps_sent(done)
+            self.sqs.flow_store().steps_sent(done)
 
     def settle(self, items: Sequence[Settle]) -> list[bool]:
         """The claims of the whole batch, then the SQS calls: deletes (acks), re-sends
@@ -89,7 +93,7 @@ class Settling(Flows):
         now = time.time()
         # Per SQS queue: (tasuki queue, priority level), the level read from the token.
         deletes: dict[tuple[str, int], list[int]] = {}
-        moves: dict[tuple[str, int, bool], list[tuple[int, _Move]]] = {}  # (..., to dead)
+        moves: dict[tuple[str, int, bool], list[tuple[int, Move]]] = {}  # (..., to dead)
         hide: dict[tuple[str, int, float], list[int]] = {}
         handles = [split_token(item.receipt.token)[1] for item in items]
         for n, (item, claim) in enumerate(zip(items, claims, strict=True)):
@@ -106,12 +110,12 @@ class Settling(Flows):
                 else:
                     delay = min(item.delay, SQS_MAX_VISIBILITY)
                     hide.setdefault((queue, level, delay), []).append(n)
-            elif isinstance(claim, _Held):
-                meta = self._dead_meta(
+            elif isinstance(claim, Held):
+                meta = self.sqs.dead_meta(
                     claim.meta, claim.fence, item.reason, item.error, claim.attempt
                 )
                 moves.setdefault((queue, level, True), []).append(
-                    (n, _Move(claim.message, meta, claim.others))
+                    (n, Move(claim.message, meta, claim.others))
                 )
             else:
                 log.error(
@@ -121,42 +125,44 @@ class Settling(Flows):
                 )
         finished: list[IdFinish] = []
         for (queue, level), positions in deletes.items():
-            done = self._delete(self._info(queue, level).url, [handles[n] for n in positions])
+            done = self.sqs.delete(self.sqs.info(queue, level).url, [handles[n] for n in positions])
             for n, ok in zip(positions, done, strict=True):
                 results[n] = ok
                 claim = claims[n]
-                if ok and isinstance(claim, _Held):
+                if ok and isinstance(claim, Held):
                     meta = claim.meta
                     finished.append(IdFinish(queue, meta.id, meta.id_owner, meta.keep_id))
                 elif ok:
                     finished.append(IdFinish(queue, items[n].receipt.id, "", 0.0))
         moved: list[tuple[str, Meta]] = []
         for (queue, level, dead), part in moves.items():
-            info = self._info(queue, level)
+            info = self.sqs.info(queue, level)
             target = info.dead_url if dead else info.url
-            done = self._move(info, info.url, target, [m for _, m in part])
+            done = self.sqs.move(info, info.url, target, [m for _, m in part])
             for (n, move), ok in zip(part, done, strict=True):
                 results[n] = ok
                 if ok and dead:
                     moved.append((queue, move.meta))
         for (queue, level, delay), positions in hide.items():
-            url = self._info(queue, level).url
-            done = self._visibility(url, [handles[n] for n in positions], delay)
+            url = self.sqs.info(queue, level).url
+            done = self.sqs.visibility(url, [handles[n] for n in positions], delay)
             for n, ok in zip(positions, done, strict=True):
                 results[n] = ok
-        self._dead_lettered(moved, finished)
+        self.sqs.dead_lettered(moved, finished)
         # The leases ended, whatever SQS answered: their concurrency slots go.
-        self._free_limits([item.receipt.token for item, c in zip(items, claims, strict=True) if c])
+        self.sqs.free_limits(
+            [item.receipt.token for item, c in zip(items, claims, strict=True) if c]
+        )
         return results
 
-    def _release_move(self, item: Settle, claim: _Held | bool, now: float) -> _Move | None:
+    def _release_move(self, item: Settle, claim: Held | bool, now: float) -> Move | None:
         """The re-send a release needs (its attempt given back, or a delay longer than SQS
         keeps), or None for a visibility change, which only this message's receiver can
         avoid: SQS hands the body to it alone."""
         long_delay = (
-            item.delay > self._options.max_delay and not self._info(item.receipt.queue).fifo
+            item.delay > self.sqs.options.max_delay and not self.sqs.info(item.receipt.queue).fifo
         )
-        if isinstance(claim, _Held) and (not item.penalty or long_delay):
+        if isinstance(claim, Held) and (not item.penalty or long_delay):
             spent = claim.attempt - (0 if item.penalty else 1)
             headers = claim.meta.headers
             if long_delay:  # the first hop; the worker's receiver does the others
@@ -164,7 +170,7 @@ class Settling(Flows):
             meta = replace(
                 claim.meta, attempts_before=spent, fence_before=claim.fence, headers=headers
             )
-            return _Move(claim.message, meta, claim.others, item.delay)
+            return Move(claim.message, meta, claim.others, item.delay)
         if not item.penalty:
             log.warning(
                 "sqs: message %s released without penalty by a process that did not lease"
@@ -178,9 +184,8 @@ class Settling(Flows):
         one visibility timeout is one records call (renew, store the progress, tell a
         cancelled lease), then ChangeMessageVisibilityBatch for the leases still held,
         and DeleteMessageBatch for the cancelled ones."""
-        records = self._records
-        if records is None or not records.controls:
-            return super().keep(items)
+        records = self.sqs.records
+        assert records is not None and records.controls  # else the backend's default
         out: list[LeaseStatus] = ["lost"] * len(items)
         by_vt: dict[float, list[int]] = {}
         for n, item in enumerate(items):
@@ -195,7 +200,7 @@ class Settling(Flows):
             lost = [
                 items[n].receipt.token for n, s in zip(positions, kept, strict=True) if s == "lost"
             ]
-            self._free_limits(lost)
+            self.sqs.free_limits(lost)
             changed = self._change([items[n].receipt for n in held], vt)
             for n, ok in zip(held, changed, strict=True):
                 out[n] = "held" if ok else "lost"
@@ -208,47 +213,47 @@ class Settling(Flows):
         by_queue: dict[tuple[str, int], list[Receipt]] = {}
         for receipt in receipts:
             by_queue.setdefault((receipt.queue, split_token(receipt.token)[0]), []).append(receipt)
-        self._free_limits([r.token for r in receipts])
+        self.sqs.free_limits([r.token for r in receipts])
         for (queue, level), part in by_queue.items():
-            url = self._info(queue, level).url
-            done = self._delete(url, [split_token(r.token)[1] for r in part])
+            url = self.sqs.info(queue, level).url
+            done = self.sqs.delete(url, [split_token(r.token)[1] for r in part])
             gone = []
             for receipt, ok in zip(part, done, strict=True):
-                held = self._take_held(receipt.token)
+                held = self.sqs.take_held(receipt.token)
                 if ok:
                     gone.append((receipt.id, None if held is None else held.meta))
-            self._cancelled_gone(queue, gone)
+            self.sqs.cancelled_gone(queue, gone)
 
     def _slots_kept(self, receipt: Receipt, vt: float) -> bool:
         """The lease's concurrency slots extended first, before its record and its
         visibility: a lease that lapsed or lost a slot (the slot may be another's now) is
         not kept, and the slots it still had go now."""
-        if self._admission is None or self._admission.extend(receipt.token, vt):
+        if self.sqs.admission is None or self.sqs.admission.extend(receipt.token, vt):
             return True
-        self._free_limits([receipt.token], lapsed=True)
+        self.sqs.free_limits([receipt.token], lapsed=True)
         return False
 
     def _change(self, receipts: Sequence[Receipt], vt: float) -> list[bool]:
         """The visibility of each lease set to `vt` from now (batched per queue), and the
-        `_Held` of each one SQS took pushed out with it: one place for extend and keep, so
+        `Held` of each one SQS took pushed out with it: one place for extend and keep, so
         a long job kept with progress is never pruned as a lapsed lease."""
         results = [False] * len(receipts)
         by_queue: dict[tuple[str, int], list[int]] = {}
         for n, receipt in enumerate(receipts):
             by_queue.setdefault((receipt.queue, split_token(receipt.token)[0]), []).append(n)
         for (queue, level), part in by_queue.items():
-            url = self._info(queue, level).url
-            done = self._visibility(url, [split_token(receipts[n].token)[1] for n in part], vt)
+            url = self.sqs.info(queue, level).url
+            done = self.sqs.visibility(url, [split_token(receipts[n].token)[1] for n in part], vt)
             for n, ok in zip(part, done, strict=True):
                 results[n] = ok
             # A lease SQS refused holds no slot.
-            self._free_limits(
+            self.sqs.free_limits(
                 [receipts[n].token for n, ok in zip(part, done, strict=True) if not ok]
             )
         deadline = time.monotonic() + vt + 60
-        with self._held_mutex:
+        with self.sqs.held_mutex:
             for receipt, ok in zip(receipts, results, strict=True):
-                held = self._held.get(receipt.token)
+                held = self.sqs.held.get(receipt.token)
                 if ok and held is not None:
                     held.deadline = deadline
         return results
@@ -257,31 +262,33 @@ class Settling(Flows):
         """Marked in the lease records (SQS cannot delete a message it did not receive):
         a waiting message is deleted the next time it is received, never run; a running
         one's lease is fenced out. Its uniqueness lock is freed when it is deleted."""
-        records = self._records
+        records = self.sqs.records
         if records is None or not records.controls:
-            raise lacks(self, "cancel", "cancel a message (it needs locks=sqlite or redis)")
+            raise self.sqs.refusal(
+                "cancel", "cancel a message", "give it a lock store: locks=sqlite or redis"
+            )
         status = records.cancel(queue, id)
-        if status == "signalled" and self._admission is not None:
+        if status == "signalled" and self.sqs.admission is not None:
             # Its lease is fenced out: the concurrency slots it holds go now where this
             # process holds them (elsewhere, at the holder's next keep, or with the lease).
-            with self._held_mutex:
+            with self.sqs.held_mutex:
                 tokens = [
-                    t for t, h in self._held.items() if (h.info.name, h.meta.id) == (queue, id)
+                    t for t, h in self.sqs.held.items() if (h.info.name, h.meta.id) == (queue, id)
                 ]
-            self._free_limits(tokens)
+            self.sqs.free_limits(tokens)
         return status
 
     def extend(self, receipts: Sequence[Receipt], visibility_timeout: float) -> list[bool]:
         results = [False] * len(receipts)
         kept = [n for n, r in enumerate(receipts) if self._slots_kept(r, visibility_timeout)]
         current = (
-            self._records.renew([receipts[n] for n in kept], visibility_timeout)
-            if self._records is not None
+            self.sqs.records.renew([receipts[n] for n in kept], visibility_timeout)
+            if self.sqs.records is not None
             else [True] * len(kept)
         )
         positions = [n for n, ok in zip(kept, current, strict=True) if ok]
         # Fenced out: the slots just renewed are not its to keep.
-        self._free_limits(
+        self.sqs.free_limits(
             [receipts[n].token for n, ok in zip(kept, current, strict=True) if not ok]
         )
         changed = self._change([receipts[n] for n in positions], visibility_timeout)

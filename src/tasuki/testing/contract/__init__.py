@@ -48,6 +48,7 @@ from tasuki.testing.contract.operations import TestOperations
 from tasuki.testing.contract.priorities import TestPriorities
 from tasuki.testing.contract.reliability import TestReliability
 from tasuki.testing.contract.results import TestResults
+from tasuki.testing.contract.steps import TestSteps
 
 __all__ = [
     "ContractOptions",
@@ -63,6 +64,7 @@ __all__ = [
     "TestPriorities",
     "TestReliability",
     "TestResults",
+    "TestSteps",
     "backend",
     "backend_url",
     "contract_requires",

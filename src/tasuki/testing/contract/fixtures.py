@@ -76,7 +76,7 @@ def skip_unless_capable(backend: Backend, capability: str) -> None:
     if not hasattr(backend.capabilities, capability):
         raise AssertionError(f"no capability called {capability!r}")
     if not getattr(backend.capabilities, capability):
-        scheme = backend.url.split("://", 1)[0]
+        scheme = backend.scheme
         pytest.skip(f"{scheme}:// lacks the {capability} capability")
 
 

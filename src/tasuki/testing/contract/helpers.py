@@ -35,7 +35,7 @@ def stats(backend: Backend, queue: str) -> tuple[int, int, int, int]:
 def needs(backend: Backend, capability: str, why: str) -> None:
     """Skip, naming the capability, when the backend declares it missing."""
     if not getattr(backend.capabilities, capability):
-        pytest.skip(f"{type(backend).__name__} lacks {capability}: {why}")
+        pytest.skip(f"{backend.scheme}:// lacks the {capability} capability: {why}")
 
 
 def eventually(check: Callable[[], bool], timeout: float = 5.0, interval: float = 0.01) -> None:

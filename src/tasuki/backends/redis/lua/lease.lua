@@ -113,7 +113,7 @@ while got < want and budget > 0 do
       if not was_waiting then
         gone[#gone + 1] = id
       end
-    elseif attempt >= max_attempts then
+    elseif attempt >= max_attempts then  -- the attempt rule (core/reasons.py `exhausted`)
       local reason
       if was_waiting then
         reason = 'attempts_exhausted'

@@ -1,5 +1,5 @@
 -- Named queries of the lease and id records a SQLite lock store keeps
--- (`tasuki.core.locks.LeaseRecords`, SQS's with `locks=sqlite://`; lease_records.py), in
+-- (`LeaseRecords`, SQS's with `locks=sqlite://`; sqlite.py), in
 -- a table of their own in the lock database. `key` is the records' namespace +
 -- `lease:QUEUE:ID` or `id:QUEUE:ID`; times are seconds since the epoch (`:now` is the
 -- caller's clock, one instant per batch).
@@ -59,7 +59,7 @@ UPDATE tasuki_sqs_records SET owner = '', lease_until = :until, expires = :until
 WHERE key = :key AND owner = :owner AND expires > :now;
 
 -- name: mark_unsent
--- An acked step whose steps are still to be sent (UNSENT_OWNER, tasuki.core.locks):
+-- An acked step whose steps are still to be sent (UNSENT_OWNER, base.py):
 -- `:unsent` is that prefix and the steps. Kept past its grace (`:expires`), so that a
 -- re-run after it counts on from this lease.
 UPDATE tasuki_sqs_records SET owner = :unsent, expires = :expires

@@ -1,6 +1,6 @@
-"""Workflow records on SQLite for SQS (`tasuki.core.flowrecords.FlowRecords`, which
-`SQLiteLeaseRecords` implements with these): flows, barriers and their slots in tables
-of their own in the lock store's database (`flow_records.sql`), each call inside one of
+"""Workflow records on SQLite for SQS (`FlowRecords`, base.py, which `SQLiteLeaseRecords`
+implements with these, sqlite.py): flows, barriers and their slots in tables of their
+own in the lock store's database (`sqlite_flows.sql`), each call inside one of
 the lease records' transactions (`db`), flow ids prefixed with the records' namespace.
 
 A settle's effects (`apply`) run inside the transaction that compared and settled the
@@ -16,8 +16,8 @@ from __future__ import annotations
 import sqlite3
 
 from tasuki.backends.sqlfiles import load_queries
+from tasuki.backends.sqs.records.base import CANCELLED_OWNER
 from tasuki.core.flowrecords import Effects, FlowRecord, join_slots
-from tasuki.core.locks import CANCELLED_OWNER
 from tasuki.core.records import MessageState
 
 QUERY_NAMES = (
@@ -46,7 +46,7 @@ QUERY_NAMES = (
     "sweep_barriers",
     "sweep_slots",
 )
-SQL = load_queries("tasuki.backends.sqlite", "flow_records.sql", QUERY_NAMES)
+SQL = load_queries("tasuki.backends.sqs.records", "sqlite_flows.sql", QUERY_NAMES)
 SENDING = "~send~"  # the owner of an id claimed by a sender that has not sent it yet
 SENT = "~sent~"  # and once it was sent
 

@@ -1,4 +1,5 @@
-"""Flow control a job is declared with: its priority and its limits, checked once at
+"""Admission a job is declared with: its priority and its limits (what decides when a
+lease may take its message), checked once at
 declaration and turned into what each message carries (`Envelope.priority`, `.limits`).
 
 A limit's key is made here, at enqueue, from the job's `key=` callable on the Message:
@@ -13,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from tasuki.core.capabilities import DROP_IT, Capabilities, require
 from tasuki.core.message import Message
 from tasuki.core.policies import (
     MAX_LIMIT_KEY,
@@ -21,7 +23,7 @@ from tasuki.core.policies import (
     RateLimit,
     check_priority,
 )
-from tasuki.core.records import Capabilities, Limit, LimitKind
+from tasuki.core.records import Limit, LimitKind
 from tasuki.errors import ConfigurationError, InvalidArgument
 
 if TYPE_CHECKING:
@@ -30,16 +32,16 @@ if TYPE_CHECKING:
 OPTIONS = frozenset({"priority", "rate_limit", "concurrency_limit"})
 
 
-class FlowOptions(NamedTuple):
+class AdmissionOptions(NamedTuple):
     priority: int = 0
     rate_limit: RateLimit | None = None
     concurrency_limit: ConcurrencyLimit | None = None
 
 
-def flow_options(
+def admission_options(
     job: str, options: Mapping[str, Any], caps: Capabilities, scheme: str
-) -> FlowOptions:
-    """The job's flow-control options, validated; refused where the backend lacks them."""
+) -> AdmissionOptions:
+    """The job's admission options, validated; refused where the backend lacks them."""
     priority = check_priority(options.get("priority", 0))
     rate = options.get("rate_limit")
     if rate is not None and not isinstance(rate, RateLimit):
@@ -54,9 +56,9 @@ def flow_options(
         (rate is not None, "rate_limit", "rate_limits"),
         (concurrency is not None, "concurrency_limit", "concurrency_limits"),
     ):
-        if wanted and not getattr(caps, capability):
-            raise ConfigurationError(lacking(f"job {job!r}: {option}=", capability, scheme))
-    return FlowOptions(priority, rate, concurrency)
+        if wanted:
+            require(caps, scheme, capability, f"run job {job!r} with {option}=", DROP_IT)
+    return AdmissionOptions(priority, rate, concurrency)
 
 
 def check_aging(seconds: object) -> float:
@@ -66,13 +68,6 @@ def check_aging(seconds: object) -> float:
     if seconds == float("inf"):
         raise InvalidArgument("priority_aging must be finite (a large number never ages)")
     return float(seconds)
-
-
-def lacking(what: str, capability: str, scheme: str) -> str:
-    return (
-        f"{what} needs the backend capability {capability!r}, which {scheme}:// lacks; "
-        "drop the option or use a backend that has it"
-    )
 
 
 def scope_of(job: str, name: str | None) -> str:
@@ -119,7 +114,7 @@ def _key(
     return f"{base}:{user}"
 
 
-def check_shared(job: str, wanted: FlowOptions, others: Iterable[Job[..., Any]]) -> None:
+def check_shared(job: str, wanted: AdmissionOptions, others: Iterable[Job[..., Any]]) -> None:
     """Jobs that share a named limit must agree on it: the backend holds one per key."""
     for other in others:
         for mine, theirs in (

@@ -1,5 +1,5 @@
 -- Named queries of the workflow records a SQLite lock store keeps for SQS
--- (`tasuki.core.flowrecords.FlowRecords`; flow_records.py), in tables of their own in
+-- (`FlowRecords`; sqlite_flows.py), in tables of their own in
 -- the lock database. A flow's `id` is the records' namespace + the flow id. Times are
 -- seconds since the epoch (`:now` the caller's clock).
 

@@ -1,4 +1,4 @@
--- records_put_results: write result records (one batch; `tasuki.core.locks.ResultPut`).
+-- records_put_results: write result records (one batch; `records.base.ResultPut`).
 --
 -- KEYS[i]      the lease record of message i (unused: it names the slot)
 -- KEYS[n+i]    its result record (see includes/result_record.lua), n = #KEYS / 2

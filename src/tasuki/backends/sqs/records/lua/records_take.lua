@@ -1,6 +1,6 @@
 -- records_take: record each lease token as its message's current lease (one batch): the
 -- lease records a backend that cannot fence its own leases keeps in this lock store
--- (`tasuki.core.locks.LeaseRecords`; SQS's).
+-- (`LeaseRecords`, records/base.py; SQS's).
 --
 -- KEYS[i]         the lease record of message i: a STRING
 --                 "owner\nuntil_ms\ncopy\nreceives\nfence", TTL LEASE_TTL. `owner` is
@@ -24,7 +24,7 @@
 -- deliver at least once). The fence granted is one more than the record's where that is
 -- higher than the counted one; the receives one more than the record's for the same
 -- copy, the receive count where another copy's lease was never settled (or the count
--- is unknown), else ARGV[7+6(i-1)]: the rule of `tasuki.core.locks.grant`.
+-- is unknown), else ARGV[7+6(i-1)]: the rule of `records.base.grant`.
 -- A cancelled message (its record's owner starts with CANCELLED) is refused as such: not
 -- to run, to be deleted; its record stays. So is the acked copy met again (ACKED_TAKE).
 -- The copy of an acked step whose sends are not known to be made (UNSENT) is answered

@@ -1,5 +1,5 @@
--- Workflow records SQS keeps in a Redis lock store (`core/flowrecords.FlowRecords`,
--- redis/flow_records.py), beside its lease records, under the records' namespace N
+-- Workflow records SQS keeps in a Redis lock store (`FlowRecords`,
+-- redis_flows.py), beside its lease records, under the records' namespace N
 -- (after the lock prefix). A single Redis server only: a step's settle touches its lease
 -- record and its flow's keys in one script, which a Cluster cannot do across slots.
 --   `N flow:<flow>` HASH, PX the flow's retention: `static` (the record written once,
@@ -11,7 +11,24 @@
 --   `N dead:<queue>:<id>` STRING, PX the flow's retention: the step was dead-lettered
 --     (what `app.flow` shows: SQS keeps no state of a message)
 -- Python passes every key name; the scripts never build them.
---- @include "batch"
+
+-- A complete barrier's slots s0 .. s<size-1>, in order, read SLOTS_PER_CALL fields per
+-- HMGET: unpack() of a huge table overflows Lua's C stack (about 8000 slots).
+local SLOTS_PER_CALL = 1000
+local function read_slots(key, size)
+  local out = {}
+  for first = 0, size - 1, SLOTS_PER_CALL do
+    local names = {}
+    for s = first, math.min(first + SLOTS_PER_CALL, size) - 1 do
+      names[#names + 1] = 's' .. s
+    end
+    local part = redis.call('HMGET', key, unpack(names))
+    for j = 1, #part do
+      out[#out + 1] = part[j]
+    end
+  end
+  return out
+end
 
 -- One current lease's effects (`core/flowrecords.Effects`), in its settle's script, in
 -- the order `Effects` gives: the dead mark, the first failure, the cancelled flag, the
@@ -50,11 +67,7 @@ local function apply_step(flow, dead, barriers, p, writer)
     end
     local joined = redis.call('HGET', key, 'value')
     if not joined then
-      local names = {}
-      for s = 0, size - 1 do
-        names[s + 1] = 's' .. s
-      end
-      joined = '[' .. table.concat(hmget_many(key, names), ',') .. ']'
+      joined = '[' .. table.concat(read_slots(key, size), ',') .. ']'
       redis.call('HSET', key, 'value', joined)
     end
     value = joined

@@ -1,24 +1,25 @@
-"""Receiving: a lease is one or more ReceiveMessage calls; what comes back is admitted
+"""Leasing: a lease is one or more ReceiveMessage calls; what comes back is admitted
 (decoded, its attempt counted, its lease recorded with `locks=`) or, out of attempts,
 dead-lettered at once."""
 
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from tasuki.backends.base import DEFAULT_VISIBILITY_TIMEOUT, Delivery
+from tasuki.backends.base import Delivery
 from tasuki.backends.sqs.codec import Meta, delivery
 from tasuki.backends.sqs.codec import received_meta as _received_meta
 from tasuki.backends.sqs.limits import Parked
 from tasuki.backends.sqs.options import RECORDS, SQS_BATCH, SQS_MAX_WAIT
-from tasuki.backends.sqs.plumbing import SqsBase, _Held, _Move, _seconds, log
+from tasuki.backends.sqs.plumbing import Held, Move, Plumbing, log, whole_seconds
 from tasuki.backends.sqs.queues import QueueInfo, level_token
-from tasuki.core.locks import ACKED_TAKE, UNSENT_TAKE, Granted, IdFinish, LeaseTake
-from tasuki.core.reasons import ATTEMPTS_EXHAUSTED, LEASE_EXPIRED
+from tasuki.backends.sqs.records.base import ACKED_TAKE, UNSENT_TAKE, Granted, IdFinish, LeaseTake
+from tasuki.core.reasons import ATTEMPTS_EXHAUSTED, LEASE_EXPIRED, exhausted
 
 # ReceiveMessage calls one lease keeps in flight at once when a backlog fills them.
 RECEIVES_IN_FLIGHT = 4
@@ -27,29 +28,37 @@ RECEIVES_IN_FLIGHT = 4
 LEVEL_POLL = 5.0
 
 
-class Receiving(SqsBase):
+class Leasing:
+    def __init__(self, sqs: Plumbing) -> None:
+        self.sqs = sqs
+        self._pool: ThreadPoolExecutor | None = None  # lease_soon's
+        self._receivers: ThreadPoolExecutor | None = None  # _receive_many's
+        self._mutex_pool = threading.Lock()
+
     def lease(
-        self,
-        queue: str,
-        max_messages: int,
-        visibility_timeout: float = DEFAULT_VISIBILITY_TIMEOUT,
-        wait: float = 0.0,
+        self, queue: str, max_messages: int, visibility_timeout: float, wait: float, aging: float
     ) -> list[Delivery]:
         """Up to `max_messages`, 10 per ReceiveMessage. The first receive is one call
         (a long poll when the caller waits), so an idle queue costs one request; once a
         reply comes back full (a backlog), the rest of the room is asked for by several
         receives in flight at once (at most RECEIVES_IN_FLIGHT). With priority levels
-        in use, each level is such a lease in turn, in levels.py's order."""
+        in use, each level is such a lease in turn, in levels.py's order (`aging`: the
+        backend's `priority_aging`)."""
         if max_messages <= 0:
             return []
-        info = self._info(queue)
-        levels = self._levels.in_use(queue)
+        info = self.sqs.info(queue)
+        levels = self.sqs.levels.in_use(queue)
         if levels == [0]:
             return self._lease_level(info, max_messages, visibility_timeout, wait)
-        return self._lease_levels(info, max_messages, visibility_timeout, wait)
+        return self._lease_levels(info, max_messages, visibility_timeout, wait, aging)
 
     def _lease_levels(
-        self, base: QueueInfo, max_messages: int, visibility_timeout: float, wait: float
+        self,
+        base: QueueInfo,
+        max_messages: int,
+        visibility_timeout: float,
+        wait: float,
+        aging: float,
     ) -> list[Delivery]:
         """Several levels in use: each asked in turn (levels.py: from the highest down,
         aged lower levels before), until the batch is full. Idle, one long poll of level
@@ -57,11 +66,11 @@ class Receiving(SqsBase):
         deadline = time.monotonic() + wait
         leased: list[Delivery] = []
         while True:
-            for level in self._levels.order(base.name, self.priority_aging):
+            for level in self.sqs.levels.order(base.name, aging):
                 room = max_messages - len(leased)
                 if room <= 0:
                     return leased
-                info = base if level == 0 else self._info(base.name, level)
+                info = base if level == 0 else self.sqs.info(base.name, level)
                 leased.extend(self._lease_level(info, room, visibility_timeout, 0.0))
             remaining = deadline - time.monotonic()
             if leased or remaining < 0.5:
@@ -116,17 +125,17 @@ class Receiving(SqsBase):
         self, info: QueueInfo, asked: int, visibility_timeout: float, poll: int = 0
     ) -> list[dict[str, Any]]:
         got = list(
-            self._call(
+            self.sqs.call(
                 "receive_message",
                 QueueUrl=info.url,
                 MaxNumberOfMessages=asked,
-                VisibilityTimeout=_seconds(visibility_timeout),
+                VisibilityTimeout=whole_seconds(visibility_timeout),
                 WaitTimeSeconds=poll,
                 MessageAttributeNames=["All"],
                 MessageSystemAttributeNames=["All"],
             ).get("Messages", [])
         )
-        self._levels.asked(info.name, info.level, got, asked)
+        self.sqs.levels.asked(info.name, info.level, got, asked)
         return got
 
     def _receive_many(
@@ -158,21 +167,27 @@ class Receiving(SqsBase):
             # What the others received is leased by nobody: hand it back for another lease.
             handles = [m["ReceiptHandle"] for reply in replies for m in reply]
             if handles:
-                self._visibility(info.url, handles, 0)
+                self.sqs.visibility(info.url, handles, 0)
             raise error
         return replies
 
     def lease_soon(
-        self,
-        queue: str,
-        max_messages: int,
-        visibility_timeout: float = DEFAULT_VISIBILITY_TIMEOUT,
+        self, queue: str, max_messages: int, visibility_timeout: float, aging: float
     ) -> Callable[[], list[Delivery]]:
         """The receive goes out on a helper thread while the caller runs its jobs."""
         if self._pool is None:
             self._pool = ThreadPoolExecutor(2, thread_name_prefix="tasuki-sqs")
-        future = self._pool.submit(self.lease, queue, max_messages, visibility_timeout)
+        future = self._pool.submit(self.lease, queue, max_messages, visibility_timeout, 0.0, aging)
         return future.result
+
+    def close(self) -> None:
+        """The helper threads end, once what they run is done."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+        if self._receivers is not None:
+            self._receivers.shutdown(wait=True)
+            self._receivers = None
 
     def _admit(
         self, info: QueueInfo, messages: list[dict[str, Any]], default_vt: float
@@ -188,20 +203,20 @@ class Receiving(SqsBase):
             meta, others = _received_meta(message)
             attrs = message.get("Attributes", {})
             received.append((message, meta, others, int(attrs.get("ApproximateReceiveCount", 1))))
-        if self._admission is not None:
+        if self.sqs.admission is not None:
             received = self._admit_limits(info, received, default_vt)
         # SQS's counts, or what the records granted
         granted: list[Granted | None] = [
             Granted(meta.fence_before + count, count, False) for _, meta, _, count in received
         ]
-        if self._records is not None and received:
+        if self.sqs.records is not None and received:
             now = time.time()
             takes: list[LeaseTake] = []
             # Sent once (`LeaseTake.once`): no enqueue can have offered the id again while
             # an acked record refuses copies, as its window outlasts that record's grace
             # or the producer made it for this enqueue. Copies that are a new send (a
             # release's re-send, a redrive) meet a released or forgotten record, and run.
-            acked_grace = self._records.lifetimes.acked
+            acked_grace = self.sqs.records.lifetimes.acked
             for message, meta, _, count in received:
                 attrs = message.get("Attributes", {})
                 first = int(attrs.get("ApproximateFirstReceiveTimestamp", 0)) / 1000
@@ -220,10 +235,12 @@ class Receiving(SqsBase):
                 )
             granted = [
                 self._unsent(info.name, meta.id) if given == UNSENT_TAKE else given
-                for given, (_, meta, _, _) in zip(self._records.take(takes), received, strict=True)
+                for given, (_, meta, _, _) in zip(
+                    self.sqs.records.take(takes), received, strict=True
+                )
             ]
         deliveries: list[Delivery] = []
-        dead: list[_Move] = []
+        dead: list[Move] = []
         cancelled: list[tuple[dict[str, Any], Meta]] = []
         own_vt: dict[float, list[str]] = {}
         unheld: list[str] = []  # admitted by its limits, yet not leased
@@ -233,14 +250,14 @@ class Receiving(SqsBase):
             # twice: deleted, not run. So is an acked workflow step's whose sends were
             # all made; one whose sends were cut short is refused like a held one, to
             # run again once the record's grace is over and send what is left
-            # (UNSENT_TAKE, core/locks.py: `_unsent`).
+            # (UNSENT_TAKE, records/base.py: `_unsent`).
             if given is None:
                 # SQS handed out a message another lease still holds: not delivered. It
                 # comes back after its own visibility timeout, by when that lease has
                 # lapsed unless kept alive, not after this receive's (often far longer).
                 log.info("sqs: %s delivered again while leased: not run twice", meta.id)
                 vt = meta.visibility_timeout or default_vt
-                if _seconds(vt) != _seconds(default_vt):
+                if whole_seconds(vt) != whole_seconds(default_vt):
                     own_vt.setdefault(vt, []).append(message["ReceiptHandle"])
                 if meta.limits:
                     unheld.append(level_token(info.level, message["ReceiptHandle"]))
@@ -258,57 +275,57 @@ class Receiving(SqsBase):
                 continue
             fence, receives, lapsed = given
             attempt = meta.attempts_before + receives
-            if attempt > meta.max_attempts:
-                used = attempt - 1
+            used = attempt - 1
+            if exhausted(used, meta.max_attempts):  # the leases before this one used them up
                 reason = LEASE_EXPIRED if lapsed else ATTEMPTS_EXHAUSTED
                 dead.append(
-                    _Move(message, self._dead_meta(meta, fence, reason, None, used), others)
+                    Move(message, self.sqs.dead_meta(meta, fence, reason, None, used), others)
                 )
                 if meta.limits:
                     unheld.append(level_token(info.level, message["ReceiptHandle"]))
                 continue
             token = level_token(info.level, message["ReceiptHandle"])
             vt = meta.visibility_timeout or default_vt
-            if meta.visibility_timeout and _seconds(vt) != _seconds(default_vt):
+            if meta.visibility_timeout and whole_seconds(vt) != whole_seconds(default_vt):
                 own_vt.setdefault(vt, []).append(message["ReceiptHandle"])
-            self._hold(
+            self.sqs.hold(
                 token,
-                _Held(info, message, meta, others, attempt, fence, time.monotonic() + vt + 60),
+                Held(info, message, meta, others, attempt, fence, time.monotonic() + vt + 60),
             )
             deliveries.append(delivery(info.name, message, meta, attempt, fence, vt, token))
         for vt, tokens in own_vt.items():
-            self._visibility(info.url, tokens, vt)
+            self.sqs.visibility(info.url, tokens, vt)
         if dead:
-            self._dead_letter_moves(info, dead)
+            self.sqs.dead_letter_moves(info, dead)
         if cancelled:
             self._drop_cancelled(info, cancelled)
         if acked:
             self._drop_acked(info, acked)
-        self._free_limits(unheld)
+        self.sqs.free_limits(unheld)
         return deliveries
 
     def _drop_acked(self, info: QueueInfo, messages: list[tuple[dict[str, Any], Meta]]) -> None:
         """Delete received copies of messages acked already, and finish their ids as the
         ack's own delete would have."""
-        done = self._delete(info.url, [m["ReceiptHandle"] for m, _ in messages])
+        done = self.sqs.delete(info.url, [m["ReceiptHandle"] for m, _ in messages])
         finished = [
             IdFinish(info.name, meta.id, meta.id_owner, meta.keep_id)
             for (_, meta), ok in zip(messages, done, strict=True)
             if ok
         ]
-        self._dead_lettered([], finished)
+        self.sqs.dead_lettered([], finished)
 
     def _drop_cancelled(self, info: QueueInfo, messages: list[tuple[dict[str, Any], Meta]]) -> None:
         """Delete received copies of cancelled messages: never run."""
-        done = self._delete(info.url, [m["ReceiptHandle"] for m, _ in messages])
-        self._cancelled_gone(
+        done = self.sqs.delete(info.url, [m["ReceiptHandle"] for m, _ in messages])
+        self.sqs.cancelled_gone(
             info.name, [(meta.id, meta) for (_, meta), ok in zip(messages, done, strict=True) if ok]
         )
 
     def _unsent(self, queue: str, id: str) -> Granted | None:
         """The copy of an acked step met again before its record said its sends were
         made: acked (deleted) if they were, else refused."""
-        return ACKED_TAKE if self._flow_store().sends_made(queue, id) else None
+        return ACKED_TAKE if self.sqs.flow_store().sends_made(queue, id) else None
 
     def _admit_limits(
         self,
@@ -318,7 +335,7 @@ class Receiving(SqsBase):
     ) -> list[tuple[dict[str, Any], Meta, dict[str, Any], int]]:
         """The received messages their limits let start (limits.py); the others are put
         back until a token or slot is expected, unleased, so they cost no attempt."""
-        admission = self._admission
+        admission = self.sqs.admission
         assert admission is not None
         kept: list[tuple[dict[str, Any], Meta, dict[str, Any], int]] = []
         back: dict[float, list[str]] = {}
@@ -340,7 +357,7 @@ class Receiving(SqsBase):
             if key is not None:
                 parked.setdefault((key, wait), []).append((info.name, info.level, handle))
         for wait, handles in back.items():
-            self._visibility(info.url, handles, wait)
+            self.sqs.visibility(info.url, handles, wait)
         for (key, wait), entries in parked.items():
             admission.park(key, entries, wait)
         return kept

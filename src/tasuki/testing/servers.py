@@ -1,4 +1,4 @@
-"""Real servers started by the tests themselves, on free ports, in temporary directories.
+"""Real servers the tests and benchmarks start themselves, on free ports, in temp directories.
 
 Tests never rely on a service the machine happens to run: what they kill or restart
 must be theirs.
@@ -204,17 +204,6 @@ class RedisCluster:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def env_with_src() -> dict[str, str]:
-    """Environment for child Python processes that must import tasuki and the tests."""
-    root = Path(__file__).resolve().parents[2]
-    env = dict(os.environ)
-    paths = [str(root / "src"), str(root)]
-    if env.get("PYTHONPATH"):
-        paths.append(env["PYTHONPATH"])
-    env["PYTHONPATH"] = os.pathsep.join(paths)
-    return env
 
 
 class PostgresServer:

@@ -1,4 +1,4 @@
-"""Workflow records on a Redis lock store for SQS (`tasuki.core.flowrecords.FlowRecords`):
+"""Workflow records on a Redis lock store for SQS (`FlowRecords`, base.py):
 flows, barriers with their filled count and slots, dead-step marks and send claims as
 the lock store's own keys (`lua/includes/flow_records.lua` lists them), kept for the
 flow's retention; a step's settle checks its lease record and applies its effects in
@@ -17,11 +17,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from tasuki.backends.base import Backend
+from tasuki.backends.redis import RedisBackend
 from tasuki.backends.redis.codec import ms, records
-from tasuki.backends.redis.lease_records import CHUNK, RedisLeaseRecords, result_slot_key
-from tasuki.backends.redis.plumbing import RedisBase
-from tasuki.core.flowrecords import FlowRecord, FlowRecords
-from tasuki.core.locks import LeaseEnd, RecordLifetimes, Settled, unsent_owner, unsent_sends
+from tasuki.backends.sqs.records.base import (
+    FlowRecords,
+    LeaseEnd,
+    RecordLifetimes,
+    Settled,
+    unsent_owner,
+    unsent_sends,
+)
+from tasuki.backends.sqs.records.plain import PlainLeaseRecords
+from tasuki.backends.sqs.records.redis import CHUNK, RedisLeaseRecords, result_slot_key, script
+from tasuki.core.flowrecords import FlowRecord
 from tasuki.core.records import MessageState
 from tasuki.errors import BackendUnavailable, InvalidArgument
 
@@ -45,10 +54,20 @@ def step(dead: int, leased: int, receives: int, known: int) -> tuple[MessageStat
     return KNOWN[int(known)], int(receives)
 
 
+def records_in(
+    store: Backend, namespace: str, lifetimes: RecordLifetimes
+) -> RedisStepRecords | PlainLeaseRecords:
+    """The records as the Redis backend `store`'s own keys (any other store's: its plain
+    locks)."""
+    if isinstance(store, RedisBackend):
+        return RedisStepRecords(store, namespace, lifetimes)
+    return PlainLeaseRecords(store.locks, namespace, lifetimes)
+
+
 class RedisStepRecords(RedisLeaseRecords, FlowRecords):
     """`RedisLeaseRecords` that keep workflows too, where the lock store is one server."""
 
-    def __init__(self, backend: RedisBase, namespace: str, lifetimes: RecordLifetimes) -> None:
+    def __init__(self, backend: RedisBackend, namespace: str, lifetimes: RecordLifetimes) -> None:
         super().__init__(backend, namespace, lifetimes)
         self.flows = self._one_server()
 
@@ -89,7 +108,7 @@ class RedisStepRecords(RedisLeaseRecords, FlowRecords):
             args: list[Any] = list(head)
             for end in ends[start : start + CHUNK]:
                 self._end_args(end, keys, args)
-            reply = self._backend._eval("records_settle_steps", keys, args)
+            reply = self._backend._eval(script("records_settle_steps"), keys, args)
             out += [Settled(c == 1, g == 1) for c, g in zip(reply[::2], reply[1::2], strict=True)]
         return out
 
@@ -121,7 +140,9 @@ class RedisStepRecords(RedisLeaseRecords, FlowRecords):
     def start_flow(self, record: FlowRecord) -> bool:
         self._single()
         args = [record.static_json(), ms(record.retention)]
-        return bool(self._backend._eval("records_start_flow", [self._flow_key(record.id)], args))
+        return bool(
+            self._backend._eval(script("records_start_flow"), [self._flow_key(record.id)], args)
+        )
 
     def flow(self, flow_id: str) -> FlowRecord | None:
         self._single()
@@ -135,7 +156,9 @@ class RedisStepRecords(RedisLeaseRecords, FlowRecords):
 
     def cancel_flow(self, flow_id: str) -> bool:
         self._single()
-        return bool(self._backend._eval("records_cancel_flow", [self._flow_key(flow_id)], []))
+        return bool(
+            self._backend._eval(script("records_cancel_flow"), [self._flow_key(flow_id)], [])
+        )
 
     def group_value(self, flow_id: str, barrier: str) -> bytes | None:
         self._single()
@@ -151,7 +174,7 @@ class RedisStepRecords(RedisLeaseRecords, FlowRecords):
         for queue, id in steps:
             keys += [self._dead_key(queue, id), lock(self.lease_key(queue, id))]
             keys.append(lock(self.id_key(queue, id)))
-        return list(records(self._backend._eval("records_steps", keys, []), step))
+        return list(records(self._backend._eval(script("records_steps"), keys, []), step))
 
     def claim_sends(self, queue: str, ids: Sequence[str], sender: str) -> list[bool]:
         self._single()
@@ -159,12 +182,12 @@ class RedisStepRecords(RedisLeaseRecords, FlowRecords):
             return []
         keys = [self._backend.keys.lock(self.id_key(queue, i)) for i in ids]
         args = [ms(self.lifetimes.id), SENDING + sender]
-        return [r == 1 for r in self._backend._eval("records_claim_sends", keys, args)]
+        return [r == 1 for r in self._backend._eval(script("records_claim_sends"), keys, args)]
 
     def sent(self, queue: str, ids: Sequence[str], sender: str) -> None:
         if ids:
             keys = [self._backend.keys.lock(self.id_key(queue, i)) for i in ids]
-            self._backend._eval("records_sent", keys, [SENDING + sender, SENT + sender])
+            self._backend._eval(script("records_sent"), keys, [SENDING + sender, SENT + sender])
 
     def sends_made(self, queue: str, id: str) -> bool:
         self._single()
@@ -179,9 +202,9 @@ class RedisStepRecords(RedisLeaseRecords, FlowRecords):
             return owner == ""  # said sent meanwhile: an acked record
         keys = [lease, *(lock(self.id_key(q, i)) for q, i in sends)]
         args = [owner, SENDING + f"{queue}:{id}"]
-        return bool(self._backend._eval("records_sends_made", keys, args) == 1)
+        return bool(self._backend._eval(script("records_sends_made"), keys, args) == 1)
 
     def steps_sent(self, messages: Sequence[tuple[str, str]]) -> None:
         if messages:
             keys = [self._backend.keys.lock(self.lease_key(q, i)) for q, i in messages]
-            self._backend._eval("records_steps_sent", keys, [])
+            self._backend._eval(script("records_steps_sent"), keys, [])

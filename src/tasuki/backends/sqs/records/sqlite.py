@@ -1,6 +1,6 @@
-"""Lease and id records on SQLite (`tasuki.core.locks.LeaseRecords`): a table of their
-own in the lock store's database (`tasuki_sqs_records`, its named queries in
-`lease_records.sql`), one transaction per batch.
+"""SQS's records on a SQLite lock store (`LeaseRecords` and `FlowRecords`, base.py): a
+table of their own in the lock store's database (`tasuki_sqs_records`, its named queries
+in `sqlite.sql`; the workflow tables in sqlite_flows.py), one transaction per batch.
 
 The records have a connection of their own, in WAL with synchronous=NORMAL: a power cut
 may lose the last records, which makes the current holder's settle refused (the
@@ -16,15 +16,18 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
+from tasuki.backends.base import Backend
 from tasuki.backends.sqlfiles import load_queries
-from tasuki.backends.sqlite import flow_records as flows
-from tasuki.core.flowrecords import FlowRecord, FlowRecords, ResultRecord
-from tasuki.core.locks import (
+from tasuki.backends.sqlite import SQLiteBackend
+from tasuki.backends.sqlite.files import create_private
+from tasuki.backends.sqs.records import sqlite_flows as flows
+from tasuki.backends.sqs.records.base import (
     ACKED_TAKE,
     CANCELLED_OWNER,
     CANCELLED_TAKE,
     UNSENT_OWNER,
     UNSENT_TAKE,
+    FlowRecords,
     Granted,
     IdClaim,
     IdFinish,
@@ -39,6 +42,8 @@ from tasuki.core.locks import (
     unsent_owner,
     unsent_sends,
 )
+from tasuki.backends.sqs.records.plain import PlainLeaseRecords
+from tasuki.core.flowrecords import FlowRecord, ResultRecord
 from tasuki.core.records import CancelStatus, LeaseStatus, MessageState, Progress, Receipt
 
 QUERY_NAMES = (
@@ -69,12 +74,22 @@ QUERY_NAMES = (
     "settle_result",
     "read_result",
 )
-SQL = load_queries("tasuki.backends.sqlite", "lease_records.sql", QUERY_NAMES)
+SQL = load_queries("tasuki.backends.sqs.records", "sqlite.sql", QUERY_NAMES)
 # Expired records are swept every this many writes.
 SWEEP_EVERY = 2000
 
 # Named parameters of one run of a query.
 Params = Mapping[str, object]
+
+
+def records_in(
+    store: Backend, namespace: str, lifetimes: RecordLifetimes
+) -> SQLiteLeaseRecords | PlainLeaseRecords:
+    """The records in the database of the SQLite backend `store` (any other store's: its
+    plain locks)."""
+    if isinstance(store, SQLiteBackend):
+        return SQLiteLeaseRecords(store.path, namespace, lifetimes)
+    return PlainLeaseRecords(store.locks, namespace, lifetimes)
 
 
 class SQLiteLeaseRecords(LeaseRecords, FlowRecords):
@@ -83,6 +98,7 @@ class SQLiteLeaseRecords(LeaseRecords, FlowRecords):
 
     def __init__(self, path: str, namespace: str, lifetimes: RecordLifetimes) -> None:
         super().__init__(namespace, lifetimes)
+        create_private(path)
         self._db = sqlite3.connect(
             path, timeout=30.0, isolation_level=None, check_same_thread=False
         )
@@ -354,7 +370,7 @@ class SQLiteLeaseRecords(LeaseRecords, FlowRecords):
         self._write("keep_id", keep)
         self._write("drop_id", drop)
 
-    # -- workflows (`FlowRecords`, flow_records.py) ---------------------------------------
+    # -- workflows (`FlowRecords`, sqlite_flows.py) ---------------------------------------
     def start_flow(self, record: FlowRecord) -> bool:
         with self._transaction(1) as db:
             return flows.start(db, self.namespace + record.id, record, time.time())

@@ -1,6 +1,7 @@
-"""Lease and id records on Redis (`tasuki.core.locks.LeaseRecords`): the lock store's own
-keys, so `holder` reads them as locks, each batch written by one script call
-(`lua/records_*.lua`) instead of one or two calls per record.
+"""SQS's lease and id records on a Redis lock store (`LeaseRecords`, base.py): the lock
+store's own keys, so `holder` reads them as locks, each batch written by one script call
+(`lua/records_*.lua` here, run on the store's connection) instead of one or two calls
+per record.
 
 On a Redis Cluster the keys of one batch live in many slots, and a script may only touch
 one: there a batch is one call per slot it spans.
@@ -9,13 +10,14 @@ one: there a batch is one call per slot it spans.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import cache
 from typing import Any
 
+from tasuki.backends.redis import RedisBackend
 from tasuki.backends.redis.codec import ms, records
-from tasuki.backends.redis.plumbing import RedisBase
+from tasuki.backends.redis.scripts import Script, load
 from tasuki.backends.redis.slots import key_slot
-from tasuki.core.flowrecords import ResultRecord
-from tasuki.core.locks import (
+from tasuki.backends.sqs.records.base import (
     ACKED_TAKE,
     CANCELLED_TAKE,
     UNSENT_TAKE,
@@ -29,6 +31,7 @@ from tasuki.core.locks import (
     ResultPut,
     progress_json,
 )
+from tasuki.core.flowrecords import ResultRecord
 from tasuki.core.records import CancelStatus, LeaseStatus, Progress, Receipt
 
 # Records per script call: a bound on how long one call holds the Redis server.
@@ -69,22 +72,28 @@ def result_record(raw: Any) -> ResultRecord | None:
 KEPT: dict[int, LeaseStatus] = {0: "lost", 1: "held", 2: "cancelled"}
 
 
+@cache
+def script(name: str) -> Script:
+    """`lua/<name>.lua` of this package, read once per process."""
+    return load("tasuki.backends.sqs.records", name)
+
+
 class RedisLeaseRecords(LeaseRecords):
     controls = True
 
-    def __init__(self, backend: RedisBase, namespace: str, lifetimes: RecordLifetimes) -> None:
+    def __init__(self, backend: RedisBackend, namespace: str, lifetimes: RecordLifetimes) -> None:
         super().__init__(namespace, lifetimes)
         self._backend = backend
 
     def _run(
         self,
-        script: str,
+        name: str,
         keys: list[str],
         fields: Callable[[int], Sequence[Any]],
         head: Sequence[Any] = (),
         results: bool = False,
     ) -> list[Any]:
-        """`script` over the records `keys`: ARGV is `head`, then `fields(i)` of each
+        """Script `name` over the records `keys`: ARGV is `head`, then `fields(i)` of each
         record i; KEYS the records' keys, then (`results`) their result keys. One call
         per CHUNK records (per slot on a Cluster); the replies' elements put back in the
         records' order."""
@@ -107,7 +116,7 @@ class RedisLeaseRecords(LeaseRecords):
                 for n in chunk:
                     args += fields(n)
                 chunk_keys = [full[n] for n in chunk] + [extra[n] for n in chunk if extra]
-                reply = self._backend._eval(script, chunk_keys, args)
+                reply = self._backend._eval(script(name), chunk_keys, args)
                 if not isinstance(reply, list):  # a script that answers nothing per record
                     continue
                 width = len(reply) // len(chunk)
@@ -184,7 +193,9 @@ class RedisLeaseRecords(LeaseRecords):
             return "unknown"
         ttl = max(int(self._backend._command("PTTL", id_key)), ms(self.lifetimes.lease))
         key = self._backend.keys.lock(self.lease_key(queue, id))
-        done = int(self._backend._eval("records_cancel", [key, result_slot_key(key)], [ttl]))
+        done = int(
+            self._backend._eval(script("records_cancel"), [key, result_slot_key(key)], [ttl])
+        )
         if done == 0:
             return "unknown"
         self._backend._command("SET", id_key, "", "KEEPTTL", "XX")

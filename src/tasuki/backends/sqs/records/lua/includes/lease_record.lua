@@ -20,7 +20,7 @@ end
 
 local CANCELLED = '~cancelled~'
 -- An acked step's owner while the steps it enqueues are still to be sent (UNSENT_OWNER,
--- tasuki.core.locks): this prefix, then those steps as JSON. The same copy met meanwhile
+-- records/base.py): this prefix, then those steps as JSON. The same copy met meanwhile
 -- is UNSENT_TAKE (records_take.lua), any other refused as if leased.
 local UNSENT = '~unsent~'
 

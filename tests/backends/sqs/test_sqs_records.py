@@ -1,6 +1,6 @@
-"""The lease and id records a lock store keeps for a backend that cannot fence its own
-leases (SQS with `locks=`): each store offers them (`LockStore.lease_records`), batched
-with counts on SQLite and Redis, as plain locks elsewhere. Real stores, no SQS needed."""
+"""The lease and id records SQS keeps in its `locks=` store, as it cannot fence its own
+leases: each store has them (`records_for`), batched with counts on SQLite and Redis, as
+plain locks elsewhere. Real stores, no SQS needed."""
 
 from __future__ import annotations
 
@@ -24,12 +24,9 @@ from tasuki.backends.base import (
     Receipt,
 )
 from tasuki.backends.memory import MemoryBackend
-from tasuki.backends.redis.flow_records import RedisStepRecords
-from tasuki.backends.redis.lease_records import result_slot_key
 from tasuki.backends.redis.slots import key_slot
-from tasuki.backends.sqlite.lease_records import SQLiteLeaseRecords
-from tasuki.backends.urls import backend_from_url
-from tasuki.core.locks import (
+from tasuki.backends.sqs.records import records_for
+from tasuki.backends.sqs.records.base import (
     ACKED_TAKE,
     CANCELLED_TAKE,
     Granted,
@@ -38,12 +35,16 @@ from tasuki.core.locks import (
     LeaseEnd,
     LeaseRecords,
     LeaseTake,
-    PlainLeaseRecords,
     RecordLifetimes,
     ResultPut,
     Settled,
 )
-from tests.support.servers import RedisServer
+from tasuki.backends.sqs.records.plain import PlainLeaseRecords
+from tasuki.backends.sqs.records.redis import result_slot_key
+from tasuki.backends.sqs.records.redis_flows import RedisStepRecords
+from tasuki.backends.sqs.records.sqlite import SQLiteLeaseRecords
+from tasuki.backends.urls import backend_from_url
+from tasuki.testing.servers import RedisServer
 
 LIFETIMES = RecordLifetimes(lease=3600.0, id=3600.0, acked=300.0)
 
@@ -64,7 +65,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Back
     else:
         url = f"sqlite:///{tmp_path / 'locks.db'}"
     backend = backend_from_url(url)
-    records = backend.locks.lease_records(f"ns-{uuid.uuid4().hex[:6]}:", LIFETIMES)
+    records = records_for(backend, f"ns-{uuid.uuid4().hex[:6]}:", LIFETIMES)
     yield backend, records
     records.close()
     backend.close()
@@ -77,7 +78,7 @@ def test_each_store_offers_its_own_records(
     kind = SQLiteLeaseRecords if backend.url.startswith("sqlite") else RedisStepRecords
     assert type(records) is kind
     assert records.flows is True  # both keep workflows (Redis: on one server)
-    plain = MemoryBackend().locks.lease_records("ns:", LIFETIMES)
+    plain = records_for(MemoryBackend(), "ns:", LIFETIMES)
     assert type(plain) is PlainLeaseRecords
 
 
@@ -275,7 +276,7 @@ def test_a_records_table_made_before_the_counts_gains_its_columns(tmp_path: Path
 
 def test_plain_lock_records_count_nothing_of_their_own() -> None:
     """On plain locks (a store without records of its own) the numbers are SQS's."""
-    records = MemoryBackend().locks.lease_records("p-", LIFETIMES)
+    records = records_for(MemoryBackend(), "p-", LIFETIMES)
     assert records.take([take("m", "t1", 3, 30.0, "s1")]) == [Granted(3, 3, False)]
     assert records.take([take("m", "t2", 4, 30.0, "s1")]) == [Granted(4, 4, True)]
     assert records.settle([end("m", "t0"), end("m", "t2")]) == [False, True]
