@@ -8,7 +8,7 @@ from pathlib import Path
 
 import tasuki
 from tests.e2e.test_cli import ROOT
-from tests.support.servers import env_with_src
+from tests.support.processes import env_with_src
 
 APP = "tests.e2e.cli_app:app"
 

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from tests.e2e.test_cli import ROOT
-from tests.support.servers import env_with_src
+from tests.support.processes import env_with_src
 
 
 def start(

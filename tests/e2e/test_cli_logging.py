@@ -14,7 +14,7 @@ import pytest
 import tasuki
 from tests.e2e.test_cli import ROOT, tasuki_cli
 from tests.e2e.test_cli_errors import USAGE, assert_one_line_error
-from tests.support.servers import env_with_src
+from tests.support.processes import env_with_src
 
 APP = "tests.e2e.logging_app:app"
 
