@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 import orjson
 
+from tasuki.core.text import storable
 from tasuki.logs import job_traceback
 
 JOB_HEADER = "tasuki-job"
@@ -162,6 +163,14 @@ class ErrorInfo:
     type: str
     message: str
     traceback: str = ""
+
+    def __post_init__(self) -> None:
+        # Whatever a job raised, its words reach the dead letter: made storable here.
+        for name in ("type", "message", "traceback"):
+            value = getattr(self, name)
+            fixed = storable(value) if isinstance(value, str) else str(value)
+            if fixed is not value:
+                object.__setattr__(self, name, fixed)
 
     def __str__(self) -> str:
         return f"{self.type}: {self.message}" if self.message else self.type
