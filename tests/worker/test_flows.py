@@ -405,3 +405,30 @@ def test_a_signing_app_signs_the_plan(any_url: str) -> None:
         assert app.dead_letters() == []
     finally:
         app.close()
+
+
+def test_a_steps_attempts_read_as_its_jobs(app: tasuki.App) -> None:
+    """A finished step shows the attempt it succeeded on, a waiting one `n of` its job's
+    own limit (not the extra lease a step carries)."""
+    tries: list[int] = []
+
+    @app.job(retry=tasuki.Retry(max_attempts=10, backoff=tasuki.constant(0.0)))
+    def flaky(x: int) -> int:
+        tries.append(x)
+        if len(tries) < 3:
+            raise ConnectionError("again")
+        return x
+
+    @app.job(retry=tasuki.Retry(max_attempts=10))
+    def last(x: int) -> int:
+        return x
+
+    flow_id = tasuki.chain(flaky.step(1), last.step()).enqueue()
+    if app.backend.capabilities.inspection:
+        waiting = app.inspect("default", f"{flow_id}.0")
+        assert (waiting.attempt, waiting.max_attempts) == (0, 10)
+    drain(app)
+    assert app.flow_result(flow_id, timeout=5.0) == 1
+    steps = app.flow(flow_id).steps
+    assert [(s.job, s.state) for s in steps] == [("flaky", "finished"), ("last", "finished")]
+    assert [s.attempt for s in steps] == [3, 1]
