@@ -11,6 +11,7 @@ never holds Redis for long). See docs/redis.md for the whole design.
 `RedisBackend` only joins the parts, by concern as on the SQL engines: `producing`
 (enqueue), `leasing`, `settling` (settle, keep, extend), `cancelling`, `results`,
 `flows` (start, read, wait on and cancel flows, and check a step's effects),
+`durable` (step records, signals and waits),
 `operating` (counts, dead letters, inspection, redrive, purge) and `locks`, each over
 the one `Plumbing` (the connection, the key space, the script calls). The logic of each
 is in its `.lua` file, the mapping of records to arguments and of replies to records in
@@ -38,9 +39,14 @@ from tasuki.backends.base import (
     Reliability,
     Settle,
     SettledTotals,
+    SignalStatus,
+    StepRecord,
+    Taken,
+    Waiting,
 )
 from tasuki.backends.redis import (
     cancelling,
+    durable,
     leasing,
     operating,
     producing,
@@ -72,6 +78,7 @@ class RedisBackend(Backend):
             rate_limits=True,
             concurrency_limits=True,
             workflows=True,
+            durable_steps=True,
         )
         self.redis = Plumbing(options)
         self.keys: KeySpace = self.redis.keys
@@ -155,6 +162,22 @@ class RedisBackend(Backend):
 
     def group_value(self, flow_id: str, barrier: str) -> bytes | None:
         return self._flows.group_value(flow_id, barrier)
+
+    # -- durable steps ---------------------------------------------------------------
+    def steps(self, queue: str, id: str) -> list[StepRecord]:
+        return durable.steps(self.redis, queue, id)
+
+    def record_step(self, receipt: Receipt, record: StepRecord) -> bool:
+        return durable.record_step(self.redis, receipt, record)
+
+    def take_signal(self, receipt: Receipt, name: str, occurrence: int) -> Taken:
+        return durable.take_signal(self.redis, receipt, name, occurrence)
+
+    def signal(self, queue: str, id: str, name: str, payload: bytes) -> SignalStatus:
+        return durable.signal(self.redis, queue, id, name, payload)
+
+    def waiting(self, queue: str, id: str) -> Waiting | None:
+        return durable.waiting(self.redis, queue, id)
 
     # -- operating -------------------------------------------------------------------
     def stats(self, queue: str) -> QueueStats:

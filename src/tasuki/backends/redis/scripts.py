@@ -37,6 +37,11 @@ NAMES = (
     "add_meters",
     "start_flow",
     "cancel_flow",
+    "steps",
+    "record_step",
+    "take_signal",
+    "send_signal",
+    "waiting",
 )
 
 
@@ -88,6 +93,11 @@ class Scripts:
     add_meters: Script
     start_flow: Script
     cancel_flow: Script
+    steps: Script
+    record_step: Script
+    take_signal: Script
+    send_signal: Script
+    waiting: Script
 
     def __getattr__(self, name: str) -> Script:
         """Read on first use: a producer that only enqueues reads one file, not all."""

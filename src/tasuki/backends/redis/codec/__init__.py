@@ -40,6 +40,7 @@ from tasuki.backends.redis.codec.replies import (
     records,
     result_record,
     stats,
+    step,
 )
 from tasuki.backends.redis.codec.values import (
     headers_json,
@@ -78,5 +79,6 @@ __all__ = [
     "settle_args",
     "settle_keys",
     "stats",
+    "step",
     "us",
 ]

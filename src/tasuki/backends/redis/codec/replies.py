@@ -23,6 +23,7 @@ from tasuki.core.records import (
     MessageInfo,
     MessageState,
     QueueStats,
+    StepRecord,
     waiting_state,
 )
 
@@ -253,3 +254,10 @@ def _error(etype: bytes, emessage: bytes, etraceback: bytes) -> ErrorInfo | None
     if not etype:
         return None
     return ErrorInfo(etype.decode(), emessage.decode(), etraceback.decode())
+
+
+def step(
+    name: bytes, occurrence: bytes, result: bytes, started: bytes, duration: bytes
+) -> StepRecord:
+    """A reader of steps.lua's `step` records."""
+    return StepRecord(name.decode(), int(occurrence), result, float(started), float(duration))
