@@ -33,7 +33,10 @@ from tasuki.backends.base import (
     Progress,
     Receipt,
     Settle,
+    StepRecord,
+    Taken,
     UniqueClaim,
+    Wait,
 )
 from tasuki.backends.sqs.records import records_for
 from tasuki.backends.sqs.records.base import (
@@ -162,6 +165,32 @@ def test_results_priorities_cancel_and_progress_on_every_master(
         assert backend.inspect(q, "low").state == "cancelled"
         assert backend.cancel(q, "later") == "removed"
         assert stats(backend, q) == (0, 0, 0, 0)
+
+
+def test_durable_steps_on_every_master(backend: Backend, queues: list[str]) -> None:
+    """Step records, signals and waits live in the message's hash, so every durable script
+    (steps, record_step, take_signal, send_signal, waiting, settle's suspend) runs in its
+    queue's slot: on each master here, with a priority so the wake-up crosses `delayed`."""
+    for q in queues:
+        backend.enqueue([env(q, "d", priority=3)])
+        [d] = backend.lease(q, 1, 30.0)
+        assert backend.record_step(d.receipt, StepRecord("a", 1, b'"x"', time.time(), 0.0))
+        assert backend.take_signal(d.receipt, "go", 1) == Taken(True, None)
+        assert backend.settle([Settle.suspend(d.receipt, 3600.0, Wait("go"))]) == [True]
+        waiting = backend.waiting(q, "d")
+        assert waiting is not None and waiting.signal == "go"
+        assert backend.lease(q, 1, 30.0) == []
+        assert backend.signal(q, "d", "go", b"7") == "delivered"
+        [again] = backend.lease(q, 1, 30.0, wait=5.0)
+        assert backend.waiting(q, "d") is None
+        assert backend.take_signal(again.receipt, "go", 1) == Taken(True, b"7")
+        assert [(s.name, s.result) for s in backend.steps(q, "d")] == [
+            ("a", b'"x"'),
+            ("tasuki:signal:go", b"7"),
+        ]
+        assert backend.settle([Settle.ack(again.receipt)]) == [True]
+        assert backend.steps(q, "d") == []
+        assert backend.signal(q, "d", "go", b"1") == "unknown"
 
 
 def test_a_result_waiter_blocks_on_every_master(backend: Backend, queues: list[str]) -> None:
