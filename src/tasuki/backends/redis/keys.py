@@ -65,7 +65,7 @@ Fields of `B m:<id>` (times are whole microseconds of the Redis server's clock):
 | `progress` | keep | `<fence> <JSON [fraction, text]>`, shown while that fence is current |
 | `sn`, `s:<n>` | record_step, take_signal | durable step records: how many, and each (cmsgpack) |
 | `g:<name>` | send_signal, take_signal | signals `name` stored and not consumed (cmsgpack list) |
-| `wait` | settle (suspend), send_signal | `<fence> <until µs> <signal>`: what a suspended run waits for, while that fence is current |
+| `wait` | settle (suspend), send_signal | `<fence> <until µs> <signal>`: a suspended run's wait |
 
 Outside the queues:
 
