@@ -21,8 +21,9 @@
 --- @include "clock"
 --- @include "batch"
 --- @include "signal"
+--- @include "redrive"
 
-local waiting, dead = KEYS[1], KEYS[2]
+local dead = KEYS[2]
 local base = ARGV[1]
 local now = now_us()
 local ids
@@ -39,23 +40,5 @@ if #ARGV > 2 then
 else
   ids = redis.call('ZRANGE', dead, 0, tonumber(ARGV[2]) - 1)
 end
-local scores = {}
-for i, id in ipairs(ids) do
-  local mkey = base .. 'm:' .. id
-  redis.call('HDEL', mkey, 'reason', 'died_us', 'error_type', 'error_message', 'error_traceback')
-  redis.call('HSET', mkey, 'attempt', 0)
-  local f = redis.call('HMGET', mkey, 'boost_us', 'result_ms', 'limits')
-  if f[2] then
-    redis.call('HSET', KEYS[4], id, f[2])
-    redis.call('DEL', base .. 'r:' .. id)
-  end
-  if f[3] then
-    redis.call('HSET', KEYS[5], id, f[3])
-  end
-  scores[#scores + 1] = now + i - 1 - (tonumber(f[1]) or 0)
-  scores[#scores + 1] = id
-end
-zrem_many(dead, ids)
-zadd_many(waiting, scores)
-signal(KEYS[3], #ids)
+redrive_ids(KEYS, base, ids, now)
 return #ids
