@@ -2,6 +2,11 @@
 
 Every event line carries `queue`, `job`, `id` and `attempt`, so the whole story of one
 message is one `grep <id>` away. Lines are plain `key=value` or JSON.
+
+A field or message may hold text from a message or a job (a job name, an error): in the
+plain format a control character or lone surrogate in it is written as an escape, so no
+text can break a line in two or forge another; in JSON a lone surrogate is escaped too,
+which would otherwise fail the whole line.
 """
 
 from __future__ import annotations
@@ -53,13 +58,48 @@ def _iso(created: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created)) + f".{ms:03d}Z"
 
 
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(c: str) -> str:
+    code = ord(c)
+    if c in _ESCAPES:
+        return _ESCAPES[c]
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def printable(text: str) -> str:
+    """`text` with every character that is not printable (control characters, line
+    separators, lone surrogates) written as a backslash escape: one line, always."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else _escape(c) for c in text)
+
+
+def _lines(text: str) -> str:
+    """A traceback: its own lines kept, anything else in them escaped."""
+    return "\n".join(printable(line) for line in text.split("\n"))
+
+
+def _utf8(value: Any) -> Any:
+    """A str JSON can carry: a lone surrogate escaped, anything else as it is."""
+    if isinstance(value, str) and not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value
+
+
 def _value(v: Any) -> str:
     if isinstance(v, float):
         return f"{v:.3f}"
     text = str(v)
-    if not text or any(c in text for c in ' "=\n'):
-        return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
-    return text
+    if text and text.isprintable() and not any(c in text for c in ' "='):
+        return text
+    return '"' + printable(text.replace("\\", "\\\\").replace('"', '\\"')) + '"'
 
 
 class PlainFormatter(logging.Formatter):
@@ -69,13 +109,13 @@ class PlainFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         fields: dict[str, Any] = getattr(record, "tasuki", {})
-        parts = [_iso(record.created), f"{record.levelname:<7}", record.getMessage()]
+        parts = [_iso(record.created), f"{record.levelname:<7}", printable(record.getMessage())]
         parts += [f"{k}={_value(v)}" for k, v in fields.items()]
         if self.worker is not None:
             parts.append(f"worker={self.worker}")
         line = " ".join(parts)
         if record.exc_info:
-            line += "\n" + self.formatException(record.exc_info)
+            line += "\n" + _lines(self.formatException(record.exc_info))
         return line
 
 
@@ -89,13 +129,13 @@ class JSONFormatter(logging.Formatter):
             "ts": _iso(record.created),
             "level": record.levelname.lower(),
             "logger": record.name,
-            "event": record.getMessage(),
+            "event": _utf8(record.getMessage()),
         }
-        doc.update(getattr(record, "tasuki", {}))
+        doc.update({k: _utf8(v) for k, v in getattr(record, "tasuki", {}).items()})
         if self.worker is not None:
             doc["worker"] = self.worker
         if record.exc_info:
-            doc["exception"] = self.formatException(record.exc_info)
+            doc["exception"] = _utf8(self.formatException(record.exc_info))
         return orjson.dumps(doc, default=str).decode()
 
 

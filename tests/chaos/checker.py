@@ -36,7 +36,11 @@
   only grow. A frozen worker may still *start* its stale run after a newer one began
   (counted as stale starts): its token is the older one, which is what fencing is for;
 - unparsable: a whole line of the record that did not parse. It could hide a run's
-  start, so any fails the run.
+  start, so any fails the run;
+- drained: the queue was worked off after the faults. A run that did not drain proves
+  nothing of what was still to come (a callback, a redelivery) and fails;
+- unsettled: messages the queue still held once every message had reached its end record:
+  a run that ended and was never settled (its ack lost for good). Any fails the run.
 """
 
 from __future__ import annotations
@@ -77,6 +81,8 @@ class Report:
     coverage: float = 0.0  # share of the run's wall time inside an explanation window
     worker_coverage: float = 0.0  # the same per worker, its own faults and the global ones
     unparsable: int = 0
+    drained: bool = True
+    unsettled: int = 0
     # Chords and limits (tests/chaos/composite.py), where the backend has them; None: not run.
     flows: int | None = None
     callbacks_twice: list[str] = field(default_factory=list)
@@ -91,8 +97,9 @@ class Report:
 
     @property
     def ok(self) -> bool:
-        return not (
-            self.lost
+        return self.drained and not (
+            self.unsettled
+            or self.lost
             or self.unexplained
             or self.fence_violations
             or self.dead
@@ -122,6 +129,8 @@ class Report:
             f"lost={len(self.lost)} duplicates={self.duplicates} "
             f"unexplained={len(self.unexplained)} explained_coverage={self.coverage:.2f} "
             f"p99_redelivery_s={self.p99():.2f}"
+            + ("" if self.drained else " drained=no")
+            + (f" unsettled={self.unsettled}" if self.unsettled else "")
             + (
                 ""
                 if self.flows is None

@@ -199,7 +199,7 @@ def run_backend(backend: ChaosBackend, opts: Options, workdir: Path) -> Report:
             raise RuntimeError("the chaos producer failed") from producer.failure
         if proxy is not None:
             proxy.heal()
-        drained = _drain(producer_app, log, producer.enqueued, opts.settle)
+        drained, unsettled = _drain(producer_app, log, producer.enqueued, opts.settle)
         dead = len(producer_app.dead_letters("default"))
         depth.stop()
         stop_sampler(sampler)
@@ -219,6 +219,7 @@ def run_backend(backend: ChaosBackend, opts: Options, workdir: Path) -> Report:
             probes(records),
             leases(records),
         )
+        report.drained, report.unsettled = drained, unsettled
         runs = executions(records)
         if producer.flows or producer_app.backend.capabilities.workflows:
             check_flows(report, producer.flows, runs, drained)
@@ -328,13 +329,16 @@ def _keep(workdir: Path, name: str) -> Path:
     return kept
 
 
-def _drain(app: tasuki.App, log: Path, enqueued: list[int], timeout: float) -> bool:
+def _drain(app: tasuki.App, log: Path, enqueued: list[int], timeout: float) -> tuple[bool, int]:
     """Until every message ran to its end and the queue holds nothing (True), or `timeout`
     seconds passed without one more message reaching its end (False): a long run's
-    backlog may take longer than `timeout` to work off, a stuck message never does."""
+    backlog may take longer than `timeout` to work off, a stuck message never does.
+    With it, how many messages the queue still held when every one had ended (each an
+    end never settled), 0 when that is not known."""
     deadline = time.monotonic() + timeout
     want = set(enqueued)
     ended = 0
+    left = 0
     while time.monotonic() < deadline:
         done = {n for n, runs in executions(log).items() if any(e.ended for e in runs)}
         if len(done) > ended:
@@ -344,10 +348,12 @@ def _drain(app: tasuki.App, log: Path, enqueued: list[int], timeout: float) -> b
                 s = app.stats("default")
             except tasuki.TasukiError:
                 s = None
-            if s is not None and s["ready"] + s["in_flight"] + s["delayed"] == 0:
-                return True
+            if s is not None:
+                left = s["ready"] + s["in_flight"] + s["delayed"]
+                if left == 0:
+                    return True, 0
         time.sleep(0.5 if len(want) > 5000 else 0.2)
-    return False
+    return False, left
 
 
 def run(names: list[str], opts: Options) -> list[Report]:

@@ -47,6 +47,7 @@ def test_short_chaos_run_loses_nothing(backend: ChaosBackend, tmp_path: Path) ->
     # 80 job numbers; where the backend has workflows some are chords of several members.
     assert report.jobs >= 80
     assert report.unparsable == 0, report.details()
+    assert report.drained and report.unsettled == 0, report.details()
     assert report.lost == [], report.details()
     assert report.unexplained == [], report.details()
     assert report.fence_violations == [], report.details()

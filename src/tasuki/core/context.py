@@ -24,6 +24,7 @@ from tasuki.core.steps import (
     check_seconds,
     timed_out,
 )
+from tasuki.core.text import storable
 from tasuki.errors import InvalidArgument, LeaseLost, TasukiError
 
 if TYPE_CHECKING:
@@ -191,7 +192,7 @@ class Context:
                 "this delivery's progress cannot be reported here (no lease keeper looks "
                 "after it: a process job, or a run already settled)"
             )
-        self.last_progress = Progress(float(fraction), text)
+        self.last_progress = Progress(float(fraction), storable(text))
 
     def request_stop(self, reason: str) -> None:
         stop = self._event()

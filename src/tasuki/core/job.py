@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, Protocol, TypeVar
 
+from tasuki.core import headers as tasuki_headers
 from tasuki.core.policies import (
     ConcurrencyLimit,
     Dedup,
@@ -17,6 +18,7 @@ from tasuki.core.policies import (
     Unique,
     check_priority,
 )
+from tasuki.core.text import check_name
 from tasuki.errors import InvalidArgument
 
 if TYPE_CHECKING:
@@ -54,7 +56,7 @@ def check_message_id(message_id: object) -> str:
         raise InvalidArgument(f"message_id must be a non-empty string, got {message_id!r}")
     if len(message_id) > MAX_ID_LENGTH:
         raise InvalidArgument(f"message_id is longer than {MAX_ID_LENGTH} characters")
-    return message_id
+    return check_name("message_id", message_id)
 
 
 def check_queue(queue: object) -> str:
@@ -64,14 +66,28 @@ def check_queue(queue: object) -> str:
         )
     if any(c in queue for c in "{}\0\n"):
         raise InvalidArgument(f"queue name {queue!r} may not contain braces, NUL or newlines")
-    return queue
+    return check_name("queue name", queue)
+
+
+def check_job_name(name: object) -> str:
+    if not isinstance(name, str) or not name or len(name) > tasuki_headers.MAX_NAME:
+        raise InvalidArgument(
+            f"a job name must be a non-empty string of at most {tasuki_headers.MAX_NAME} "
+            f"chars, got {name!r:.80}"
+        )
+    return check_name("job name", name)
 
 
 def check_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
+    """Headers as a dict of str to str that every engine stores, whose `tasuki-*` values
+    a worker would believe (`core/headers.py`)."""
     result = dict(headers or {})
     for k, v in result.items():
         if not isinstance(k, str) or not isinstance(v, str):
             raise InvalidArgument(f"headers must map str to str, got {k!r}: {v!r}")
+        check_name("header name", k)
+        check_name(f"header {k}", v)
+    tasuki_headers.check(result)
     return result
 
 
@@ -123,7 +139,7 @@ class Job(Generic[P, R]):
     ) -> None:
         self.producer = producer
         self.fn = fn
-        self.name = name
+        self.name = check_job_name(name)
         self.queue = check_queue(queue)
         self.retry = retry
         self.timeout = timeout

@@ -15,6 +15,8 @@ from typing import Any, Literal
 
 import orjson
 
+from tasuki.core.text import storable
+
 JOB_HEADER = "tasuki-job"
 CONTENT_TYPE_HEADER = "tasuki-content-type"
 SIGNATURE_HEADER = "tasuki-signature"
@@ -161,6 +163,14 @@ class ErrorInfo:
     type: str
     message: str
     traceback: str = ""
+
+    def __post_init__(self) -> None:
+        # Whatever a job raised, its words reach the dead letter: made storable here.
+        for name in ("type", "message", "traceback"):
+            value = getattr(self, name)
+            fixed = storable(value) if isinstance(value, str) else str(value)
+            if fixed is not value:
+                object.__setattr__(self, name, fixed)
 
     def __str__(self) -> str:
         return f"{self.type}: {self.message}" if self.message else self.type

@@ -19,6 +19,7 @@ from tasuki.core.envelope import (
     UniqueClaim,
 )
 from tasuki.core.message import ErrorInfo, Lease, Message, MessageState
+from tasuki.core.text import storable
 
 if TYPE_CHECKING:
     from tasuki.core.flowrecords import Effects
@@ -154,7 +155,7 @@ class Settle(NamedTuple):
         error: ErrorInfo | None = None,
         effects: Effects | None = None,
     ) -> Settle:
-        return cls(receipt, "dead", 0.0, True, reason, error, effects)
+        return cls(receipt, "dead", 0.0, True, storable(reason), error, effects)
 
 
 class Progress(NamedTuple):

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from tasuki import logs
 from tasuki.backends.base import Backend, Delivery, Settle
 from tasuki.errors import TasukiError
+from tasuki.runtime.fatal import Fatal
 from tasuki.runtime.outage import Outage
 from tasuki.runtime.pulse import Pulse
 
@@ -111,6 +112,7 @@ class Fetcher:
         visibility_timeout: float,
         batch_size: int,
         wait: float,
+        fatal: Fatal | None = None,
     ) -> None:
         self.backend = backend
         self.queue = queue
@@ -124,7 +126,12 @@ class Fetcher:
         self.gather = max(1, min(batch_size, slots.size // 4))
         self.outage = Outage(f"leasing from queue {queue!r}")
         self.pulse = Pulse(f"fetcher {queue}")
-        self._thread = threading.Thread(target=self._run, name=f"tasuki-fetch-{queue}", daemon=True)
+        self.fatal = fatal or Fatal()
+        self._thread = threading.Thread(
+            target=self.fatal.guard(f"fetcher of queue {queue!r}", self._run),
+            name=f"tasuki-fetch-{queue}",
+            daemon=True,
+        )
 
     def start(self) -> None:
         self._thread.start()

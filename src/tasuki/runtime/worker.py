@@ -29,6 +29,7 @@ from tasuki.middleware.base import MiddlewareChain
 from tasuki.runtime.chain import ChainDriver
 from tasuki.runtime.cores import CoreWatch
 from tasuki.runtime.deadlines import Deadlines
+from tasuki.runtime.fatal import Fatal, LoopFailed, exit_later
 from tasuki.runtime.fetcher import Fetcher, Slots
 from tasuki.runtime.finisher import Finisher
 from tasuki.runtime.flows import FlowSteps
@@ -129,6 +130,11 @@ class Worker:
         self._renewal: LockRenewal | None = None
         # Set by `run(until_idle=True)`: the releases this worker expects back.
         self._returning: Returning | None = None
+        # The first loop that could not go on (`fatal.py`): the worker then stops.
+        self._ready = False  # `start` done: every loop exists
+        self._failure_stop = False
+        self.fatal = Fatal()
+        self.fatal.on_failure(self._loop_failed)
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -137,6 +143,7 @@ class Worker:
         self._started = True
         backend = self.backend
         returning = self._returning
+        fatal = self.fatal
         self.settler = Settler(
             backend,
             on_released=None
@@ -144,8 +151,9 @@ class Worker:
             else lambda done: returning.released(
                 (s.receipt.queue, s.receipt.id, s.delay) for s in done
             ),
+            fatal=fatal,
         )
-        self.keeper = LeaseKeeper(backend, self.chain)
+        self.keeper = LeaseKeeper(backend, self.chain, fatal)
         self.slots = Slots(self.concurrency)
         self.threads = ThreadPool(self.concurrency)
         self.driver = ChainDriver(self.chain)
@@ -159,7 +167,7 @@ class Worker:
             self.registry,
             self.codec,
             self.keeper,
-            self.settler,
+            self.finisher,
             self.locks,
             max_delay=backend.capabilities.max_delay,
             flows=flows,
@@ -169,7 +177,7 @@ class Worker:
             self.driver, self.finisher, self._deadline_loop, self._process_pool
         )
         if any(j.dedup is not None or j.unique is not None for j in self.registry.jobs.values()):
-            self._renewal = LockRenewal(self.locks, self.keeper)
+            self._renewal = LockRenewal(self.locks, self.keeper, fatal)
         self.fetchers = [
             Fetcher(
                 backend,
@@ -180,11 +188,12 @@ class Worker:
                 visibility_timeout=self._default_vt(q),
                 batch_size=self.batch_size,
                 wait=self.wait,
+                fatal=fatal,
             )
             for q in self.queues
         ]
         self.scheduler = (
-            Scheduler(self.registry.periodics, self._stopping)
+            Scheduler(self.registry.periodics, self._stopping, fatal)
             if self.use_scheduler and self.registry.periodics
             else None
         )
@@ -194,7 +203,7 @@ class Worker:
             self.concurrency,
             backend.url,
         )
-        self.maintenance = Maintenance(backend.maintenance(), self.locks)
+        self.maintenance = Maintenance(backend.maintenance(), self.locks, fatal)
         self.cores = CoreWatch(lambda: self.slots.busy)
         self._loops = [*self.fetchers, self.keeper, self.settler, self.scheduler]
         for f in self.fetchers:
@@ -202,6 +211,9 @@ class Worker:
         if self.scheduler is not None:
             self.scheduler.start()
         self.maintenance.start()
+        self._ready = True
+        if self.fatal.reason is not None:  # a loop failed while the others started
+            self._stop_after_failure()
 
     def run(self, until_idle: bool = False, timeout: float | None = None) -> None:
         """Process messages until stopped, idle (`until_idle`) or `timeout` seconds passed.
@@ -212,13 +224,13 @@ class Worker:
         """
         if until_idle and not self._started:
             self._returning = Returning(self.backend.capabilities.timer_resolution)
+        self._run_thread = threading.current_thread()  # the one to shut down, if a loop fails
         self.start()
         if until_idle:
             # The run ends right after the queues empty: a fetcher blocked for its whole
             # `wait` would hold the stop up by that long.
             for f in self.fetchers:
                 f.wait = min(f.wait, IDLE_CHECK)
-        self._run_thread = threading.current_thread()
         self._running_loop = True
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
@@ -230,6 +242,8 @@ class Worker:
         finally:
             self._shutdown()
             self._running_loop = False
+        if self.fatal.reason is not None:
+            raise LoopFailed(f"the worker stopped: {self.fatal.reason}")
 
     def _loop_until(self, until_idle: bool, deadline: float | None) -> None:
         tick = IDLE_CHECK if until_idle or deadline is not None else 1.0
@@ -239,6 +253,22 @@ class Worker:
                 return
             if until_idle and self._idle():
                 return
+
+    def _loop_failed(self, reason: str) -> None:
+        """A loop could not go on: stop now (no grace: what runs could not be settled)."""
+        if self.handle_signals:
+            exit_later()
+        self.request_stop(grace=0.0)
+        if self._ready:
+            self._stop_after_failure()
+
+    def _stop_after_failure(self) -> None:
+        """Shut down once, here, unless `run` is the one that will (it was asked to stop)."""
+        with self._mutex:
+            if self._run_thread is not None or self._failure_stop:
+                return
+            self._failure_stop = True
+        threading.Thread(target=self._shutdown, name="tasuki-stop", daemon=True).start()
 
     def request_stop(self, grace: float | None = None) -> None:
         """Ask for a graceful stop without waiting for it (safe from signal handlers)."""

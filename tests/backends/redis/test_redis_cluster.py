@@ -461,3 +461,15 @@ def test_worker_drains_queues_on_every_master(
         }
     assert [n for name, n in done if name == "unique"] == [1]
     app.close()
+
+
+def test_hostile_text_and_names_on_every_master(backend: Backend, queues: list[str]) -> None:
+    """The contract's hostile-text checks (`TestHostileText`) on each master's slots."""
+    from tasuki.testing.contract.text import TestHostileText
+
+    suite = TestHostileText()
+    for q in queues:  # the refusals first: they check that the queue holds nothing
+        for bad in ("a\x00b", "lone\ud800"):
+            suite.test_names_no_engine_can_store_are_refused_at_enqueue(backend, q, bad)
+        suite.test_a_retry_and_a_progress_note_with_any_text_are_stored(backend, q)
+        suite.test_a_dead_letter_keeps_the_real_error_whatever_its_text(backend, q)

@@ -49,12 +49,14 @@ from tasuki.testing.contract.priorities import TestPriorities
 from tasuki.testing.contract.reliability import TestReliability
 from tasuki.testing.contract.results import TestResults
 from tasuki.testing.contract.steps import TestSteps
+from tasuki.testing.contract.text import TestHostileText
 
 __all__ = [
     "ContractOptions",
     "TestCancel",
     "TestConcurrency",
     "TestFlows",
+    "TestHostileText",
     "TestInspect",
     "TestLifecycle",
     "TestLimits",
