@@ -73,7 +73,6 @@ DIFFERS: dict[str, dict[str, Any]] = {
     "redis": {
         "max_message_size": MiB,
         "transactional_enqueue": False,
-        "durable_steps": False,
         "transactional_steps": False,
     },
     "sqs": _SQS,
