@@ -51,6 +51,8 @@ from tasuki.backends.sqs.records.base import (
 from tasuki.backends.urls import backend_from_url
 from tasuki.core.message import ErrorInfo
 from tasuki.errors import InvalidArgument
+from tasuki.testing.contract import TestSteps as _Steps
+from tasuki.testing.contract import contract_requires, queue, short  # noqa: F401 - fixtures
 from tasuki.testing.contract.helpers import env, stats
 from tasuki.testing.servers import RedisCluster
 
@@ -473,3 +475,8 @@ def test_hostile_text_and_names_on_every_master(backend: Backend, queues: list[s
             suite.test_names_no_engine_can_store_are_refused_at_enqueue(backend, q, bad)
         suite.test_a_retry_and_a_progress_note_with_any_text_are_stored(backend, q)
         suite.test_a_dead_letter_keeps_the_real_error_whatever_its_text(backend, q)
+
+
+class TestStepsOnCluster(_Steps):
+    """The contract's durable steps (`testing/contract/steps.py`) on the Cluster: a
+    fresh queue each test, on whichever master owns its slot."""

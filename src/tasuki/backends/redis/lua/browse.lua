@@ -158,13 +158,21 @@ while #found <= limit do
   for _, e in ipairs(entries) do
     walked = walked + 1
     s, i = e[1], e[2]
-    local f = redis.call('HMGET', base .. 'm:' .. e[2], 'body', 'headers', 'attempt',
-      'max_attempts', 'fence', 'enqueued_us', 'reason', 'error_type', 'error_message',
-      'error_traceback', 'hist', 'priority', 'progress', 'boost_us')
-    if f[1] and (job == '' or job_of(f[2] or '{}') == job) then
-      found[#found + 1] = {e, f}
-      if #found > limit then
-        break
+    local mkey = base .. 'm:' .. e[2]
+    local wanted = true
+    if job ~= '' then
+      -- Walking past another job's message reads its headers only.
+      wanted = job_of(redis.call('HGET', mkey, 'headers') or '{}') == job
+    end
+    if wanted then
+      local f = redis.call('HMGET', mkey, 'body', 'headers', 'attempt', 'max_attempts',
+        'fence', 'enqueued_us', 'reason', 'error_type', 'error_message', 'error_traceback',
+        'hist', 'priority', 'progress', 'boost_us')
+      if f[1] then
+        found[#found + 1] = {e, f}
+        if #found > limit then
+          break
+        end
       end
     end
     if job ~= '' and walked >= budget then
