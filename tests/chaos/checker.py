@@ -50,9 +50,13 @@ import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from tests.chaos.faults import Fault
 from tests.chaos.recorder import Execution, KeeperNote, Probe, Stall
+
+if TYPE_CHECKING:
+    from tests.chaos.durable import DurableResult
 
 
 @dataclass
@@ -94,6 +98,8 @@ class Report:
     # Redeliveries whose message had others ready ahead of it when it ran again (the
     # runner's depth samples): a queue's wait as much as a lease's lapse.
     queued: list[float] = field(default_factory=list)
+    # Durable jobs (tests/chaos/durable.py), where asked and the backend has them.
+    durable: DurableResult | None = None
 
     @property
     def ok(self) -> bool:
@@ -108,6 +114,7 @@ class Report:
             or self.callbacks_missing
             or self.limit_exceeded
             or self.stuck_slots
+            or (self.durable is not None and not self.durable.ok)
         )
 
     def p99(self, skip_queued: bool = False) -> float:
@@ -142,6 +149,12 @@ class Report:
                 if self.limited is None
                 else f" limit_exceeded={len(self.limit_exceeded)} stuck_slots={self.stuck_slots}"
             )
+            + (
+                ""
+                if self.durable is None
+                else f" steps_rerun={len(self.durable.steps_rerun)} "
+                f"effects_twice={len(self.durable.effects_twice)}"
+            )
         )
 
     def slowest(self, count: int = 3) -> list[tuple[float, int, float]]:
@@ -173,6 +186,9 @@ class Report:
             out.append(f"  chords: {self.flows}")
         if self.limited is not None:
             out.append(f"  runs under a concurrency limit: {self.limited}")
+        if self.durable is not None:
+            out.append("  " + self.durable.line())
+            out += self.durable.details()
         out += [f"  STARVED {s}" for s in self.starved[:20]]
         out += self.notes
         out += [f"  LOST message {n}" for n in self.lost[:20]]

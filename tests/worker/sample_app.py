@@ -110,3 +110,11 @@ if app.backend.capabilities.concurrency_limits:
         record("start", n=n, tenant=tenant)
         time.sleep(sleep)
         record("end", n=n, tenant=tenant)
+
+    @app.job(visibility_timeout=VT, concurrency_limit=tasuki.ConcurrencyLimit(1))
+    def solo(n: int, hold: float) -> None:
+        """One at a time; its first attempt holds its slot `hold` s (to be killed in)."""
+        record("start", n=n)
+        if tasuki.current().attempt == 1:
+            time.sleep(hold)
+        record("end", n=n)

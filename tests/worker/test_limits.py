@@ -213,3 +213,32 @@ def test_a_concurrency_limit_holds_across_worker_processes(
     assert all(r["attempt"] == 1 for r in records)
     errors = (tmp_path / "w.log").read_text() if (tmp_path / "w.log").exists() else ""
     assert "ERROR" not in errors and "WARNING" not in errors, errors
+
+
+@pytest.mark.slow
+@pytest.mark.requires("concurrency_limits")
+def test_a_killed_holders_slot_is_freed_by_its_lease_expiry(
+    shared_url: str, log: Path, tmp_path: Path, workers: list[WorkerProcess]
+) -> None:
+    app = tasuki.App(shared_url)
+
+    @app.job(visibility_timeout=2.0, concurrency_limit=tasuki.ConcurrencyLimit(1))
+    def solo(n: int, hold: float) -> None: ...
+
+    try:
+        solo.enqueue(0, 60.0)
+        workers.append(WorkerProcess(shared_url, log, stderr=tmp_path / "w.log"))
+        wait_until(lambda: any(r["event"] == "start" for r in read_log(log)), 30)
+        # Killed holding the one slot, its 2 s lease kept alive until now, and with a long
+        # poll in flight that SQS still answers: the next message may go to that poll.
+        workers[0].kill()
+        solo.enqueue(1, 0.0)
+        workers.append(WorkerProcess(shared_url, log, stderr=tmp_path / "w.log"))
+
+        def ended() -> set[int]:
+            return {r["n"] for r in read_log(log) if r["event"] == "end"}
+
+        # The slot lapsed with the dead worker's lease: both run (the killed one again).
+        wait_until(lambda: ended() == {0, 1}, 15)
+    finally:
+        app.close()

@@ -81,6 +81,8 @@ class DeadLetters:
             records.claim_ids(
                 [IdClaim(queue, m.meta.id, m.meta.id_owner or new_id()) for m in moves]
             )
+            if records.controls:
+                self.sqs.drop_notes(queue, [m.meta.id for m in moves])
             kept = [ResultPut(queue, m.meta.id, "pending") for m in moves if m.meta.keep_result]
             if kept and records.controls:
                 records.put_results(kept)
@@ -107,6 +109,9 @@ class DeadLetters:
         found = self._letters(info)
         done = self.sqs.delete(info.dead_url, [m["ReceiptHandle"] for _, m in found])
         if self.sqs.records is not None:
+            if self.sqs.records.controls:
+                gone = [letter.id for (letter, _), ok in zip(found, done, strict=True) if ok]
+                self.sqs.drop_notes(queue, gone)
             self.sqs.records.finish_ids(
                 [
                     IdFinish(queue, letter.id, "", 0.0)
