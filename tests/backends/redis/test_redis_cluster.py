@@ -65,9 +65,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisCluster]:
         yield c
 
 
-def owner_port(c: RedisCluster, queue: str) -> int:
-    """The port of the master that serves the slot of `queue`'s hash tag."""
-    slot = key_slot(f"{{{queue}}}".encode())
+def owner_port(c: RedisCluster, name: str) -> int:
+    """The port of the master that serves the slot of queue `name`'s hash tag."""
+    slot = key_slot(f"{{{name}}}".encode())
     client = redis.Redis(port=c.ports[0], protocol=2)
     try:
         for start, end, master, *_ in client.cluster("slots"):
