@@ -362,6 +362,7 @@ def test_purge_asks_first(stack: Stack, page: Any) -> None:
         assert f"\t{d.fencing_token}\t" in text
         assert re.search(r"\(in (2\d|30)s\)", text), text  # the job's 30 s lease
     page.click("#purge")
+    page.wait_for_load_state()  # the confirm page has arrived, not the page in between
     assert "Are you sure?" in page.content()
     assert "Delete EVERY message of the queue" in page.content()
     page.screenshot(path=str(stack.shots / "purge-confirm.png"), full_page=True)

@@ -44,6 +44,19 @@ FULL: dict[str, Any] = {
     "progress": True,
     "durable_steps": True,
     "transactional_steps": True,
+    "pause": True,
+    "browsing": True,
+    "browse_waiting": True,
+    "worker_registry": True,
+    "job_stats": True,
+}
+# The console's capabilities, on backends that do not have them yet.
+_NO_CONSOLE = {
+    "pause": False,
+    "browsing": False,
+    "browse_waiting": False,
+    "worker_registry": False,
+    "job_stats": False,
 }
 _SQS = {
     "max_message_size": 256 * 1024,
@@ -60,6 +73,7 @@ _SQS = {
     "reliability_counts": False,
     "durable_steps": False,
     "transactional_steps": False,
+    **_NO_CONSOLE,
 }
 DIFFERS: dict[str, dict[str, Any]] = {
     "memory": {
@@ -74,6 +88,7 @@ DIFFERS: dict[str, dict[str, Any]] = {
         "max_message_size": MiB,
         "transactional_enqueue": False,
         "transactional_steps": False,
+        **_NO_CONSOLE,
     },
     "sqs": _SQS,
     "sqs-redis": _SQS,

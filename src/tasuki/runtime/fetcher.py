@@ -21,6 +21,8 @@ from tasuki.runtime.pulse import Pulse
 
 # How long a busy fetcher waits for a quarter of the slots to free up before leasing.
 LINGER = 0.002
+# How long a fetcher of a paused queue waits before it looks again.
+PAUSED_NAP = 0.1
 
 
 class Slots:
@@ -112,6 +114,7 @@ class Fetcher:
         visibility_timeout: float,
         batch_size: int,
         wait: float,
+        paused: Callable[[str], bool] | None = None,
         fatal: Fatal | None = None,
     ) -> None:
         self.backend = backend
@@ -122,6 +125,8 @@ class Fetcher:
         self.visibility_timeout = visibility_timeout
         self.batch_size = batch_size
         self.wait = wait
+        # Whether the queue is paused now (`runtime/pauses.py`): then nothing is leased.
+        self.paused = paused
         self.empty = False
         self.gather = max(1, min(batch_size, slots.size // 4))
         self.outage = Outage(f"leasing from queue {queue!r}")
@@ -145,6 +150,11 @@ class Fetcher:
         ahead: tuple[int, Callable[[], list[Delivery]]] | None = None
         while not self.stopping.is_set():
             self.pulse.beat()
+            if ahead is None and self.paused is not None and self.paused(self.queue):
+                self.empty = True
+                with self.pulse.idle():
+                    self.stopping.wait(PAUSED_NAP)
+                continue
             if ahead is None:
                 reserved = self.slots.reserve(
                     self.batch_size, timeout=0.2, gather=self.gather, linger=LINGER

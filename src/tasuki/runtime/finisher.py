@@ -10,12 +10,15 @@ outcome; an error that no middleware decided on is retried by the default rule
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
 from tasuki import logs
 from tasuki.backends.base import Delivery, Settle
 from tasuki.core import results
+from tasuki.core.console import Outcome as RunOutcome
+from tasuki.core.console import Tallies
 from tasuki.core.failure import decide_failure
 from tasuki.core.flowrecords import Effects
 from tasuki.core.flows import StepPlan
@@ -30,6 +33,9 @@ from tasuki.runtime.heartbeat import LeaseKeeper
 from tasuki.runtime.settler import Settler
 from tasuki.runtime.task import Task
 
+# The settles a job's stats count, by what they count as.
+_COUNTED: dict[str | None, RunOutcome] = {"ack": "succeeded", "retry": "retried", "dead": "dead"}
+
 
 class Finisher:
     def __init__(
@@ -38,11 +44,14 @@ class Finisher:
         settler: Settler,
         keeper: LeaseKeeper,
         flows: FlowSteps | None = None,
+        tallies: Tallies | None = None,
     ) -> None:
         self.chain = chain
         self.settler = settler
         self.keeper = keeper
         self.flows = flows
+        # The job stats this worker's announcer writes (`core/console.py`).
+        self.tallies = tallies
 
     def complete(self, task: Task, outcome: Outcome) -> None:
         """The run is over: through the chain's way out, then settled (unless claimed)."""
@@ -81,6 +90,11 @@ class Finisher:
             else:
                 decide_failure(ctx, outcome)
         action = outcome.action
+        if self.tallies is not None and action in _COUNTED:
+            now = time.time()
+            self.tallies.add(
+                ctx.message.queue, task.job.name, _COUNTED[action], now - ctx.started_at, now
+            )
         receipt = task.receipt
         if action == "defer" and ctx.waiting is not None:
             # A durable run suspended at a sleep or a wait for a signal (`core/steps.py`).

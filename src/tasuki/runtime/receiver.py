@@ -164,6 +164,7 @@ class Receiver:
         vt = job.visibility_timeout
         now = time.monotonic()
         ctx = Context(message, job, locks=self.locks, durable=self.durable)
+        ctx.started_at = time.time()
         held = Held(ctx, vt, now - vt if vt != d.visibility_timeout else now, self.keeper, now)
         ctx.set_extender(held.extend)
         task = Task(ctx, job, held, d.receipt)

@@ -20,12 +20,14 @@ from typing import TYPE_CHECKING, Any
 from tasuki import logs
 from tasuki.backends.base import DEFAULT_VISIBILITY_TIMEOUT, Backend, Delivery, LockStore
 from tasuki.core.codec import Codec
+from tasuki.core.console import Running, Tallies
 from tasuki.core.job import check_queue
 from tasuki.core.outgoing import Sealer
 from tasuki.core.registry import Registry
 from tasuki.core.steps import DEFAULT_MAX_STEPS, check_max_steps, durable_for
 from tasuki.errors import InvalidArgument, TasukiError
 from tasuki.middleware.base import MiddlewareChain
+from tasuki.runtime.announcer import ANNOUNCE_EVERY, Announcer
 from tasuki.runtime.chain import ChainDriver
 from tasuki.runtime.cores import CoreWatch
 from tasuki.runtime.deadlines import Deadlines
@@ -37,6 +39,7 @@ from tasuki.runtime.heartbeat import LeaseKeeper
 from tasuki.runtime.lock_renewal import LockRenewal
 from tasuki.runtime.maintenance import Maintenance
 from tasuki.runtime.pace import BATCH_BUDGET, Pace
+from tasuki.runtime.pauses import PauseWatch
 from tasuki.runtime.pulse import Pulse
 from tasuki.runtime.receiver import Receiver
 from tasuki.runtime.returning import Returning
@@ -79,6 +82,7 @@ class Worker:
         handle_signals: bool = False,
         inline: bool = True,
         sealer: Sealer | None = None,
+        announce_every: float = ANNOUNCE_EVERY,
         max_steps: int = DEFAULT_MAX_STEPS,
     ) -> None:
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
@@ -107,6 +111,7 @@ class Worker:
         self.wait = wait
         self.processes = processes or os.cpu_count() or 1
         self.use_scheduler = scheduler
+        self.announce_every = announce_every
         self.handle_signals = handle_signals
         self.pace = Pace(enabled=inline)
         self.processed = 0
@@ -162,7 +167,9 @@ class Worker:
             if backend.capabilities.workflows
             else None
         )
-        self.finisher = Finisher(self.driver, self.settler, self.keeper, flows)
+        caps = backend.capabilities
+        self.tallies = Tallies() if caps.job_stats and caps.worker_registry else None
+        self.finisher = Finisher(self.driver, self.settler, self.keeper, flows, self.tallies)
         self.receiver = Receiver(
             self.registry,
             self.codec,
@@ -178,6 +185,8 @@ class Worker:
         )
         if any(j.dedup is not None or j.unique is not None for j in self.registry.jobs.values()):
             self._renewal = LockRenewal(self.locks, self.keeper, fatal)
+        # One read of the paused queues per half second for all of this worker's fetchers.
+        paused = PauseWatch(backend).holds if caps.pause else None
         self.fetchers = [
             Fetcher(
                 backend,
@@ -188,6 +197,7 @@ class Worker:
                 visibility_timeout=self._default_vt(q),
                 batch_size=self.batch_size,
                 wait=self.wait,
+                paused=paused,
                 fatal=fatal,
             )
             for q in self.queues
@@ -204,6 +214,15 @@ class Worker:
             backend.url,
         )
         self.maintenance = Maintenance(backend.maintenance(), self.locks, fatal)
+        self.announcer = Announcer(
+            backend,
+            queues=self.queues,
+            concurrency=self.concurrency,
+            running=self._running,
+            on_stop=self.request_stop,
+            tallies=self.tallies or Tallies(),
+            every=self.announce_every,
+        )
         self.cores = CoreWatch(lambda: self.slots.busy)
         self._loops = [*self.fetchers, self.keeper, self.settler, self.scheduler]
         for f in self.fetchers:
@@ -211,9 +230,19 @@ class Worker:
         if self.scheduler is not None:
             self.scheduler.start()
         self.maintenance.start()
+        self.announcer.start()
         self._ready = True
         if self.fatal.reason is not None:  # a loop failed while the others started
             self._stop_after_failure()
+
+    def _running(self) -> list[Running]:
+        """What runs now, for the announcer: each task's message, job and start."""
+        with self._mutex:
+            tasks = list(self._active)
+        return [
+            Running(t.ctx.message.queue, t.ctx.message.id, t.job.name, t.ctx.started_at)
+            for t in tasks
+        ]
 
     def run(self, until_idle: bool = False, timeout: float | None = None) -> None:
         """Process messages until stopped, idle (`until_idle`) or `timeout` seconds passed.
@@ -416,6 +445,7 @@ class Worker:
             self.scheduler.join(2.0)
         self.maintenance.stop()
         self.settler.stop(timeout=10.0)
+        self.announcer.stop()
         self.keeper.stop()
         if self._renewal is not None:
             self._renewal.stop()
