@@ -88,7 +88,6 @@ DIFFERS: dict[str, dict[str, Any]] = {
         "max_message_size": MiB,
         "transactional_enqueue": False,
         "transactional_steps": False,
-        **_NO_CONSOLE,
     },
     "sqs": _SQS,
     "sqs-redis": _SQS,

@@ -49,10 +49,21 @@ from tasuki.backends.sqs.records.base import (
     RecordLifetimes,
 )
 from tasuki.backends.urls import backend_from_url
+from tasuki.core.console import JobTally, WorkerInfo
 from tasuki.core.message import ErrorInfo
 from tasuki.errors import InvalidArgument
+from tasuki.testing.contract import TestActions as _Actions
+from tasuki.testing.contract import TestBrowse as _Browse
+from tasuki.testing.contract import TestJobStats as _JobStats
+from tasuki.testing.contract import TestPause as _Pause
 from tasuki.testing.contract import TestSteps as _Steps
-from tasuki.testing.contract import contract_requires, queue, short  # noqa: F401 - fixtures
+from tasuki.testing.contract import TestWorkers as _Workers
+from tasuki.testing.contract import (  # noqa: F401 - the suites' fixtures
+    console_states,
+    contract_requires,
+    queue,
+    short,
+)
 from tasuki.testing.contract.helpers import env, stats
 from tasuki.testing.servers import RedisCluster
 
@@ -193,6 +204,32 @@ def test_durable_steps_on_every_master(backend: Backend, queues: list[str]) -> N
         assert backend.settle([Settle.ack(again.receipt)]) == [True]
         assert backend.steps(q, "d") == []
         assert backend.signal(q, "d", "go", b"1") == "unknown"
+
+
+def test_the_console_on_every_master(backend: Backend, queues: list[str]) -> None:
+    """Listings, bulk actions and job stats stay in each queue's slot; pauses and the
+    worker registry are keys of their own slots, reached from any queue's."""
+    info = WorkerInfo("w-c", "h", 1, "1", tuple(queues), 2, time.time(), heartbeat=5.0)
+    now = time.time()
+    minute = now - now % 60.0
+    tallies = [JobTally(q, "j", minute, {"succeeded": 2, "t3": 2}) for q in queues]
+    assert backend.announce(info, tallies) is False
+    for q in queues:
+        backend.enqueue([env(q, "f"), env(q, "x")])
+        leased = {d.id: d for d in backend.lease(q, 2, 30.0)}
+        backend.settle([Settle.dead(leased["x"].receipt, "no")])
+        backend.enqueue([env(q, "r"), env(q, "d", delay=600.0)])
+        for state, ids in (("ready", ["r"]), ("delayed", ["d"]), ("in_flight", ["f"])):
+            assert [i.info.id for i in backend.browse(q, state).items] == ids
+        assert [i.info.id for i in backend.browse(q, "dead").items] == ["x"]
+        assert backend.retry_many(q, ["d", "r"], "delayed") == [True, False]
+        assert backend.cancel_many(q, ["f", "x"], "in_flight") == [True, False]
+        assert backend.cancel_many(q, ["x"], "dead") == [True]
+        assert backend.job_stats(q, 600.0)["j"].succeeded == 2
+        backend.pause(q)
+    assert backend.paused() >= set(queues)
+    assert [w.id for w in backend.workers() if w.id == "w-c"] == ["w-c"]
+    assert backend.stop_worker("w-c") and backend.announce(info) is True
 
 
 def test_a_result_waiter_blocks_on_every_master(backend: Backend, queues: list[str]) -> None:
@@ -480,3 +517,23 @@ def test_hostile_text_and_names_on_every_master(backend: Backend, queues: list[s
 class TestStepsOnCluster(_Steps):
     """The contract's durable steps (`testing/contract/steps.py`) on the Cluster: a
     fresh queue each test, on whichever master owns its slot."""
+
+
+class TestPauseOnCluster(_Pause):
+    """The contract's pause (`testing/contract/console.py`): its SET in a slot of its own."""
+
+
+class TestBrowseOnCluster(_Browse):
+    """The contract's listings, each queue's in its slot."""
+
+
+class TestActionsOnCluster(_Actions):
+    """The contract's bulk actions, each queue's in its slot."""
+
+
+class TestWorkersOnCluster(_Workers):
+    """The contract's worker registry: its keys in a slot of their own."""
+
+
+class TestJobStatsOnCluster(_JobStats):
+    """The contract's job stats: each queue's rollups in its slot."""

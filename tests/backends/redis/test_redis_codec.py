@@ -20,6 +20,9 @@ READERS: dict[tuple[str, str], Callable[..., Any]] = {
     ("inspect", "message"): codec.message("q", "m", "waiting", 0.0, 0.0),
     ("stats", "stats"): codec.stats,
     ("steps", "step"): codec.step,
+    ("browse", "listed"): codec.listed("q", "ready", 0.0),
+    ("workers", "worker"): codec.worker,
+    ("job_stats", "total"): codec.total,
 }
 
 

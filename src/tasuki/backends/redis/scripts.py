@@ -42,6 +42,13 @@ NAMES = (
     "take_signal",
     "send_signal",
     "waiting",
+    "browse",
+    "retry_many",
+    "cancel_many",
+    "announce",
+    "workers",
+    "add_tallies",
+    "job_stats",
 )
 
 
@@ -98,6 +105,13 @@ class Scripts:
     take_signal: Script
     send_signal: Script
     waiting: Script
+    browse: Script
+    retry_many: Script
+    cancel_many: Script
+    announce: Script
+    workers: Script
+    add_tallies: Script
+    job_stats: Script
 
     def __getattr__(self, name: str) -> Script:
         """Read on first use: a producer that only enqueues reads one file, not all."""
