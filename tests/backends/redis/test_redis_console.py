@@ -73,8 +73,15 @@ def test_a_priority_message_is_ready_at_its_visible_time_in_either_zset(
     `delayed`: both listings merge the two ZSETs and show the visible time."""
     backend.enqueue([_job("q", "plain", "j"), _job("q", "high", "j", priority=5)])
     backend.enqueue([_job("q", "later", "j", priority=5, delay=600.0)])
+    backend.enqueue([_job("q", "soon", "j", priority=5, delay=0.05)])
+    time.sleep(0.2)  # due, still in `delayed`: no lease has moved it into `waiting` yet
     ready = backend.browse("q", "ready").items
-    assert [i.info.id for i in ready] == ["high", "plain"]  # the lease's order
+    assert [i.info.id for i in ready] == ["high", "plain", "soon"]  # the two ZSETs merged
+    assert [i.info.id for i in backend.browse("q", "ready", newest_first=True).items] == [
+        "soon",
+        "plain",
+        "high",
+    ]
     assert all(abs(i.info.visible_at - time.time()) < 5.0 for i in ready)  # type: ignore[operator]
     [later] = backend.browse("q", "delayed").items
     assert later.info.id == "later" and later.info.visible_at > time.time() + 500  # type: ignore[operator]

@@ -118,13 +118,17 @@ end
 
 -- The next `n` entries of the listing after the position, the sources merged.
 local function next_entries(s, i, n)
-  local all = {}
+  local all, from = {}, 0
   for _, src in ipairs(sources) do
-    for _, e in ipairs(walk(src, s, i, n)) do
+    local got = walk(src, s, i, n)
+    if #got > 0 then
+      from = from + 1
+    end
+    for _, e in ipairs(got) do
       all[#all + 1] = e
     end
   end
-  if #sources > 1 then
+  if from > 1 then
     table.sort(all, function(a, b)
       return later(b[1], b[2], a[1], a[2])
     end)
