@@ -15,6 +15,7 @@ from tasuki.backends.redis import RedisBackend, console
 from tasuki.backends.urls import backend_from_url
 from tasuki.core.console import JobTally, WorkerInfo
 from tasuki.core.message import JOB_HEADER
+from tasuki.errors import InvalidArgument
 from tasuki.testing.servers import RedisServer
 
 
@@ -109,3 +110,9 @@ def test_a_cancel_of_a_dead_letter_drops_its_message(backend: RedisBackend) -> N
     assert backend.cancel_many("q", ["x"], "dead") == [True]
     assert backend._command("EXISTS", backend.keys.queue("q").base + "m:x") == 0
     assert backend.dead_letters("q") == []
+
+
+@pytest.mark.parametrize("cursor", ["", "nope", "12", "x:id"])
+def test_a_cursor_not_of_a_listing_is_refused(backend: RedisBackend, cursor: str) -> None:
+    with pytest.raises(InvalidArgument, match="not a listing cursor"):
+        backend.browse("q", "ready", cursor=cursor)

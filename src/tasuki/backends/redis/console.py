@@ -38,6 +38,7 @@ from tasuki.core.console import (
     job_stats,
 )
 from tasuki.core.message import JOB_HEADER
+from tasuki.errors import InvalidArgument
 
 # At most this many messages walked by one browse call that filters by job.
 JOB_WALK = 2000
@@ -69,6 +70,7 @@ def browse(
     cursor: str | None,
 ) -> Page[Listed]:
     check_limit(limit)
+    _check_cursor(cursor)
     keys = redis.keys.queue(queue)
     args = [
         keys.base,
@@ -84,6 +86,19 @@ def browse(
     now = int(reply[0]) / 1e6
     items = list(codec.records(reply, codec.listed(queue, state, now), 2))
     return Page(items, _text(reply[1]) or None)
+
+
+def _check_cursor(cursor: str | None) -> None:
+    """A cursor is `<score>:<id>`, as browse.lua gives it."""
+    if cursor is None:
+        return
+    score, sep, _ = cursor.partition(":")
+    try:
+        float(score)
+    except ValueError:
+        sep = ""
+    if not sep:
+        raise InvalidArgument(f"not a listing cursor: {cursor!r}")
 
 
 def retry_many(redis: Plumbing, queue: str, ids: Sequence[str], state: BrowseState) -> list[bool]:
