@@ -8,14 +8,16 @@ import time
 import uuid
 from collections.abc import Iterator
 
+import orjson
 import pytest
 
-from tasuki.backends.base import Envelope, Settle
+from tasuki.backends.base import Effects, Envelope, FlowFailure, Settle
 from tasuki.backends.redis import RedisBackend, console
 from tasuki.backends.urls import backend_from_url
 from tasuki.core.console import JobTally, WorkerInfo
-from tasuki.core.message import JOB_HEADER
+from tasuki.core.message import FLOW_HEADER, JOB_HEADER, ErrorInfo
 from tasuki.errors import InvalidArgument
+from tasuki.testing.contract.flows import _record
 from tasuki.testing.servers import RedisServer
 
 
@@ -116,3 +118,31 @@ def test_a_cancel_of_a_dead_letter_drops_its_message(backend: RedisBackend) -> N
 def test_a_cursor_not_of_a_listing_is_refused(backend: RedisBackend, cursor: str) -> None:
     with pytest.raises(InvalidArgument, match="not a listing cursor"):
         backend.browse("q", "ready", cursor=cursor)
+
+
+def test_retrying_the_dead_step_a_flow_failed_on_puts_the_flow_back_to_running(
+    backend: RedisBackend,
+) -> None:
+    """As a redrive does (`redrive.lua`), in the same script: `retry_many(..., "dead")`
+    clears the failure of the flow whose failure the message is, and only that one's."""
+    flow_id = "rt"
+    header = {FLOW_HEADER: orjson.dumps({"f": flow_id}).decode()}
+    backend.start_flow(
+        _record(flow_id, "q", "0.0", "0.1"),
+        [
+            Envelope("q", f"{flow_id}.0.{i}", b"{}", keep_id=3600.0, headers=header)
+            for i in range(2)
+        ],
+    )
+    error = ErrorInfo("ValueError", "bad", "tb")
+    for member in sorted(backend.lease("q", 2, 30.0), key=lambda d: d.id):
+        step = member.id.removeprefix(f"{flow_id}.")
+        failure = FlowFailure(flow_id, step, "job", "q", member.id, error, time.time())
+        effects = Effects(flow=flow_id, failed=failure)
+        assert backend.settle([Settle.dead(member.receipt, "gave up", error, effects)]) == [True]
+    assert backend.retry_many("q", [f"{flow_id}.0.1"], "dead") == [True]  # not the failure
+    record = backend.flow(flow_id)
+    assert record is not None and record.failure is not None
+    assert backend.retry_many("q", [f"{flow_id}.0.0", "nobody"], "dead") == [True, False]
+    record = backend.flow(flow_id)
+    assert record is not None and (record.failure, record.result) == (None, None)

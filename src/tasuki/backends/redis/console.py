@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tasuki.backends.redis import codec
+from tasuki.backends.redis import codec, operating
 from tasuki.backends.redis.cancelling import CANCELLED_WINDOW
 from tasuki.backends.redis.codec import ms, us
 from tasuki.backends.redis.plumbing import CHUNK, Plumbing
@@ -102,20 +102,29 @@ def _check_cursor(cursor: str | None) -> None:
 
 
 def retry_many(redis: Plumbing, queue: str, ids: Sequence[str], state: BrowseState) -> list[bool]:
+    """A dead letter that is a flow's step gets its flow's record among the script's keys
+    (`operating.flow_records`), so the flow it failed runs again, as on a redrive."""
     keys = redis.keys.queue(queue)
-    script_keys = [
-        keys.waiting,
-        keys.dead,
-        keys.signal,
-        keys.results,
-        keys.limited,
-        keys.delayed,
-        keys.leased,
-    ]
     out: list[bool] = []
     for start in range(0, len(ids), CHUNK):
         part = list(ids[start : start + CHUNK])
-        out.extend(r == 1 for r in redis.eval("retry_many", script_keys, [keys.base, state, *part]))
+        script_keys = [
+            keys.waiting,
+            keys.dead,
+            keys.signal,
+            keys.results,
+            keys.limited,
+            keys.delayed,
+            keys.leased,
+        ]
+        records = operating.flow_records(redis, queue, part) if state == "dead" else []
+        flows = list(dict.fromkeys(r for r in records if r))
+        script_keys += flows
+        args: list[object] = [keys.base, state, queue]
+        for n, id in enumerate(part):
+            record = records[n] if records else ""
+            args += (id, flows.index(record) + 8 if record else 0)
+        out.extend(r == 1 for r in redis.eval("retry_many", script_keys, args))
     return out
 
 
