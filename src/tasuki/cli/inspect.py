@@ -128,7 +128,7 @@ def print_info(info: MessageInfo) -> None:
         rows.append(("id remembered until", when(info.finished_until, now)))
     else:
         rows += [
-            ("attempt", f"{info.attempt} of {info.max_attempts}"),
+            ("attempt", _attempts(info.attempt, info.max_attempts)),
             ("fencing number", str(info.fencing_token)),
             ("priority", str(info.priority)),
             ("enqueued", when(info.enqueued_at, now)),
@@ -175,3 +175,9 @@ def print_info(info: MessageInfo) -> None:
     if info.error is not None and info.error.traceback:
         out.print()
         out.print(text(info.error.traceback.rstrip()), soft_wrap=True)
+
+
+def _attempts(attempt: int, limit: int | None) -> str:
+    """`2 of 10`; where the backend cannot know the limit (SQS keeps it in the body the
+    worker reads), the attempts alone."""
+    return f"{attempt}" if limit is None else f"{attempt} of {limit}"
