@@ -264,7 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         p.error(f"unknown backends: {', '.join(sorted(unknown))}")
     for side in sides:  # compiled once here, not by the first worker of each side
-        subprocess.run([sys.executable, "-m", "compileall", "-q", str(side.tree / "src")], check=True)
+        compile_argv = [sys.executable, "-m", "compileall", "-q", str(side.tree / "src")]
+        subprocess.run(compile_argv, check=True)
     for side in sides:
         commit = subprocess.run(
             ["git", "-C", str(side.tree), "rev-parse", "--short", "HEAD"],
