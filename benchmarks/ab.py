@@ -202,11 +202,14 @@ def outside_noise(a: Summary, b: Summary) -> bool:
 
 
 def table(sides: tuple[Side, Side], results: dict[tuple[str, str], list[Drain]]) -> list[str]:
+    """The medians with their spreads (min-max), the ratio of the medians, and the
+    median (min-max) of each round's own B/A of CPU per job: the two drains of a round
+    ran a few seconds apart, so that ratio leaves out most of the load's drift."""
     a, b = sides
     lines = [
         f"| backend | -c | runs | {a.label} jobs/s | {b.label} jobs/s | B/A |"
-        f" {a.label} CPU µs/job | {b.label} CPU µs/job | B/A |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        f" {a.label} CPU µs/job | {b.label} CPU µs/job | B/A | B/A per round |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     flagged = []
     backends = list(dict.fromkeys(backend for backend, _ in results))
@@ -214,6 +217,7 @@ def table(sides: tuple[Side, Side], results: dict[tuple[str, str], list[Drain]])
         ra, rb = results[(backend, a.label)], results[(backend, b.label)]
         rate_a, rate_b = Summary.of([r.rate for r in ra]), Summary.of([r.rate for r in rb])
         cpu_a, cpu_b = Summary.of([r.cpu for r in ra]), Summary.of([r.cpu for r in rb])
+        paired = Summary.of([y.cpu / x.cpu for x, y in zip(ra, rb, strict=False) if x.cpu])
         if outside_noise(cpu_a, cpu_b):
             flagged.append(backend)
         lines.append(
@@ -222,6 +226,7 @@ def table(sides: tuple[Side, Side], results: dict[tuple[str, str], list[Drain]])
             f" {rate_b.median / rate_a.median:.3f} |"
             f" {cpu_a.spread(1e6, '.1f')} | {cpu_b.spread(1e6, '.1f')} |"
             f" {cpu_b.median / cpu_a.median if cpu_a.median else float('nan'):.3f} |"
+            f" {paired.spread(1, '.3f')} |"
         )
     lines.append("")
     lines.append(
