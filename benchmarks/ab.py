@@ -21,7 +21,7 @@ answers (a schema per run, dropped after it). It prints each run, then per backe
 medians, the B/A ratio and each side's spread (min-max), and which backends are outside
 noise: B's CPU per job more than 5 % above A's with spreads that do not overlap.
 
-    git worktree add /tmp/before <commit>
+    git worktree add --detach /tmp/before <commit>
     .venv/bin/python -m benchmarks.ab before=/tmp/before after=. --jobs 5000 --rounds 5
 """
 
