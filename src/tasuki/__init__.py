@@ -2,6 +2,7 @@
 and always tell you what happened to it."""
 
 from tasuki.app import App
+from tasuki.core.console import JobStats, Page, Running, WorkerInfo
 from tasuki.core.context import Context, current
 from tasuki.core.flowrecords import FlowFailure
 from tasuki.core.flows import FlowState, chain, group
@@ -33,17 +34,21 @@ __all__ = [
     "FlowFailure",
     "FlowState",
     "HistoryEntry",
+    "JobStats",
     "Message",
     "MessageInfo",
     "Middleware",
     "Outcome",
     "Outgoing",
+    "Page",
     "RateLimit",
     "Retry",
+    "Running",
     "Skip",
     "Step",
     "TasukiError",
     "Unique",
+    "WorkerInfo",
     "__version__",
     "chain",
     "constant",

@@ -28,6 +28,7 @@ from tasuki.backends.base import (
 from tasuki.backends.sql.backend import SQLBackend
 from tasuki.backends.sql.maintenance.service import SQLService
 from tasuki.backends.urls import backend_from_url
+from tasuki.core.console import JobTally, WorkerInfo
 from tasuki.core.message import ErrorInfo
 from tasuki.testing.servers import PostgresServer
 
@@ -191,6 +192,7 @@ def rows_of(backend: SQLBackend, msg_id: str) -> int:
 
 def test_each_backend_names_its_services(backend: SQLBackend) -> None:
     assert sorted(s.name for s in backend.maintenance()) == [
+        "console",
         "durable",
         "expired",
         "flows",
@@ -199,6 +201,22 @@ def test_each_backend_names_its_services(backend: SQLBackend) -> None:
         "results",
     ]
     assert all(s.interval > 0 for s in backend.maintenance())
+
+
+def test_workers_and_job_stats_are_forgotten_after_a_day(backend: SQLBackend) -> None:
+    now = [time.time()]
+    backend.clock = lambda: now[0]
+    minute = now[0] - now[0] % 60.0
+    info = WorkerInfo("w1", "host", 1, "0", ("q",), 1, now[0])
+    backend.announce(info, [JobTally("q", "j", minute, {"succeeded": 1, "t3": 1})])
+    now[0] += 3600.0
+    backend.announce(WorkerInfo("w2", "host", 2, "0", ("q",), 1, now[0]))
+    service(backend, "console").run()
+    assert (rows(backend, "tasuki_workers"), rows(backend, "tasuki_job_stats")) == (2, 2)
+    now[0] += 86400.0 - 3600.0 + 1.0
+    service(backend, "console").run()
+    assert (rows(backend, "tasuki_workers"), rows(backend, "tasuki_job_stats")) == (1, 0)
+    assert [w.id for w in backend.workers()] == ["w2"]
 
 
 def test_results_past_their_time_are_forgotten(backend: SQLBackend) -> None:

@@ -36,7 +36,11 @@
   only grow. A frozen worker may still *start* its stale run after a newer one began
   (counted as stale starts): its token is the older one, which is what fencing is for;
 - unparsable: a whole line of the record that did not parse. It could hide a run's
-  start, so any fails the run.
+  start, so any fails the run;
+- drained: the queue was worked off after the faults. A run that did not drain proves
+  nothing of what was still to come (a callback, a redelivery) and fails;
+- unsettled: messages the queue still held once every message had reached its end record:
+  a run that ended and was never settled (its ack lost for good). Any fails the run.
 """
 
 from __future__ import annotations
@@ -46,9 +50,13 @@ import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from tests.chaos.faults import Fault
 from tests.chaos.recorder import Execution, KeeperNote, Probe, Stall
+
+if TYPE_CHECKING:
+    from tests.chaos.durable import DurableResult
 
 
 @dataclass
@@ -77,6 +85,8 @@ class Report:
     coverage: float = 0.0  # share of the run's wall time inside an explanation window
     worker_coverage: float = 0.0  # the same per worker, its own faults and the global ones
     unparsable: int = 0
+    drained: bool = True
+    unsettled: int = 0
     # Chords and limits (tests/chaos/composite.py), where the backend has them; None: not run.
     flows: int | None = None
     callbacks_twice: list[str] = field(default_factory=list)
@@ -88,11 +98,14 @@ class Report:
     # Redeliveries whose message had others ready ahead of it when it ran again (the
     # runner's depth samples): a queue's wait as much as a lease's lapse.
     queued: list[float] = field(default_factory=list)
+    # Durable jobs (tests/chaos/durable.py), where asked and the backend has them.
+    durable: DurableResult | None = None
 
     @property
     def ok(self) -> bool:
-        return not (
-            self.lost
+        return self.drained and not (
+            self.unsettled
+            or self.lost
             or self.unexplained
             or self.fence_violations
             or self.dead
@@ -101,6 +114,7 @@ class Report:
             or self.callbacks_missing
             or self.limit_exceeded
             or self.stuck_slots
+            or (self.durable is not None and not self.durable.ok)
         )
 
     def p99(self, skip_queued: bool = False) -> float:
@@ -122,6 +136,8 @@ class Report:
             f"lost={len(self.lost)} duplicates={self.duplicates} "
             f"unexplained={len(self.unexplained)} explained_coverage={self.coverage:.2f} "
             f"p99_redelivery_s={self.p99():.2f}"
+            + ("" if self.drained else " drained=no")
+            + (f" unsettled={self.unsettled}" if self.unsettled else "")
             + (
                 ""
                 if self.flows is None
@@ -132,6 +148,12 @@ class Report:
                 ""
                 if self.limited is None
                 else f" limit_exceeded={len(self.limit_exceeded)} stuck_slots={self.stuck_slots}"
+            )
+            + (
+                ""
+                if self.durable is None
+                else f" steps_rerun={len(self.durable.steps_rerun)} "
+                f"effects_twice={len(self.durable.effects_twice)}"
             )
         )
 
@@ -164,6 +186,9 @@ class Report:
             out.append(f"  chords: {self.flows}")
         if self.limited is not None:
             out.append(f"  runs under a concurrency limit: {self.limited}")
+        if self.durable is not None:
+            out.append("  " + self.durable.line())
+            out += self.durable.details()
         out += [f"  STARVED {s}" for s in self.starved[:20]]
         out += self.notes
         out += [f"  LOST message {n}" for n in self.lost[:20]]

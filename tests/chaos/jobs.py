@@ -5,7 +5,9 @@ threads, `chaos_process` in its process pool (so a killed process group has chil
 `frozen` waits for as long as asked on its first attempt only, for the frozen-worker test.
 Where the backend has them, `member` and `gather` make chords (a group of members, then
 `gather` of their results) and `limited` runs under a concurrency limit per tenant: the
-checker counts callbacks fired twice or never, and runs over a tenant's limit.
+checker counts callbacks fired twice or never, and runs over a tenant's limit. Where it
+has durable steps, `durable` takes steps, sleeps and waits for a signal
+(`tests.chaos.durable`).
 
 Each worker process also records every lease it took (a log handler on its `received`
 events), and what its lease keeper did: a middleware writes down every extension (with
@@ -24,8 +26,12 @@ import multiprocessing
 import os
 import threading
 import time
+import uuid
+from typing import Any
 
 import tasuki
+from tasuki import logs
+from tests.chaos.durable import EFFECTS, key
 from tests.chaos.recorder import note, record
 
 VT = float(os.environ.get("TASUKI_CHAOS_VT", "2.0"))
@@ -75,7 +81,7 @@ class LeaseLog(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         fields = getattr(record, "tasuki", None)
-        if record.getMessage() == "received" and isinstance(fields, dict):
+        if logs.event_name(record) == "received" and isinstance(fields, dict):
             note("leased", id=fields["id"], attempt=fields["attempt"])
 
 
@@ -159,8 +165,46 @@ def _declare_flow_jobs(a: tasuki.App, vt: float, stubs: bool) -> None:
                 record("end", n, tenant=tenant)
 
 
+def _step(n: int, name: str, occurrence: int, sleep: float) -> dict[str, str]:
+    """A durable job's step: writes down that it was called, works, and returns its own
+    token, which the step's record then carries."""
+    run = uuid.uuid4().hex
+    record("dstep", n, step=name, occ=occurrence, run=run)
+    time.sleep(sleep)
+    return {"run": run}
+
+
+def _charge(conn: Any, n: int) -> dict[str, str]:
+    """The transactional step: one row in a table of the backend's own database."""
+    run = uuid.uuid4().hex
+    record("dstep", n, step="charge", occ=1, run=run)
+    conn.execute(f"INSERT INTO {EFFECTS} (n, run) VALUES ({int(n)}, '{run}')")
+    return {"run": run}
+
+
+def _declare_durable_job(a: tasuki.App, vt: float, stubs: bool) -> None:
+    """`durable` on `a`, where its backend has durable steps (tests/chaos/durable.py)."""
+    if not a.backend.capabilities.durable_steps:
+        return
+
+    @a.job(name="durable", visibility_timeout=vt, retry=RETRY)
+    def durable(n: int, sleep: float, nap: float, tx: bool) -> None:
+        if stubs:
+            return
+        ctx = tasuki.current()
+        got: dict[str, Any] = {key("a", 1): ctx.step("a", _step, n, "a", 1, sleep)}
+        ctx.sleep(nap)
+        got[key("b", 1)] = ctx.step("b", _step, n, "b", 1, sleep)
+        got["signal"] = ctx.wait_for_signal("go")
+        if tx:
+            got[key("charge", 1)] = ctx.step_in_transaction("charge", _charge, n)
+        got[key("a", 2)] = ctx.step("a", _step, n, "a", 2, sleep)
+        record("dend", n, got=got)
+
+
 if "TASUKI_CHAOS_WORKER" in os.environ:
     _declare_flow_jobs(app, VT, stubs=False)
+    _declare_durable_job(app, VT, stubs=False)
 
 
 def producer(url: str, vt: float = VT) -> tasuki.App:
@@ -177,4 +221,5 @@ def producer(url: str, vt: float = VT) -> tasuki.App:
     def frozen_stub(n: int, duration: float) -> None: ...
 
     _declare_flow_jobs(p, vt, stubs=True)
+    _declare_durable_job(p, vt, stubs=True)
     return p

@@ -1,11 +1,15 @@
-"""`./dev chaos [BACKEND...] [--jobs N] [--workers M] [--duration S] [--faults ...] [--seed N]`
+"""`./dev chaos [BACKEND...] [--jobs N] [--workers M] [--duration S] [--faults ...] [--seed N]
+[--durable] [--max-faults N]`
 
 For each backend: start its store, M worker processes (through a misbehaving proxy
 where network faults apply), and a producer enqueueing N jobs during the first 80% of
 the run; do random faults, drawn from a seeded generator, for S seconds; then let the
 workers drain the queue and check the records (a sampler process measures, from outside,
 when a worker could not run). One summary line per backend; exit status 1 on any loss,
-unexplained duplicate, fencing token that went back or unparsable record line.
+unexplained duplicate, fencing token that went back or unparsable record line. With
+`--durable`, half the thread jobs are durable ones (steps, a sleep, a signal the runner
+sends, a transactional step on SQL backends) where the backend has `durable_steps`, and
+a recorded step run again or a transactional write made twice fails the run too.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ from tests.chaos import jobs
 from tests.chaos.backends import BACKENDS, BY_NAME, KINDS, ChaosBackend
 from tests.chaos.checker import Report, check
 from tests.chaos.composite import check_flows, check_limits, probe_slots
+from tests.chaos.durable import check_durable, ends
+from tests.chaos.durable_driver import Signaller, effects, prepare_effects
 from tests.chaos.faults import Fault, Injector, Pool
 from tests.chaos.proxy import Proxy
 from tests.chaos.recorder import (
@@ -66,6 +72,8 @@ class Options:
     verbose: bool = True
     cover: bool = False  # go on past `duration` until every fault kind was done once
     chord_members: int = FLOW_MEMBERS
+    durable: bool = False  # mix in durable jobs, where the backend has durable steps
+    max_faults: int | None = None  # end the faults after this many, even before `duration`
 
 
 class Producer(threading.Thread):
@@ -82,11 +90,21 @@ class Producer(threading.Thread):
         spread: float,
         rng: random.Random,
         members: int = FLOW_MEMBERS,
+        signaller: Signaller | None = None,
+        transactional: bool = False,
     ):
         super().__init__(name="chaos-producer", daemon=True)
         self.app, self.total, self.spread, self.members = app, total, spread, members
         caps = app.backend.capabilities
-        self.plan = [_job_for(n, rng, caps) for n in range(total)]
+        self.signaller = signaller
+        self.plan = [_job_for(n, rng, caps, signaller is not None) for n in range(total)]
+        # A durable job's number -> (its sleep, whether its signal goes early, how long
+        # after its enqueue a late one goes, whether it takes the transactional step).
+        self.durable_plan = {
+            n: (rng.uniform(0.2, 1.0), rng.random() < 0.5, rng.uniform(1.0, 3.0), transactional)
+            for n, (job, _) in enumerate(self.plan)
+            if job == "durable"
+        }
         self.enqueued: list[int] = []
         self.flows: dict[int, list[int]] = {}  # a chord's number -> its members' numbers
         self.errors = 0
@@ -127,6 +145,14 @@ class Producer(threading.Thread):
             ]
             flow = tasuki.chain(tasuki.group(members), jobs_["gather"].step(n))
             flow.options(message_id=f"f-{n}").enqueue()
+        elif job == "durable":
+            nap, early, delay, tx = self.durable_plan[n]
+            jobs_[job].options(message_id=f"m-{n}").enqueue(n, sleep / 2, nap, tx)
+            assert self.signaller is not None
+            if early:
+                self.signaller.send_now(n)
+            else:
+                self.signaller.later(n, delay)
         elif job == "limited":
             tenant = jobs.TENANTS[n % len(jobs.TENANTS)]
             jobs_[job].options(message_id=f"m-{n}").enqueue(n, sleep, tenant=tenant)
@@ -139,10 +165,12 @@ def member_number(n: int, i: int) -> int:
     return 100_000_000 + n * 10_000 + i
 
 
-def _job_for(n: int, rng: random.Random, caps: Capabilities) -> tuple[str, float]:
+def _job_for(n: int, rng: random.Random, caps: Capabilities, durable: bool) -> tuple[str, float]:
     job = "chaos_process" if n % 10 == 0 else "chaos"
     if caps.workflows and n % FLOW_EVERY == FLOW_EVERY // 2:
         job = "flow"
+    elif durable and job == "chaos" and n % 2 == 1:
+        job = "durable"
     elif caps.concurrency_limits and job == "chaos" and rng.random() < LIMITED_SHARE:
         job = "limited"
     if rng.random() < 0.1:
@@ -175,7 +203,22 @@ def run_backend(backend: ChaosBackend, opts: Options, workdir: Path) -> Report:
             pids=workdir / "pids.txt",
         )
         producer_app = jobs.producer(service.url, opts.vt)
-        producer = Producer(producer_app, opts.jobs, opts.duration * 0.8, rng, opts.chord_members)
+        caps = producer_app.backend.capabilities
+        signaller = Signaller(producer_app) if opts.durable and caps.durable_steps else None
+        transactional = (
+            signaller is not None and caps.transactional_steps and prepare_effects(service)
+        )
+        producer = Producer(
+            producer_app,
+            opts.jobs,
+            opts.duration * 0.8,
+            rng,
+            opts.chord_members,
+            signaller,
+            transactional,
+        )
+        if signaller is not None:
+            signaller.start()
         producer.start()
         depth = Depth(producer_app)
         depth.start()
@@ -184,7 +227,11 @@ def run_backend(backend: ChaosBackend, opts: Options, workdir: Path) -> Report:
         )
         ends = time.monotonic() + opts.duration
         missing = injector.kinds() if opts.cover else set()
-        while injector.families and (time.monotonic() < ends or missing):
+        while (
+            injector.families
+            and (time.monotonic() < ends or missing)
+            and (opts.max_faults is None or len(faults) < opts.max_faults)
+        ):
             time.sleep(rng.uniform(*opts.pause))
             fault = injector.one()
             faults.append(fault)
@@ -197,17 +244,24 @@ def run_backend(backend: ChaosBackend, opts: Options, workdir: Path) -> Report:
         producer.join()
         if producer.failure is not None:
             raise RuntimeError("the chaos producer failed") from producer.failure
+        if signaller is not None:
+            signaller.close()
         if proxy is not None:
             proxy.heal()
-        drained = _drain(producer_app, log, producer.enqueued, opts.settle)
+        drained, unsettled = _drain(producer_app, log, producer.enqueued, opts.settle)
         dead = len(producer_app.dead_letters("default"))
         depth.stop()
         stop_sampler(sampler)
         _write_faults(workdir / "faults.jsonl", faults)
+        if signaller is not None:
+            signaller.join(opts.settle)
+            if signaller.failure is not None:
+                raise RuntimeError("the chaos signaller failed") from signaller.failure
         records = read(log)
+        durable = {n: plan[3] for n, plan in producer.durable_plan.items()}
         report = check(
             backend.name,
-            producer.enqueued,
+            [n for n in producer.enqueued if n not in durable],
             executions(records),
             faults,
             opts.vt,
@@ -219,7 +273,19 @@ def run_backend(backend: ChaosBackend, opts: Options, workdir: Path) -> Report:
             probes(records),
             leases(records),
         )
+        report.drained, report.unsettled = drained, unsettled
         runs = executions(records)
+        if signaller is not None:
+            result = check_durable(
+                report,
+                durable,
+                records,
+                effects(service) if transactional else None,
+                signaller.sent,
+            )
+            result.errors += [f"message {n}: signal answered unknown" for n in signaller.unknown]
+        elif opts.durable:
+            report.notes.append(f"  durable jobs not run: {backend.name} lacks durable_steps")
         if producer.flows or producer_app.backend.capabilities.workflows:
             check_flows(report, producer.flows, runs, drained)
         if producer_app.backend.capabilities.concurrency_limits:
@@ -328,15 +394,20 @@ def _keep(workdir: Path, name: str) -> Path:
     return kept
 
 
-def _drain(app: tasuki.App, log: Path, enqueued: list[int], timeout: float) -> bool:
+def _drain(app: tasuki.App, log: Path, enqueued: list[int], timeout: float) -> tuple[bool, int]:
     """Until every message ran to its end and the queue holds nothing (True), or `timeout`
     seconds passed without one more message reaching its end (False): a long run's
-    backlog may take longer than `timeout` to work off, a stuck message never does."""
+    backlog may take longer than `timeout` to work off, a stuck message never does.
+    With it, how many messages the queue still held when every one had ended (each an
+    end never settled), 0 when that is not known."""
     deadline = time.monotonic() + timeout
     want = set(enqueued)
     ended = 0
+    left = 0
     while time.monotonic() < deadline:
-        done = {n for n, runs in executions(log).items() if any(e.ended for e in runs)}
+        records = read(log)
+        done = {n for n, runs in executions(records).items() if any(e.ended for e in runs)}
+        done |= set(ends(records))
         if len(done) > ended:
             ended, deadline = len(done), time.monotonic() + timeout
         if want <= done:
@@ -344,10 +415,27 @@ def _drain(app: tasuki.App, log: Path, enqueued: list[int], timeout: float) -> b
                 s = app.stats("default")
             except tasuki.TasukiError:
                 s = None
-            if s is not None and s["ready"] + s["in_flight"] + s["delayed"] == 0:
-                return True
+            if s is not None:
+                left = s["ready"] + s["in_flight"] + s["delayed"]
+                if left == 0:
+                    return True, 0
         time.sleep(0.5 if len(want) > 5000 else 0.2)
-    return False
+    return False, left
+
+
+def capabilities(backend: ChaosBackend, workdir: Path) -> Capabilities:
+    """What the backend can do, asked of a store of its own started for the question:
+    durable jobs go where `durable_steps` is, whatever the backend's name."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    service = backend.start(workdir)
+    try:
+        app = tasuki.App(service.url)
+        try:
+            return app.backend.capabilities
+        finally:
+            app.close()
+    finally:
+        service.stop()
 
 
 def run(names: list[str], opts: Options) -> list[Report]:
@@ -377,6 +465,12 @@ def parse(argv: list[str]) -> tuple[list[str], Options]:
         default=FLOW_MEMBERS,
         help="members of each chord (1-9999), where the backend has workflows",
     )
+    p.add_argument(
+        "--durable",
+        action="store_true",
+        help="mix in durable jobs (steps, sleeps, signals), where the backend has them",
+    )
+    p.add_argument("--max-faults", type=int, default=None, help="stop the faults after N")
     p.add_argument("--quiet", action="store_true", help="only the summary lines")
     a = p.parse_args(argv)
     names = a.backends or [b.name for b in BACKENDS if b.default]
@@ -394,6 +488,8 @@ def parse(argv: list[str]) -> tuple[list[str], Options]:
         vt=a.visibility_timeout,
         verbose=not a.quiet,
         chord_members=a.chord_members,
+        durable=a.durable,
+        max_faults=a.max_faults,
     )
     return names, opts
 
@@ -402,7 +498,8 @@ def main(argv: list[str] | None = None) -> int:
     names, opts = parse(sys.argv[1:] if argv is None else argv)
     print(
         f"chaos: seed={opts.seed} jobs={opts.jobs} workers={opts.workers} "
-        f"duration={opts.duration}s faults={','.join(opts.faults)} vt={opts.vt}s",
+        f"duration={opts.duration}s faults={','.join(opts.faults)} vt={opts.vt}s"
+        + (" durable" if opts.durable else ""),
         flush=True,
     )
     reports = run(names, opts)

@@ -3,7 +3,8 @@ without a fault to explain it, fencing tokens in lease order; where the backend 
 chords fire their callback once and concurrency limits hold (tests/chaos/composite.py).
 
 The same runner as `./dev chaos`, with every kind of fault its backend allows done at
-least once (`cover`), on few jobs: the long runs are in docs/reliability.md.
+least once (`cover`), on few jobs: the long runs are in docs/reliability.md. A second
+run per backend with `durable_steps` mixes in durable jobs (tests/chaos/durable.py).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.chaos.backends import BACKENDS, ChaosBackend
-from tests.chaos.runner import REDELIVERY, Options, run_backend
+from tests.chaos.runner import REDELIVERY, Options, capabilities, run_backend
 
 DEFAULT = [b for b in BACKENDS if b.default]
 
@@ -47,6 +48,7 @@ def test_short_chaos_run_loses_nothing(backend: ChaosBackend, tmp_path: Path) ->
     # 80 job numbers; where the backend has workflows some are chords of several members.
     assert report.jobs >= 80
     assert report.unparsable == 0, report.details()
+    assert report.drained and report.unsettled == 0, report.details()
     assert report.lost == [], report.details()
     assert report.unexplained == [], report.details()
     assert report.fence_violations == [], report.details()
@@ -74,3 +76,32 @@ def test_short_chaos_run_loses_nothing(backend: ChaosBackend, tmp_path: Path) ->
     bound = wider.get(backend.name, REDELIVERY_BOUND)
     assert report.p99(skip_queued=True) <= bound, report.details()
     assert report.p99() <= max(bound, VT + 4.0), report.details()
+
+
+@pytest.mark.parametrize("backend", DEFAULT, ids=[b.name for b in DEFAULT])
+def test_short_durable_chaos_run_reruns_no_recorded_step(
+    backend: ChaosBackend, tmp_path: Path
+) -> None:
+    """Durable jobs among the others, under every fault kind: no recorded step runs
+    again, none is lost, a transactional step's write lands once (where the backend has
+    `transactional_steps`), and each message gets the signal sent to it, early or late."""
+    caps = capabilities(backend, tmp_path / "probe")
+    if not caps.durable_steps:
+        pytest.skip(f"{backend.name} lacks durable_steps")
+    opts = Options(
+        jobs=60, workers=3, duration=4.0, seed=17, vt=VT, verbose=False, cover=True, durable=True
+    )
+    (tmp_path / "run").mkdir()
+    report = run_backend(backend, opts, tmp_path / "run")
+    print("\n" + report.line() + "\n" + "\n".join(report.details()))
+    durable = report.durable
+    assert durable is not None, report.details()
+    assert durable.messages > 0 and durable.early_signals > 0 and durable.late_signals > 0
+    assert durable.transactional == (durable.messages if caps.transactional_steps else 0)
+    assert durable.steps_rerun == [], report.details()
+    assert durable.effects_twice == [] and durable.effects_missing == [], report.details()
+    assert durable.errors == [], report.details()
+    assert report.lost == [], report.details()
+    assert report.unexplained == [] and report.fence_violations == [], report.details()
+    assert report.unparsable == 0 and report.dead == 0, report.details()
+    assert report.duplicates + durable.steps_again > 0, "the faults interrupted nothing"

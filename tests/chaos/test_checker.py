@@ -193,3 +193,20 @@ def test_redelivery_is_counted_to_the_next_lease_not_to_the_run() -> None:
     assert report.local_wait == [3.0]
     # Without the lease records, the same run counts 5.5 s from the lapse to the run.
     assert check("x", [0], runs, [killed], VT).redelivery == [5.5]
+
+
+def test_a_run_that_did_not_drain_fails_even_with_every_message_ended() -> None:
+    report = check("x", [0], {0: [run(0, 1, "w1", 10.0, 10.5)]}, [], VT)
+    assert report.ok
+    report.drained = False
+    assert not report.ok
+    assert "drained=no" in report.line()
+
+
+def test_an_end_that_was_never_settled_fails_the_run() -> None:
+    # Every message reached its end record, yet the queue still held one: its run ended
+    # and its ack never landed.
+    report = check("x", [0, 1], {n: [run(n, 1, "w1", 10.0, 10.5)] for n in (0, 1)}, [], VT)
+    report.drained, report.unsettled = False, 1
+    assert not report.ok
+    assert "unsettled=1" in report.line()

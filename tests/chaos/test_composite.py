@@ -148,3 +148,14 @@ def test_a_limited_message_waiting_for_a_slot_is_no_slow_redelivery() -> None:
     report.redelivery = [4.0, 0.5]
     check_limits(report, {1: "t0"}, {}, {}, VT)
     assert report.redelivery == [0.5] and report.redelivered == [(0.5, 7, 21.0)]
+
+
+def test_a_gather_missing_from_a_run_that_did_not_drain_is_still_missing() -> None:
+    """Skipped when the queue did not drain, the check could never fail such a run."""
+    report = Report("x", 3, [])
+    report.drained = False
+    check_flows(report, MEMBERS, DONE, drained=False)
+    assert report.callbacks_missing == [
+        "chord 5: every member ended, gather never did (the queue did not drain)"
+    ]
+    assert not report.ok

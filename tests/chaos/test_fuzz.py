@@ -6,6 +6,7 @@ Hypothesis draws the inputs; `corpus.py` keeps the nastiest ones found as fixed 
 
 from __future__ import annotations
 
+import random
 import string
 from pathlib import Path
 
@@ -15,18 +16,32 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tasuki
+from tasuki.backends.base import Envelope
 from tasuki.backends.urls import backend_from_url
 from tasuki.cli.main import cli
+from tasuki.core import headers as tasuki_headers
 from tasuki.core.codec import Codec
+from tasuki.core.job import check_headers
+from tasuki.core.message import new_id
 from tasuki.core.periodic import Periodic
 from tasuki.errors import InvalidArgument, SerializationError, SignatureError, TasukiError
 from tests.chaos import corpus
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
-header_text = st.text(max_size=30)
+# Every `tasuki-*` header a worker reads, and one it does not know (a newer producer's).
+TASUKI_HEADERS = [*tasuki_headers.RULES, "tasuki-from-the-future"]
+# What a hostile writer puts in them: numbers no time is, names no job has, any script.
+HOSTILE_VALUES = [
+    *("nan", "NaN", "-nan", "inf", "-inf", "+Infinity", "1e400", "-1e400", "-1", "-0.0"),
+    *("0", "1e11", "1e12", "9" * 400, "0x10", "1_000", "١٢٣", "٣", "¼", "Ⅻ"),
+    *("", " ", "\t", "None", "null", "true", "[]", "{}", '{"f": 1}', '{"t": {}}'),
+    *("ünïcode", "日本語", "😀" * 10, "\u2028", "\u202e", "a\nb", "x" * 5000, "1" * 70_000),
+    *("\x00", "a\x00b", "\ud800", "lone \udfff", "0" * 64, "f" * 64, "F" * 64, "1"),
+]
+header_text = st.text(max_size=30) | st.sampled_from(HOSTILE_VALUES)
 headers = st.dictionaries(
-    st.sampled_from(["tasuki-job", "tasuki-content-type", "tasuki-signature", "x"]) | header_text,
+    st.sampled_from([*TASUKI_HEADERS, "x"]) | header_text,
     header_text,
     max_size=4,
 )
@@ -82,6 +97,84 @@ def test_any_tampered_byte_breaks_the_signature(
             codec.verify(queue, h, tampered)
     with pytest.raises(SignatureError):
         codec.verify(queue + "x", h, body)
+
+
+# -- tasuki-* headers --------------------------------------------------------------------
+@FUZZ
+@given(headers=headers)
+def test_header_checks_answer_a_sentence_or_nothing_and_enqueue_agrees(
+    headers: dict[str, str],
+) -> None:
+    why = tasuki_headers.problem(headers)
+    assert why is None or why.startswith("header tasuki-")
+    try:
+        check_headers(headers)
+    except InvalidArgument:
+        return
+    assert why is None
+    for key, value in headers.items():  # what passed is believable
+        if key == "tasuki-not-before":
+            assert 0.0 <= float(value) <= tasuki_headers.MAX_TIME
+
+
+def _hostile_messages(seed: int) -> list[dict[str, str]]:
+    """Every `tasuki-*` header with every hostile value, on a message of a real job."""
+    rng = random.Random(seed)
+    out = []
+    for name in TASUKI_HEADERS:
+        for value in HOSTILE_VALUES:
+            headers = {"tasuki-job": "work", name: value}
+            if rng.random() < 0.3:  # and some with a second hostile header
+                headers[rng.choice(TASUKI_HEADERS)] = rng.choice(HOSTILE_VALUES)
+            out.append(headers)
+    return out
+
+
+def _future(headers: dict[str, str]) -> bool:
+    """A believable not-before still to come: a delay, not hostile (it would wait)."""
+    value = headers.get("tasuki-not-before")
+    return value is not None and tasuki_headers.problem(headers) is None and float(value) > 1e9
+
+
+def test_a_worker_fed_every_hostile_header_dead_letters_them_and_runs_the_rest(
+    any_url: str,
+) -> None:
+    """Nothing a header carries stops the worker: each message runs or is dead-lettered
+    with a reason, the good ones run once, and the worker's loops all go on."""
+    app = tasuki.App(any_url)
+    ran: list[object] = []
+
+    @app.job
+    def work(n: object) -> None:
+        ran.append(n)
+
+    try:
+        body = b'{"args": [1], "kwargs": {}}'
+        stored = bad = 0
+        for headers in _hostile_messages(seed=32):
+            if _future(headers):
+                continue
+            try:  # straight to the backend: what a writer to the queue can do
+                app.backend.enqueue([Envelope("default", new_id(), body, headers)])
+            except Exception:  # the engine refuses it (NUL, surrogates, sizes on SQS); the
+                continue  # producer refuses it before (`check_headers`)
+            stored += 1
+            bad += tasuki_headers.problem(headers) is not None
+        work.enqueue_many([(["good", n],) for n in range(20)])
+        worker = app.worker(concurrency=4)
+        worker.run(until_idle=True, timeout=90)
+        assert worker.fatal.reason is None
+        goods = sorted(r[1] for r in ran if isinstance(r, list) and r[:1] == ["good"])
+        assert goods == list(range(20)), "a good message was lost or ran twice"
+        dead = app.dead_letters("default", limit=10_000)
+        refused = [d for d in dead if d.reason.startswith("refused: bad header tasuki-")]
+        assert len(refused) == bad
+        assert all(d.reason for d in dead)
+        assert len(dead) + len(ran) - 20 == stored
+        s = app.stats("default")
+        assert (s["ready"], s["in_flight"], s["delayed"]) == (0, 0, 0)
+    finally:
+        app.close()
 
 
 # -- URLs --------------------------------------------------------------------------------

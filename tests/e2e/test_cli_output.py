@@ -189,9 +189,12 @@ def test_inspect_and_show(
 def test_stats(dead_db: tuple[str, list[str]], tmp_path: Path, width: int, where: str) -> None:
     url, _ = dead_db
     out = run(["stats", "--url", url], width, where, tmp_path)
-    lines = assert_reads_well(out, width, [], words("queue ready flight delayed dead oldest"))
+    lines = assert_reads_well(
+        out, width, [], words("queue ready flight delayed dead oldest paused")
+    )
     row = next(line for line in lines if "demo" in line and "│" in line)
-    assert [cell.strip() for cell in row.split("│")[1:-1]] == ["demo", "0", "0", "0", "4", "0.0s"]
+    cells = [cell.strip() for cell in row.split("│")[1:-1]]
+    assert cells == ["demo", "0", "0", "0", "4", "0.0s", "-"]
 
 
 @pytest.mark.slow

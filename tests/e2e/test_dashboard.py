@@ -246,6 +246,11 @@ def test_counts_dead_letter_traceback_and_redrive(
     traceback = page.locator("#traceback").inner_text()
     assert "Traceback (most recent call last)" in traceback
     assert "ValueError: card declined for 1001" in traceback
+    # From the job's own frame: tasuki's above it collapsed into one line.
+    lines = traceback.strip().splitlines()
+    assert lines[1].strip() == "[1 frame of tasuki]", traceback
+    assert lines[2].rstrip().endswith(", in charge"), traceback
+    assert "tasuki/runtime" not in traceback
     assert "dead" in page.locator("#history").inner_text()
     page.screenshot(path=str(stack.shots / "dead-letter.png"), full_page=True)
 
@@ -362,6 +367,7 @@ def test_purge_asks_first(stack: Stack, page: Any) -> None:
         assert f"\t{d.fencing_token}\t" in text
         assert re.search(r"\(in (2\d|30)s\)", text), text  # the job's 30 s lease
     page.click("#purge")
+    page.wait_for_load_state()  # the confirm page has arrived, not the page in between
     assert "Are you sure?" in page.content()
     assert "Delete EVERY message of the queue" in page.content()
     page.screenshot(path=str(stack.shots / "purge-confirm.png"), full_page=True)

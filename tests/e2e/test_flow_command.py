@@ -60,7 +60,9 @@ def test_a_backend_without_workflows_is_refused_in_one_line(
     tasuki.App(url).close()
     without(monkeypatch, "workflows")
     result = CliRunner().invoke(cli, ["flow", "some-flow", "--url", url])
-    assert result.exit_code == 1 and "'workflows'" in result.output, result.output
+    assert result.exit_code == 1 and "lacks the workflows capability" in result.output, (
+        result.output
+    )
     assert result.output.count("\n") == 1
 
 

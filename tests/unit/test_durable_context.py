@@ -43,6 +43,19 @@ def test_a_step_of_a_run_whose_lease_was_lost_raises_and_asks_it_to_stop() -> No
     assert [r.name for r in backend.steps("q", "m1")] == ["first"]
 
 
+def test_a_run_whose_lease_may_have_lapsed_does_not_start_a_step() -> None:
+    """A worker frozen past its lease wakes: the step it reaches is not run (another
+    worker may have run and recorded it meanwhile), and the run is told to stop."""
+    backend = MemoryBackend()
+    ctx = _leased(backend)
+    ran: list[int] = []
+    ctx.lease_until = time.time() - 0.1  # the last extension's hold has passed
+    with pytest.raises(LeaseLost, match="step 'late' not run"):
+        ctx.step("late", ran.append, 1)
+    assert ran == [] and ctx.lease_lost and ctx.should_stop
+    assert backend.steps("q", "m1") == []
+
+
 def test_a_recorded_step_is_returned_without_running_and_as_its_json() -> None:
     backend = MemoryBackend()
     ctx = _leased(backend)

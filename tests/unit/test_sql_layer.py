@@ -50,6 +50,7 @@ def test_sqlite_defines_the_required_queries_the_separate_steps_and_its_extras()
         **load_queries("tasuki.backends.sqlite", "results.sql"),
         **load_queries("tasuki.backends.sqlite", "flows.sql"),
         **load_queries("tasuki.backends.sqlite", "limits.sql"),
+        **load_queries("tasuki.backends.sqlite", "console.sql"),
         **load_queries("tasuki.backends.sqlite", "durable.sql"),
     }
     assert set(queries) == REQUIRED | SEPARATE_STEPS | SQLITE_EXTRAS
@@ -112,6 +113,7 @@ def test_sqlite_and_postgresql_define_the_same_queries() -> None:
         **load_queries("tasuki.backends.sqlite", "results.sql"),
         **load_queries("tasuki.backends.sqlite", "flows.sql"),
         **load_queries("tasuki.backends.sqlite", "limits.sql"),
+        **load_queries("tasuki.backends.sqlite", "console.sql"),
         **load_queries("tasuki.backends.sqlite", "durable.sql"),
     }
     postgres = {
@@ -120,6 +122,7 @@ def test_sqlite_and_postgresql_define_the_same_queries() -> None:
         **load_queries("tasuki.backends.postgres", "results.sql"),
         **load_queries("tasuki.backends.postgres", "flows.sql"),
         **load_queries("tasuki.backends.postgres", "limits.sql"),
+        **load_queries("tasuki.backends.postgres", "console.sql"),
         **load_queries("tasuki.backends.postgres", "durable.sql"),
     }
     assert set(sqlite) - SEPARATE_STEPS - EXTRAS == set(postgres) - EXTRAS == REQUIRED

@@ -27,3 +27,15 @@ def cut_off_backend() -> None:
     """From now on every backend call fails at once, as with a server that is down."""
     for operation in OPERATIONS:
         backend.fail(operation, times=None)
+
+
+@app.job()
+def break_settler() -> None:
+    """From now on the settler's loop itself raises (a bug in it, not in a backend call):
+    the settle of this very job is the first to meet it."""
+    from tasuki.runtime.settler import Settler
+
+    def broken(self: Settler, batch: object) -> None:
+        raise RuntimeError("a bug in the settler")
+
+    Settler._send = broken  # type: ignore[method-assign]

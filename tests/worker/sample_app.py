@@ -110,3 +110,19 @@ if app.backend.capabilities.concurrency_limits:
         record("start", n=n, tenant=tenant)
         time.sleep(sleep)
         record("end", n=n, tenant=tenant)
+
+    @app.job(visibility_timeout=VT, concurrency_limit=tasuki.ConcurrencyLimit(1))
+    def solo(n: int, hold: float) -> None:
+        """One at a time; its first attempt holds its slot `hold` s (to be killed in)."""
+        record("start", n=n)
+        if tasuki.current().attempt == 1:
+            time.sleep(hold)
+        record("end", n=n)
+
+
+if app.backend.capabilities.rate_limits:
+
+    @app.job(visibility_timeout=VT, rate_limit=tasuki.RateLimit(5, per=1.0))
+    def paced(n: int) -> None:
+        """At most five starts in any second, whichever worker process runs them."""
+        record("start", n=n)

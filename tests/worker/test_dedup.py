@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 import tasuki
+from tasuki import logs
 
 
 @pytest.fixture
@@ -91,7 +92,7 @@ def test_skipped_duplicate_is_acked_and_logged(
     caplog.set_level("INFO", logger="tasuki")
     job.options(message_id="x").enqueue()
     drain(app)
-    skipped = [r for r in caplog.records if r.getMessage() == "skipped"]
+    skipped = [r for r in caplog.records if logs.event_name(r) == "skipped"]
     assert len(skipped) == 1
     assert skipped[0].tasuki["reason"] == "duplicate: already done"  # type: ignore[attr-defined]
     assert app.stats() == {
@@ -121,3 +122,39 @@ def test_exhausted_failure_is_not_done(app: tasuki.App) -> None:
     flaky.enqueue(2)  # the first never succeeded: this one must run
     drain(app)
     assert runs == [1, 2]
+
+
+def test_a_lost_ack_leaves_the_guard_undone_so_the_redelivery_keeps_its_result(
+    any_url: str,
+) -> None:
+    """The guard turned done before the ack landed: with the ack lost (failing until the
+    lease lapsed), the redelivery was skipped as a duplicate and its kept result read
+    `null`. Done now follows the ack the backend took."""
+    from tasuki.backends.urls import backend_from_url
+    from tasuki.testing import FaultyBackend
+
+    faulty = FaultyBackend(backend_from_url(any_url))
+    app = tasuki.App(any_url, backend=faulty, id_window=0)
+    runs: list[int] = []
+    vt = max(1.0, faulty.capabilities.timer_resolution)
+
+    @app.job(dedup=True, keep_result=60, visibility_timeout=vt)
+    def double(n: int) -> int:
+        runs.append(n)
+        return 2 * n
+
+    try:
+        message_id = double.enqueue(21)
+        faulty.fail("ack", times=None)  # every ack fails: the first lease lapses
+        worker = app.worker(concurrency=2)
+        worker.start()
+        deadline = time.monotonic() + 8 * vt + 10
+        while len(runs) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        faulty.recover()
+        assert len(runs) == 2, "the redelivery was skipped as a duplicate"
+        assert app.result("default", message_id, timeout=20) == 42
+        worker.stop(grace=5)
+    finally:
+        app.close()
+        faulty.close()

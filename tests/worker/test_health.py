@@ -134,3 +134,18 @@ def test_the_same_port_twice_is_refused(start: Any) -> None:
     port = free_port()
     proc = start("--metrics-port", str(port), "--health-port", str(port))
     assert proc.wait(30) == 1
+
+
+def test_a_loop_that_cannot_go_on_ends_the_process_with_status_1(
+    start: Any, sqlite_url: str, tmp_path: Path
+) -> None:
+    """Not a live worker that leases jobs it can never settle: it says why and exits 1
+    (the `--workers` supervisor then starts it again)."""
+    port = free_port()
+    proc = start("--health-port", str(port))
+    wait_until(lambda: answers(port), timeout=30)
+    run_job(sqlite_url, "break_settler")
+    assert proc.wait(30) == 1
+    log = (tmp_path / "worker.log").read_text()
+    assert "the settler loop failed: RuntimeError: a bug in the settler" in log, log
+    assert "stops with status 1" in log, log

@@ -50,6 +50,10 @@ def test_runs_are_counted_by_outcome(any_url: str) -> None:
     registry.register(QueueCollector(app.backend, queues=lambda: ["m"]))
     assert value("tasuki_queue_messages", queue="m", state="dead") == 1
     assert value("tasuki_queue_messages", queue="m", state="ready") == 0
+    if app.backend.capabilities.pause:
+        assert value("tasuki_queue_paused", queue="m") == 0
+        app.pause("m")
+        assert value("tasuki_queue_paused", queue="m") == 1
     app.close()
 
 

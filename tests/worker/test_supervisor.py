@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+import tasuki
 from tasuki.cli.main import cli
 from tasuki.cli.worker import WorkerCount
 from tasuki.runtime.supervisor import GIVE_UP_AFTER, STOP_MARGIN
@@ -307,3 +308,21 @@ def test_a_wrong_number_of_workers_is_a_usage_error(value: str) -> None:
     result = CliRunner().invoke(cli, ["worker", APP, "--workers", value])
     assert result.exit_code == 2
     assert "--workers" in result.output
+
+
+def test_each_child_announces_itself(
+    sqlite_url: str, log: Path, tmp_path: Path, groups: list[Group]
+) -> None:
+    group = Group(sqlite_url, log, tmp_path, "--workers", "2", "-c", "3")
+    groups.append(group)
+    app = tasuki.App(sqlite_url)
+
+    def announced() -> set[int]:
+        return {w.pid for w in app.workers() if not w.gone}
+
+    wait_until(lambda: len(announced()) == 2, 20)
+    assert announced() == group.children()
+    assert {w.concurrency for w in app.workers()} == {3}
+    group.proc.send_signal(signal.SIGTERM)
+    assert group.proc.wait(30) == 0
+    app.close()

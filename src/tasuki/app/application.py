@@ -11,12 +11,13 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
-from tasuki.app import durable, flows
+from tasuki.app import console, durable, flows
 from tasuki.app.declaring import declare
 from tasuki.backends.base import DEFAULT_VISIBILITY_TIMEOUT, Backend, LockStore
 from tasuki.backends.urls import DEFAULT_URL, backend_from_url, redact
 from tasuki.core.admission import check_aging
 from tasuki.core.codec import Codec, Serializer
+from tasuki.core.console import JobStats, Page, WorkerInfo
 from tasuki.core.flows import FlowState
 from tasuki.core.job import Executor, Job, check_delay, check_message_id, check_queue
 from tasuki.core.message import DeadLetter, Message
@@ -344,6 +345,97 @@ class App:
 
     def purge_dead(self, queue: str | None = None) -> int:
         return self.backend.purge_dead(check_queue(queue or self.default_queue))
+
+    # -- the console (`app/console.py`, DESIGN §4d) ----------------------------------------
+    def pause(self, queue: str) -> None:
+        """Hold a queue: within a second no worker leases from it. Enqueue still works,
+        delayed messages still come due (and wait), cancel, inspect and browse work."""
+        self.backend.pause(check_queue(queue))
+
+    def resume(self, queue: str) -> None:
+        self.backend.resume(check_queue(queue))
+
+    def paused(self) -> set[str]:
+        return self.backend.paused()
+
+    def messages(
+        self,
+        queue: str,
+        state: str = "ready",
+        *,
+        job: str | None = None,
+        match: Mapping[str, Any] | None = None,
+        newest_first: bool = False,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page[MessageInfo]:
+        """A page of the queue's messages in `state` ("ready", "delayed", "in_flight",
+        "dead"), oldest first unless `newest_first`, of `job` only and whose arguments
+        equal `match` (keyword ones by name, positional ones by "0", "1", ...). Pass
+        `page.cursor` back for the next page (None at the end). With `match`, one call
+        reads a bounded number of messages: a page may hold fewer than `limit` and still
+        have a cursor. Listing never changes a message."""
+        return console.messages(
+            self.backend,
+            self.codec,
+            queue,
+            state,
+            job=job,
+            match=match,
+            newest_first=newest_first,
+            limit=limit,
+            cursor=cursor,
+        )
+
+    def retry_now(self, queue: str, message_id: str) -> bool:
+        """A delayed (or retry-scheduled) message: ready now. False if it is no longer
+        delayed (it ran, was cancelled, or never existed)."""
+        return self.backend.retry_now(check_queue(queue), check_message_id(message_id))
+
+    def retry_matching(
+        self,
+        queue: str,
+        state: str = "delayed",
+        *,
+        job: str | None = None,
+        match: Mapping[str, Any] | None = None,
+    ) -> int:
+        """Make every message the filter matches ready now ("delayed": cut short, "dead":
+        re-driven), in batches, each only if still in `state`; returns how many."""
+        return console.act_on_matching(
+            self.backend, self.codec, queue, state, self.backend.retry_many, job=job, match=match
+        )
+
+    def cancel_matching(
+        self,
+        queue: str,
+        state: str = "ready",
+        *,
+        job: str | None = None,
+        match: Mapping[str, Any] | None = None,
+    ) -> int:
+        """Cancel every message the filter matches (a dead one: removed), in batches, each
+        only if still in `state`; returns how many."""
+        return console.act_on_matching(
+            self.backend, self.codec, queue, state, self.backend.cancel_many, job=job, match=match
+        )
+
+    def workers(self) -> list[WorkerInfo]:
+        """The workers seen within a day, each with what it runs now; `gone` after three
+        missed heartbeats."""
+        return self.backend.workers()
+
+    def stop_worker(self, worker_id: str) -> bool:
+        """Ask a worker to drain and exit as on SIGTERM (at its next heartbeat); False if
+        no such worker is known."""
+        return self.backend.stop_worker(worker_id)
+
+    def job_stats(self, queue: str | None = None, window: float = 3600.0) -> dict[str, JobStats]:
+        """Each job's outcomes and run-time percentiles (seconds) on the queue over the
+        last `window` seconds, from the backend's per-minute rollups."""
+        if not window > 0:
+            raise InvalidArgument(f"window must be > 0 seconds, got {window!r}")
+        return self.backend.job_stats(check_queue(queue or self.default_queue), float(window))
 
     # -- consuming -------------------------------------------------------------------
     def worker(

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
 from tasuki.core.capabilities import ANOTHER_BACKEND, Capabilities, refusal
+from tasuki.core.console import BrowseState, JobStats, JobTally, Listed, Page, WorkerInfo
 from tasuki.core.flowrecords import Effects, Fill, FlowFailure, FlowRecord, FlowStep, ResultRecord
 from tasuki.core.locks import LockStore
 from tasuki.core.message import DeadLetter
@@ -400,6 +401,80 @@ class Backend(ABC):
     @abstractmethod
     def purge(self, queue: str) -> int:
         """Remove every message of the queue, in any state, and its waiting messages' locks."""
+
+    # -- the console (`core/console.py`, DESIGN §4d) --------------------------------------
+    def pause(self, queue: str) -> None:
+        """Hold the queue: kept in the backend, read by every worker (`paused`) at least
+        once a second, which then leases nothing from it. Enqueue, delays coming due,
+        cancel, inspect and browse go on as before."""
+        raise self.refusal("pause", "pause a queue")
+
+    def resume(self, queue: str) -> None:
+        raise self.refusal("pause", "pause a queue")
+
+    def paused(self) -> set[str]:
+        """The queues paused now: one cheap read, polled by every worker."""
+        raise self.refusal("pause", "pause a queue")
+
+    def browse(
+        self,
+        queue: str,
+        state: BrowseState,
+        *,
+        job: str | None = None,
+        newest_first: bool = False,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page[Listed]:
+        """A page of the queue's messages in `state`, of `job` only if given, ordered by
+        the state's time (ready and delayed: when they become ready; in flight: when the
+        lease expires; dead: when they died), then enqueue order; oldest first unless
+        `newest_first`. `cursor` (a `Position`'s text) continues a listing.
+
+        An index per listing (with and without `job`), never a scan; it changes nothing.
+        Without `browse_waiting`, "ready" and "delayed" are refused.
+        """
+        raise self.refusal("browsing", "list a queue's messages")
+
+    def retry_many(self, queue: str, ids: Sequence[str], state: BrowseState) -> list[bool]:
+        """Make each message ready now, but only if it is still in `state` ("delayed":
+        its delay or backoff is cut short, attempts kept; "dead": re-driven, attempts
+        reset): True for each one changed. Each item's check and change are atomic, so a
+        message that changed state since it was listed is never touched."""
+        raise self.refusal("browse_waiting", "retry a waiting message now")
+
+    def retry_now(self, queue: str, id: str) -> bool:
+        """A delayed (or retry-scheduled) message: ready now; False if no longer delayed."""
+        return self.retry_many(queue, [id], "delayed") == [True]
+
+    def cancel_many(self, queue: str, ids: Sequence[str], state: BrowseState) -> list[bool]:
+        """`cancel` each message only if it is still in `state` (atomic per item, like
+        `retry_many`); a dead one is removed from the dead letters. True for each one
+        cancelled."""
+        raise self.refusal("browsing", "cancel listed messages")
+
+    def announce(self, info: WorkerInfo, tallies: Sequence[JobTally] = ()) -> bool:
+        """Store the worker's announce (replacing its last, `seen_at` by the backend's
+        clock) and add its job tallies to the per-minute rollups (`job_stats`: each
+        count added atomically, whatever other workers add at once). True if a stop was
+        asked of this worker (`stop_worker`)."""
+        raise self.refusal("worker_registry", "keep a registry of workers")
+
+    def workers(self) -> list[WorkerInfo]:
+        """The workers announced within `WORKER_KEPT`, by id; those not seen for three
+        heartbeats are marked `gone`."""
+        raise self.refusal("worker_registry", "keep a registry of workers")
+
+    def stop_worker(self, id: str) -> bool:
+        """Ask the worker to drain and exit (it reads this with its next announce); False
+        if no such worker is known."""
+        raise self.refusal("worker_registry", "keep a registry of workers")
+
+    def job_stats(self, queue: str, window: float) -> dict[str, JobStats]:
+        """Each job's stats on the queue over the last `window` seconds, from the
+        per-minute rollups (whole minutes: the current one and those that started within
+        the window)."""
+        raise self.refusal("job_stats", "keep per-job stats")
 
     @property
     @abstractmethod

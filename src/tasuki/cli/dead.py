@@ -68,24 +68,39 @@ def dead() -> None:
 
 
 @dead.command("list")
-@click.argument("queue", default="default", type=QUEUE)
+@click.argument("queue", required=False, type=QUEUE)
 @app_options
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
 @click.option("--offset", type=click.IntRange(min=0), default=0)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @friendly_errors
 def list_(
-    queue: str, app_spec: str | None, url: str | None, limit: int, offset: int, as_json: bool
+    queue: str | None,
+    app_spec: str | None,
+    url: str | None,
+    limit: int,
+    offset: int,
+    as_json: bool,
 ) -> None:
-    """Most recent dead letters of QUEUE first."""
+    """Most recent dead letters of QUEUE first; of every queue without one."""
     app = app_from_options(app_spec, url, existing=True)
-    letters = app.dead_letters(queue, limit=limit, offset=offset)
+    names = [queue] if queue else app.queues()
+    if queue:
+        letters = app.dead_letters(queue, limit=limit, offset=offset)
+    else:  # newest first across queues: each queue's first offset + limit, merged
+        merged = [d for q in names for d in app.dead_letters(q, limit=offset + limit)]
+        merged.sort(key=lambda d: d.died_at, reverse=True)
+        letters = merged[offset : offset + limit]
     if as_json:
         click.echo(orjson.dumps([_as_dict(d, full=False) for d in letters]).decode())
         return
+    total = sum(int(app.stats(q)["dead"]) for q in names)
+    where = f"of {queue!r}" if queue else "of every queue"
+    columns = [Column("queue", whole=True)] if not queue else []
     table(
-        f"dead letters of {queue!r}: {app.stats(queue)['dead']} in all, newest first",
+        f"dead letters {where}: {total} in all, newest first",
         [
+            *columns,
             Column("id", whole=True),
             Column("job", whole=True),
             Column("attempts", whole=True, justify="right"),
@@ -94,7 +109,15 @@ def list_(
             Column("error"),
         ],
         [
-            [d.id, d.job or "-", str(d.attempt), _when(d.died_at), d.reason, str(d.error or "-")]
+            [
+                *([d.queue] if not queue else []),
+                d.id,
+                d.job or "-",
+                str(d.attempt),
+                _when(d.died_at),
+                d.reason,
+                str(d.error or "-"),
+            ]
             for d in letters
         ],
     )
@@ -127,12 +150,26 @@ def show(queue: str, message_id: str, app_spec: str | None, url: str | None, as_
 def redrive(
     queue: str, ids: tuple[str, ...], all_: bool, app_spec: str | None, url: str | None
 ) -> None:
-    """Send dead letters back to QUEUE, attempts reset: the given IDS, or --all."""
+    """Send dead letters back to QUEUE, attempts reset: the given IDS, or --all.
+
+    Exits with status 1, naming them, when some of the IDS are not dead letters of QUEUE
+    (the others are re-driven).
+    """
     if bool(ids) == all_:
         raise click.UsageError("give message ids, or --all")
     app = app_from_options(app_spec, url, existing=True)
-    count = app.redrive(queue, None if all_ else list(ids))
-    click.echo(f"re-drove {count} message(s) to {queue!r}")
+    if all_:
+        click.echo(f"re-drove {app.redrive(queue)} message(s) to {queue!r}")
+        return
+    wanted = list(dict.fromkeys(ids))
+    missing = [i for i in wanted if app.dead_letter(queue, i) is None]
+    found = [i for i in wanted if i not in missing]
+    count = app.redrive(queue, found) if found else 0
+    if found:
+        click.echo(f"re-drove {count} message(s) to {queue!r}")
+    if missing:
+        which = ", ".join(repr(i) for i in missing)
+        raise click.ClickException(f"no dead letter {which} in queue {queue!r}")
 
 
 @dead.command("purge")

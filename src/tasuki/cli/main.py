@@ -27,6 +27,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "result": ("result", "result"),
     "flow": ("flow", "flow"),
     "dashboard": ("dashboard", "dashboard"),
+    "pause": ("console", "pause"),
+    "resume": ("console", "resume"),
+    "ls": ("console", "ls"),
+    "retry": ("console", "retry"),
+    "workers": ("console", "workers"),
+    "jobs": ("console", "jobs"),
 }
 
 

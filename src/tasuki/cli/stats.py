@@ -30,18 +30,25 @@ def stats(
     as_json: bool,
     watch: float | None,
 ) -> None:
-    """Ready, in-flight, delayed and dead messages per queue, and the oldest ready age."""
+    """Ready, in-flight, delayed and dead messages per queue, the oldest ready age, and
+    whether the queue is paused."""
     app = app_from_options(app_spec, url, existing=True)
     while True:
         names = list(queues) or app.queues() or [app.default_queue]
+        held = app.paused() if app.backend.capabilities.pause else set()
         rows = {q: app.stats(q) for q in names}
         if as_json:
-            click.echo(orjson.dumps(rows).decode())
+            doc = {q: {**s, "paused": q in held} for q, s in rows.items()}
+            click.echo(orjson.dumps(doc).decode())
         else:
-            columns = [Column("queue", whole=True)] + [
-                Column(name, whole=True, justify="right")
-                for name in ("ready", "in flight", "delayed", "dead", "oldest ready")
-            ]
+            columns = (
+                [Column("queue", whole=True)]
+                + [
+                    Column(name, whole=True, justify="right")
+                    for name in ("ready", "in flight", "delayed", "dead", "oldest ready")
+                ]
+                + [Column("paused", whole=True)]
+            )
             table(
                 f"tasuki · {redact(app.url)}",
                 columns,
@@ -53,6 +60,7 @@ def stats(
                         str(s["delayed"]),
                         str(s["dead"]),
                         f"{s['oldest_ready_age']:.1f}s",
+                        "paused" if q in held else "-",
                     ]
                     for q, s in rows.items()
                 ],

@@ -77,6 +77,18 @@ class Capabilities:
     cancel: bool = False
     # `keep` stores a lease's `Progress` (fenced), shown by `inspect`.
     progress: bool = False
+    # The console (`core/console.py`, DESIGN §4d): `pause` / `resume` / `paused` keep a
+    # queue's pause in the backend, read by every worker.
+    pause: bool = False
+    # `browse` lists in-flight and dead messages, `cancel_many` acts on them.
+    browsing: bool = False
+    # ... and ready and delayed ones too, and `retry_now` / `retry_many` work (SQS cannot
+    # see what waits without receiving it).
+    browse_waiting: bool = False
+    # `announce` / `workers` / `stop_worker`: the workers and what each runs.
+    worker_registry: bool = False
+    # The announce's job tallies kept in per-minute rollups, read by `job_stats`.
+    job_stats: bool = False
     # Durable steps (DESIGN §4c): `steps`, `record_step`, `take_signal`, `signal`, and a
     # `Settle.suspend` that keeps what the message waits for.
     durable_steps: bool = False

@@ -24,6 +24,7 @@ from tasuki.core.steps import (
     check_seconds,
     timed_out,
 )
+from tasuki.core.text import storable
 from tasuki.errors import InvalidArgument, LeaseLost, TasukiError
 
 if TYPE_CHECKING:
@@ -191,7 +192,7 @@ class Context:
                 "this delivery's progress cannot be reported here (no lease keeper looks "
                 "after it: a process job, or a run already settled)"
             )
-        self.last_progress = Progress(float(fraction), text)
+        self.last_progress = Progress(float(fraction), storable(text))
 
     def request_stop(self, reason: str) -> None:
         stop = self._event()
@@ -267,6 +268,7 @@ class Context:
             return self._step_async(log, name, occurrence, done, fn, args, kwargs)
         if done is not None:
             return orjson.loads(done.result)
+        self._check_held(name)
         started, t0 = time.time(), time.perf_counter()
         value = fn(*args, **kwargs)
         return self._keep(log, name, occurrence, value, started, time.perf_counter() - t0)
@@ -283,10 +285,21 @@ class Context:
     ) -> Any:
         if done is not None:
             return orjson.loads(done.result)
+        self._check_held(name)
         started, t0 = time.time(), time.perf_counter()
         value = await fn(*args, **kwargs)
         duration = time.perf_counter() - t0
         return await asyncio.to_thread(self._keep, log, name, occurrence, value, started, duration)
+
+    def _check_held(self, name: str) -> None:
+        """Before a step runs: a run whose lease is lost, or may have lapsed (a worker
+        frozen past it), does not start the step, which another worker may have run and
+        recorded meanwhile; its record would be refused anyway."""
+        if self.lease_lost or (self.lease_until is not None and time.time() > self.lease_until):
+            self._lost()
+            raise LeaseLost(
+                f"step {name!r} not run: the lease of message {self.message.id} is lost"
+            )
 
     @staticmethod
     def _keep(

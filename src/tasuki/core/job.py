@@ -7,8 +7,19 @@ import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, Protocol, TypeVar
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Concatenate,
+    Generic,
+    Literal,
+    ParamSpec,
+    Protocol,
+    TypeVar,
+    overload,
+)
 
+from tasuki.core import headers as tasuki_headers
 from tasuki.core.policies import (
     ConcurrencyLimit,
     Dedup,
@@ -17,6 +28,7 @@ from tasuki.core.policies import (
     Unique,
     check_priority,
 )
+from tasuki.core.text import check_name
 from tasuki.errors import InvalidArgument
 
 if TYPE_CHECKING:
@@ -24,6 +36,8 @@ if TYPE_CHECKING:
 
 P = ParamSpec("P")
 R = TypeVar("R")
+# A step in a chain takes its predecessor's result first: its own arguments are the rest.
+Q = ParamSpec("Q")
 
 Executor = Literal["auto", "thread", "async", "process"]
 EXECUTORS = ("auto", "thread", "async", "process")
@@ -54,7 +68,7 @@ def check_message_id(message_id: object) -> str:
         raise InvalidArgument(f"message_id must be a non-empty string, got {message_id!r}")
     if len(message_id) > MAX_ID_LENGTH:
         raise InvalidArgument(f"message_id is longer than {MAX_ID_LENGTH} characters")
-    return message_id
+    return check_name("message_id", message_id)
 
 
 def check_queue(queue: object) -> str:
@@ -64,14 +78,28 @@ def check_queue(queue: object) -> str:
         )
     if any(c in queue for c in "{}\0\n"):
         raise InvalidArgument(f"queue name {queue!r} may not contain braces, NUL or newlines")
-    return queue
+    return check_name("queue name", queue)
+
+
+def check_job_name(name: object) -> str:
+    if not isinstance(name, str) or not name or len(name) > tasuki_headers.MAX_NAME:
+        raise InvalidArgument(
+            f"a job name must be a non-empty string of at most {tasuki_headers.MAX_NAME} "
+            f"chars, got {name!r:.80}"
+        )
+    return check_name("job name", name)
 
 
 def check_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
+    """Headers as a dict of str to str that every engine stores, whose `tasuki-*` values
+    a worker would believe (`core/headers.py`)."""
     result = dict(headers or {})
     for k, v in result.items():
         if not isinstance(k, str) or not isinstance(v, str):
             raise InvalidArgument(f"headers must map str to str, got {k!r}: {v!r}")
+        check_name("header name", k)
+        check_name(f"header {k}", v)
+    tasuki_headers.check(result)
     return result
 
 
@@ -82,6 +110,10 @@ class Producer(Protocol):
     """Where a job's enqueues go: the App's producer, or any stand-in a test provides."""
 
     def enqueue_calls(
+        self, job: Job[..., Any], calls: Sequence[Call], bound: Enqueuer[Any] | None = None
+    ) -> list[str]: ...
+
+    async def enqueue_calls_async(
         self, job: Job[..., Any], calls: Sequence[Call], bound: Enqueuer[Any] | None = None
     ) -> list[str]: ...
 
@@ -123,7 +155,7 @@ class Job(Generic[P, R]):
     ) -> None:
         self.producer = producer
         self.fn = fn
-        self.name = name
+        self.name = check_job_name(name)
         self.queue = check_queue(queue)
         self.retry = retry
         self.timeout = timeout
@@ -212,13 +244,28 @@ class Job(Generic[P, R]):
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
         return self.producer.enqueue_calls(self, [(args, kwargs)])[0]
 
+    async def enqueue_async(self, *args: P.args, **kwargs: P.kwargs) -> str:
+        """`enqueue` without blocking the event loop (the backend's call runs on a
+        thread), for producers in async code: `await send_mail.enqueue_async(to)`."""
+        return (await self.producer.enqueue_calls_async(self, [(args, kwargs)]))[0]
+
     def enqueue_many(self, calls: Iterable[tuple[Any, ...] | Mapping[str, Any]]) -> list[str]:
         """Enqueue one message per item (a tuple of args or a dict of kwargs), in one trip."""
         return self.producer.enqueue_calls(self, [_split_call(c) for c in calls])
 
+    @overload
+    def step(self, *args: P.args, **kwargs: P.kwargs) -> Step: ...
+
+    @overload
+    def step(self: Job[Concatenate[Any, Q], Any], *args: Q.args, **kwargs: Q.kwargs) -> Step: ...
+
     def step(self, *args: Any, **kwargs: Any) -> Step:
         """This job as a step of a flow (`tasuki.chain`, `tasuki.group`). In a chain, the
-        previous step's result is prepended to `args` when it runs."""
+        previous step's result is prepended to `args` when it runs.
+
+        Typed like `enqueue`: a type checker takes the job's whole argument list, or all
+        of it but the first parameter (the predecessor's result); anything else fails.
+        """
         self.check_step_arguments(args, kwargs)
         return Step(self, args, kwargs)
 
@@ -269,8 +316,20 @@ class Enqueuer(Generic[P]):
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
         return self.job.producer.enqueue_calls(self.job, [(args, kwargs)], self)[0]
 
+    async def enqueue_async(self, *args: P.args, **kwargs: P.kwargs) -> str:
+        """`enqueue` with these options, without blocking the event loop."""
+        calls = [(args, kwargs)]
+        return (await self.job.producer.enqueue_calls_async(self.job, calls, self))[0]
+
+    @overload
+    def step(self, *args: P.args, **kwargs: P.kwargs) -> Step: ...
+
+    @overload
+    def step(self: Enqueuer[Concatenate[Any, Q]], *args: Q.args, **kwargs: Q.kwargs) -> Step: ...
+
     def step(self, *args: Any, **kwargs: Any) -> Step:
-        """The job as a flow step with these options (queue, priority, delay, headers)."""
+        """The job as a flow step with these options (queue, priority, delay, headers);
+        typed as `Job.step`."""
         if self.message_id is not None or self.connection is not None:
             raise InvalidArgument(
                 "a step's message id derives from its flow's (flow.options(message_id=...)), "

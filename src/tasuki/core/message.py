@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import os
 import time
-import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import orjson
+
+from tasuki.core.text import storable
+from tasuki.logs import job_traceback
 
 JOB_HEADER = "tasuki-job"
 CONTENT_TYPE_HEADER = "tasuki-content-type"
@@ -162,12 +164,20 @@ class ErrorInfo:
     message: str
     traceback: str = ""
 
+    def __post_init__(self) -> None:
+        # Whatever a job raised, its words reach the dead letter: made storable here.
+        for name in ("type", "message", "traceback"):
+            value = getattr(self, name)
+            fixed = storable(value) if isinstance(value, str) else str(value)
+            if fixed is not value:
+                object.__setattr__(self, name, fixed)
+
     def __str__(self) -> str:
         return f"{self.type}: {self.message}" if self.message else self.type
 
     @classmethod
     def from_exception(cls, error: BaseException) -> ErrorInfo:
-        tb = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+        tb = job_traceback(error)
         return cls(type=type(error).__name__, message=str(error), traceback=tb)
 
 

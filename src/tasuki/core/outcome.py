@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -25,6 +26,16 @@ class Outcome:
     duration: float = 0.0
     # The JSON of `result`, when the job keeps it (`keep_result=`): written with the ack.
     kept: bytes | None = None
+    # Told, once the message's settle is over, whether it was acked (the ack landed):
+    # what must follow the ack and never run ahead of it (`when_acked`).
+    acked_hooks: list[Callable[[bool], None]] | None = None
+
+    def when_acked(self, hook: Callable[[bool], None]) -> None:
+        """Call `hook(True)` once this run's ack has landed, `hook(False)` if the message
+        ended any other way or its settle never landed (lost lease, failed ack)."""
+        if self.acked_hooks is None:
+            self.acked_hooks = []
+        self.acked_hooks.append(hook)
 
     def decide(self, action: Action, *, delay: float = 0.0, reason: str = "") -> None:
         self.action, self.delay, self.reason = action, delay, reason

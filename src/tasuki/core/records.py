@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from tasuki.core.envelope import (
     Enqueued,
@@ -19,6 +19,7 @@ from tasuki.core.envelope import (
     UniqueClaim,
 )
 from tasuki.core.message import ErrorInfo, Lease, Message, MessageState
+from tasuki.core.text import storable
 
 if TYPE_CHECKING:
     from tasuki.core.flowrecords import Effects
@@ -154,7 +155,7 @@ class Settle(NamedTuple):
         error: ErrorInfo | None = None,
         effects: Effects | None = None,
     ) -> Settle:
-        return cls(receipt, "dead", 0.0, True, reason, error, effects)
+        return cls(receipt, "dead", 0.0, True, storable(reason), error, effects)
 
 
 class Progress(NamedTuple):
@@ -298,6 +299,12 @@ class MessageInfo:
     # them in the flow's record; a backend's own inspect leaves them None).
     flow_id: str | None = None
     step: str | None = None
+    # The job it runs and its arguments, decoded with the app's serializer by the
+    # console's listings (`app.messages`); None where not decoded (not listed, or a body
+    # the console will not decode: pickle that is not signed and verified).
+    job: str | None = None
+    args: tuple[Any, ...] | None = None
+    kwargs: dict[str, Any] | None = None
     # Durable steps (`core/steps.py`): the message's step records, oldest first, and what
     # it waits for ("sleeping until T", "waiting for signal 'x' until T"; "" for nothing).
     steps: tuple[StepRecord, ...] = ()
@@ -330,6 +337,9 @@ class MessageInfo:
             else {"fraction": self.progress.fraction, "text": self.progress.text},
             "priority": self.priority,
             "flow": None if self.flow_id is None else {"id": self.flow_id, "step": self.step},
+            "job": self.job,
+            "args": None if self.args is None else list(self.args),
+            "kwargs": self.kwargs,
             "steps": [record.as_dict() for record in self.steps],
             "waiting": self.waiting,
         }

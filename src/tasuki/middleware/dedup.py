@@ -11,6 +11,12 @@ the same work over twice. The guard is a lock per key:
 * a failed run drops the guard, so the retry runs; a successful one turns it into
   *done* for `window` seconds, after which the key is forgotten.
 
+*Done* follows the ack that landed, never the run alone: an ack that is lost (the lease
+lapsed during an outage, say) must not leave the key done, or the redelivery would be
+skipped as a duplicate and a kept result would read `null`. So the guard turns done from
+the settler, once the backend has taken the ack (`Outcome.when_acked`); until then it is
+held as *processing*, and a redelivery waits for it, then runs.
+
 It sits outside `Retries`, so it sees the final decision: a run that ends in a retry, a
 dead letter or the exhaustion handler never counts as done.
 """
@@ -74,7 +80,13 @@ class DedupGuard(Middleware):
         outcome = yield
         ctx.drop_lock(key, owner)
         if outcome.action == "ack" and outcome.error is None:
-            if not locks.swap(key, owner, DONE, policy.window):
-                logs.logger.warning("dedup guard %s lapsed before the run finished", key)
+
+            def acked(landed: bool) -> None:
+                if not landed:
+                    locks.release(key, owner)
+                elif not locks.swap(key, owner, DONE, policy.window):
+                    logs.logger.warning("dedup guard %s lapsed before the run's ack", key)
+
+            outcome.when_acked(acked)
         else:
             locks.release(key, owner)

@@ -181,7 +181,18 @@ class QueueCollector:
             "How long the oldest ready message has waited.",
             labels=("queue",),
         )
+        paused = GaugeMetricFamily(
+            "tasuki_queue_paused", "1 while the queue is paused (`app.pause`).", labels=("queue",)
+        )
+        held: set[str] | None = None
+        if self.backend.capabilities.pause:
+            try:
+                held = self.backend.paused()
+            except TasukiError as exc:
+                logs.logger.warning("metrics: the paused queues could not be read: %s", exc)
         for queue in self.queues():
+            if held is not None:
+                paused.add_metric((queue,), 1.0 if queue in held else 0.0)
             try:
                 s = self.backend.stats(queue)
             except TasukiError as exc:
@@ -192,6 +203,8 @@ class QueueCollector:
             oldest.add_metric((queue,), s.oldest_ready_age)
         yield depth
         yield oldest
+        if held is not None:
+            yield paused
         if self.leases_lost is not None:
             lost = CounterMetricFamily(
                 "tasuki_leases_lost", "Leases this worker lost while their job ran."

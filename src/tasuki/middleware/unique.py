@@ -32,6 +32,7 @@ import orjson
 
 from tasuki import logs
 from tasuki.backends.base import UniqueClaim
+from tasuki.core.headers import UNIQUE_HEADER, UNIQUE_PENDING_HEADER
 from tasuki.core.message import Message
 from tasuki.errors import Defer, DuplicateJob, InvalidArgument, Skip
 from tasuki.middleware.base import EnqueueNext, ExecuteHook, Middleware, Outgoing
@@ -42,8 +43,8 @@ if TYPE_CHECKING:
     from tasuki.core.job import Job
     from tasuki.core.policies import Unique
 
-KEY_HEADER = "tasuki-unique"
-PENDING_HEADER = "tasuki-unique-pending"
+KEY_HEADER = UNIQUE_HEADER
+PENDING_HEADER = UNIQUE_PENDING_HEADER
 DEFAULT_TTL = 86400.0
 ENQUEUE_MODES = frozenset(
     {"until_executing", "until_executed", "until_and_while_executing", "until_expired"}

@@ -15,11 +15,14 @@ from collections.abc import Callable
 from tasuki import logs
 from tasuki.backends.base import Backend, Delivery, Settle
 from tasuki.errors import TasukiError
+from tasuki.runtime.fatal import Fatal
 from tasuki.runtime.outage import Outage
 from tasuki.runtime.pulse import Pulse
 
 # How long a busy fetcher waits for a quarter of the slots to free up before leasing.
 LINGER = 0.002
+# How long a fetcher of a paused queue waits before it looks again.
+PAUSED_NAP = 0.1
 
 
 class Slots:
@@ -111,6 +114,8 @@ class Fetcher:
         visibility_timeout: float,
         batch_size: int,
         wait: float,
+        paused: Callable[[str], bool] | None = None,
+        fatal: Fatal | None = None,
     ) -> None:
         self.backend = backend
         self.queue = queue
@@ -120,11 +125,18 @@ class Fetcher:
         self.visibility_timeout = visibility_timeout
         self.batch_size = batch_size
         self.wait = wait
+        # Whether the queue is paused now (`runtime/pauses.py`): then nothing is leased.
+        self.paused = paused
         self.empty = False
         self.gather = max(1, min(batch_size, slots.size // 4))
         self.outage = Outage(f"leasing from queue {queue!r}")
         self.pulse = Pulse(f"fetcher {queue}")
-        self._thread = threading.Thread(target=self._run, name=f"tasuki-fetch-{queue}", daemon=True)
+        self.fatal = fatal or Fatal()
+        self._thread = threading.Thread(
+            target=self.fatal.guard(f"fetcher of queue {queue!r}", self._run),
+            name=f"tasuki-fetch-{queue}",
+            daemon=True,
+        )
 
     def start(self) -> None:
         self._thread.start()
@@ -138,6 +150,11 @@ class Fetcher:
         ahead: tuple[int, Callable[[], list[Delivery]]] | None = None
         while not self.stopping.is_set():
             self.pulse.beat()
+            if ahead is None and self.paused is not None and self.paused(self.queue):
+                self.empty = True
+                with self.pulse.idle():
+                    self.stopping.wait(PAUSED_NAP)
+                continue
             if ahead is None:
                 reserved = self.slots.reserve(
                     self.batch_size, timeout=0.2, gather=self.gather, linger=LINGER

@@ -9,6 +9,7 @@ backend knows when the set is complete (the settle that completed it enqueued th
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -44,9 +45,12 @@ class FlowSteps:
         if text is None:
             return None
         try:
-            return StepPlan.from_header(text)
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"unreadable workflow plan: {exc}") from exc
+            plan = StepPlan.from_header(text)
+            if not (math.isfinite(plan.retention) and plan.retention >= 0):
+                raise ValueError(f"retention {plan.retention!r} is no number of seconds")
+            return plan
+        except Exception as exc:  # any shape of garbage: a plan no step can follow
+            raise ValueError(f"unreadable workflow plan: {type(exc).__name__}: {exc}") from exc
 
     def arguments(self, plan: StepPlan, args: tuple[Any, ...]) -> tuple[Any, ...]:
         """The arguments the step runs with: a group's results first after a group, the
@@ -60,7 +64,7 @@ class FlowSteps:
                     f"flow {plan.flow_id!r}: the results of group {barrier or '(root)'!r} "
                     "are no longer kept"
                 )
-            return (orjson.loads(value), *args)
+            return (flows.shaped(plan.shape, orjson.loads(value)), *args)
         if plan.takes_failure and args:
             try:
                 return (flows.failure_argument(args[0]), *args[1:])

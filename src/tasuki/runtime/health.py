@@ -137,6 +137,9 @@ class WorkerHealth:
 
     def ready(self) -> Report:
         checks = {"backend": self._ping()}
-        if self.worker.stopping:
+        failed = self.worker.fatal.reason
+        if failed is not None:
+            checks["worker"] = Check(False, f"stopping with status 1: {failed}")
+        elif self.worker.stopping:
             checks["worker"] = Check(False, "stopping")
         return Report(all(c.ok for c in checks.values()), checks)

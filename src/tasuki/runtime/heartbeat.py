@@ -15,6 +15,12 @@ A backend with a maximum visibility (SQS: 12 hours from receipt)
 gets extensions up to it and no further, with a log line: the message is then delivered
 again when that lease lapses.
 
+An outage is retried at the next tick. Any other failure of a `keep` call is one lease's:
+the batch is split until it is found (`blame.py`), the others are kept; that one is kept
+again without its progress (a note the engine refused), and if that fails `GIVE_UP`
+ticks running, it is no longer kept, with a log line: its message is delivered again
+when the lease lapses.
+
 How late each extension was (the heartbeat lag) goes to the middleware that listen
 (`lease_extended`) and, summed per queue, to the backend's reliability meters every
 `REPORT_EVERY` seconds and when the keeper stops, so that a dashboard in another
@@ -25,14 +31,16 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from tasuki import logs
 from tasuki.backends.base import Backend, Keep, LeaseStatus, Progress
 from tasuki.core import reliability
-from tasuki.errors import TasukiError
+from tasuki.errors import BackendUnavailable, TasukiError
+from tasuki.runtime.blame import named, split_until_found
+from tasuki.runtime.fatal import Fatal
 from tasuki.runtime.outage import Outage
 from tasuki.runtime.pulse import Pulse
 
@@ -46,6 +54,12 @@ RETRY_TICK = 0.1
 REPORT_EVERY = 5.0
 # How often a lease whose job looks for a stop is kept, at most (a cancel's latency).
 WATCH_EVERY = 1.0
+# A keep failing with a backend error (no outage) this many ticks running is split.
+PASSING = 5
+# `blame`'s answer for a lease that could not be kept this tick, and how many ticks in a
+# row that may happen before the lease is given up.
+UNKEPT = "unkept"
+GIVE_UP = 3
 
 
 @dataclass(eq=False, slots=True)
@@ -60,6 +74,8 @@ class Held:
     capped: bool = False
     # The progress the backend has stored for this lease (sent with a keep it held).
     progress_sent: Progress | None = None
+    # Keeps of this lease alone that failed in a row (`LeaseKeeper._blame`).
+    failures: int = 0
 
     def extend(self, seconds: float) -> bool:
         """`ctx.extend()`: extend this lease at once."""
@@ -85,7 +101,9 @@ class Held:
 
 
 class LeaseKeeper:
-    def __init__(self, backend: Backend, chain: MiddlewareChain | None = None) -> None:
+    def __init__(
+        self, backend: Backend, chain: MiddlewareChain | None = None, fatal: Fatal | None = None
+    ) -> None:
         self._backend = backend
         self._chain = chain
         caps = backend.capabilities
@@ -107,7 +125,13 @@ class LeaseKeeper:
         self._lags_mutex = threading.Lock()
         self._report_at = time.monotonic() + REPORT_EVERY
         self.pulse = Pulse("lease keeper")
-        self._thread = threading.Thread(target=self._run, name="tasuki-lease-keeper", daemon=True)
+        self._failures = 0
+        self.fatal = fatal or Fatal()
+        self._thread = threading.Thread(
+            target=self.fatal.guard("lease keeper", self._run),
+            name="tasuki-lease-keeper",
+            daemon=True,
+        )
         self._thread.start()
 
     def add_many(self, helds: Iterable[Held]) -> None:
@@ -165,7 +189,7 @@ class LeaseKeeper:
         for queue, meters in lags.items():
             try:
                 self._backend.add_meters(queue, meters)
-            except TasukiError as exc:
+            except Exception as exc:
                 if last:
                     logs.logger.warning("heartbeat lags of queue %s not reported: %s", queue, exc)
                     continue
@@ -209,23 +233,50 @@ class LeaseKeeper:
         items = [h.keep(self._length(h)) for h in due]
         started, asked = time.monotonic(), time.time()
         try:
-            results = self._backend.keep(items)
+            try:
+                results: list[LeaseStatus | str] = list(self._backend.keep(items))
+            except BackendUnavailable:
+                raise
+            except TasukiError as exc:
+                self._failures += 1
+                if self._failures < PASSING:  # a fault of this call, perhaps passing
+                    raise
+                results = split_until_found(items, self._keep, self._blame, exc)
+            except Exception as exc:  # a bug, or a value the engine refuses
+                results = split_until_found(items, self._keep, self._blame, exc)
         except TasukiError as exc:
             self._outage.failed(exc)
             return
+        self._failures = 0
         self._outage.worked()
         ended: list[tuple[Held, LeaseStatus]] = []
         listeners = self._listeners("lease_extended")
         lags: list[tuple[str, float]] = []
-        for h, item, status in zip(due, items, results, strict=True):
+        for h, item, answer in zip(due, items, results, strict=True):
+            if answer == UNKEPT:
+                h.failures += 1
+                if h.failures >= GIVE_UP:
+                    h.capped = True  # not kept again: it lapses, and is delivered again
+                    logs.logger.error(
+                        "the lease of message %s cannot be kept: it is no longer extended "
+                        "and the message will be delivered again when it lapses",
+                        h.ctx.message.id,
+                    )
+                continue
+            h.failures = 0
+            progress = item.progress
+            if answer == "no progress":
+                h.progress_sent = h.ctx.last_progress  # refused: not sent again
+                progress = None
+            status = cast("LeaseStatus", "held" if answer == "no progress" else answer)
             if status != "held":
                 ended.append((h, status))
                 continue
             lag = max(0.0, started - h.due_at)
             h.extended_at = started
             h.ctx.lease_until = asked + item.visibility_timeout
-            if item.progress is not None:
-                h.progress_sent = item.progress
+            if progress is not None:
+                h.progress_sent = progress
             lags.append((h.ctx.message.queue, lag))
             for m in listeners:
                 _tell(m.lease_extended, h.ctx, lag)
@@ -235,6 +286,28 @@ class LeaseKeeper:
                     reliability.observe(self._lags.setdefault(queue, {}), reliability.LAG, lag)
         if ended:
             self._end([h for h, _ in ended], [status for _, status in ended])
+
+    def _keep(self, items: Sequence[Keep]) -> list[LeaseStatus | str]:
+        return list(self._backend.keep(items))
+
+    def _blame(self, item: Keep, error: Exception) -> LeaseStatus | str:
+        """The one lease the backend would not keep: again without its progress, or never."""
+        logs.logger.error(
+            "keeping the lease of message %s failed: %s", item.receipt.id, named(error)
+        )
+        if item.progress is not None:
+            try:
+                status = self._backend.keep([item._replace(progress=None)])[0]
+            except Exception as again:
+                error = again
+            else:
+                logs.logger.warning(
+                    "the progress of message %s cannot be stored (%s): dropped",
+                    item.receipt.id,
+                    named(error),
+                )
+                return "no progress" if status == "held" else status
+        return UNKEPT
 
     def progress_dropped(self) -> None:
         """A job reported progress that this backend cannot store: say so, once."""

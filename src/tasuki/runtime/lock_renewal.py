@@ -12,7 +12,8 @@ import time
 
 from tasuki import logs
 from tasuki.backends.base import LockStore
-from tasuki.errors import TasukiError
+from tasuki.runtime.blame import named
+from tasuki.runtime.fatal import Fatal
 from tasuki.runtime.heartbeat import LeaseKeeper
 
 MAX_TICK = 1.0
@@ -20,11 +21,16 @@ MIN_TICK = 0.05
 
 
 class LockRenewal:
-    def __init__(self, locks: LockStore, keeper: LeaseKeeper) -> None:
+    def __init__(self, locks: LockStore, keeper: LeaseKeeper, fatal: Fatal | None = None) -> None:
         self._locks = locks
         self._keeper = keeper
         self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="tasuki-lock-renewal", daemon=True)
+        self.fatal = fatal or Fatal()
+        self._thread = threading.Thread(
+            target=self.fatal.guard("lock renewal", self._run),
+            name="tasuki-lock-renewal",
+            daemon=True,
+        )
         self._thread.start()
 
     def stop(self) -> None:
@@ -56,8 +62,8 @@ class LockRenewal:
     def _renew(self, key: str, owner: str, ttl: float) -> None:
         try:
             ok = self._locks.renew([key], owner, ttl)[0]
-        except TasukiError as exc:
-            logs.logger.warning("renewing lock %s failed: %s", key, exc)
+        except Exception as exc:  # an outage, or this one key: the next round tries again
+            logs.logger.warning("renewing lock %s failed: %s", key, named(exc))
             return
         if not ok:
             logs.logger.warning("lock %s lapsed while its job ran", key)

@@ -16,8 +16,10 @@ import time
 import uuid
 from collections.abc import Sequence
 
+from tasuki import logs
 from tasuki.backends.base import LockStore, MaintenanceService
 from tasuki.errors import TasukiError
+from tasuki.runtime.fatal import Fatal
 from tasuki.runtime.outage import Outage
 
 LOCK_PREFIX = "tasuki-maintenance:"
@@ -26,14 +28,24 @@ BACKLOG_PAUSE = 1.0
 
 
 class Maintenance:
-    def __init__(self, services: Sequence[MaintenanceService], locks: LockStore) -> None:
+    def __init__(
+        self,
+        services: Sequence[MaintenanceService],
+        locks: LockStore,
+        fatal: Fatal | None = None,
+    ) -> None:
         self.services = list(services)
         self.locks = locks
         self.owner = uuid.uuid4().hex
         self.rounds = 0  # rounds this worker ran (for tests and logs)
         self._stop = threading.Event()
         self._outage = Outage("backend maintenance")
-        self._thread = threading.Thread(target=self._run, name="tasuki-maintenance", daemon=True)
+        self.fatal = fatal or Fatal()
+        self._thread = threading.Thread(
+            target=self.fatal.guard("maintenance", self._run),
+            name="tasuki-maintenance",
+            daemon=True,
+        )
 
     def start(self) -> None:
         if self.services:
@@ -61,6 +73,9 @@ class Maintenance:
             more = service.run()
         except TasukiError as exc:
             self._outage.failed(exc, service.interval)
+            return service.interval
+        except Exception:  # a bug in one service: the others, and its next round, go on
+            logs.logger.exception("maintenance service %s failed", service.name)
             return service.interval
         self._outage.worked()
         self.rounds += 1

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from tasuki import logs
 from tasuki.errors import TasukiError
+from tasuki.runtime.fatal import Fatal
 from tasuki.runtime.pulse import Pulse
 
 if TYPE_CHECKING:
@@ -17,10 +18,15 @@ INTERVAL = 0.5
 
 
 class Scheduler:
-    def __init__(self, periodics: list[Periodic], stopping: threading.Event) -> None:
+    def __init__(
+        self, periodics: list[Periodic], stopping: threading.Event, fatal: Fatal | None = None
+    ) -> None:
         self.periodics = periodics
         self.stopping = stopping
-        self._thread = threading.Thread(target=self._run, name="tasuki-scheduler", daemon=True)
+        self.fatal = fatal or Fatal()
+        self._thread = threading.Thread(
+            target=self.fatal.guard("scheduler", self._run), name="tasuki-scheduler", daemon=True
+        )
         self.pulse = Pulse("scheduler")
 
     def start(self) -> None:
@@ -40,4 +46,6 @@ class Scheduler:
                         p.job.options(message_id=p.message_id(tick)).enqueue(*p.args, **p.kwargs)
                     except TasukiError as exc:
                         logs.logger.error("could not enqueue tick of %s: %s", p.job.name, exc)
+                    except Exception:  # a middleware's bug: this tick is lost, not the rest
+                        logs.logger.exception("could not enqueue tick of %s", p.job.name)
             last = now

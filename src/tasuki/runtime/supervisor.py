@@ -199,6 +199,7 @@ class Supervisor:
         for child in self.children:
             if not self.stopping and child.restart_at is not None and now >= child.restart_at:
                 child.restarts += 1
+                child.restart_at = now + child.pause  # again then, should this start fail
                 self.start(child)
 
     def _stop(self) -> int:
@@ -246,8 +247,11 @@ class Supervisor:
                     self.start(child)
             while not self.stopping:
                 now = time.monotonic()
-                self._reap(now)
-                self._restart_due(now)
+                try:
+                    self._reap(now)
+                    self._restart_due(now)
+                except Exception:  # a child that cannot be started now: the next turn tries
+                    logs.logger.exception("supervising the workers failed; trying again")
                 self._wake.wait(0.1)
                 self._wake.clear()
             self._pass_on()

@@ -11,6 +11,7 @@ chain), not the app.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -20,15 +21,18 @@ from typing import TYPE_CHECKING, Any
 from tasuki import logs
 from tasuki.backends.base import DEFAULT_VISIBILITY_TIMEOUT, Backend, Delivery, LockStore
 from tasuki.core.codec import Codec
+from tasuki.core.console import Running, Tallies
 from tasuki.core.job import check_queue
 from tasuki.core.outgoing import Sealer
 from tasuki.core.registry import Registry
 from tasuki.core.steps import DEFAULT_MAX_STEPS, check_max_steps, durable_for
 from tasuki.errors import InvalidArgument, TasukiError
 from tasuki.middleware.base import MiddlewareChain
+from tasuki.runtime.announcer import ANNOUNCE_EVERY, Announcer
 from tasuki.runtime.chain import ChainDriver
 from tasuki.runtime.cores import CoreWatch
 from tasuki.runtime.deadlines import Deadlines
+from tasuki.runtime.fatal import Fatal, LoopFailed, exit_later
 from tasuki.runtime.fetcher import Fetcher, Slots
 from tasuki.runtime.finisher import Finisher
 from tasuki.runtime.flows import FlowSteps
@@ -36,6 +40,7 @@ from tasuki.runtime.heartbeat import LeaseKeeper
 from tasuki.runtime.lock_renewal import LockRenewal
 from tasuki.runtime.maintenance import Maintenance
 from tasuki.runtime.pace import BATCH_BUDGET, Pace
+from tasuki.runtime.pauses import PauseWatch
 from tasuki.runtime.pulse import Pulse
 from tasuki.runtime.receiver import Receiver
 from tasuki.runtime.returning import Returning
@@ -78,6 +83,7 @@ class Worker:
         handle_signals: bool = False,
         inline: bool = True,
         sealer: Sealer | None = None,
+        announce_every: float = ANNOUNCE_EVERY,
         max_steps: int = DEFAULT_MAX_STEPS,
     ) -> None:
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
@@ -106,6 +112,7 @@ class Worker:
         self.wait = wait
         self.processes = processes or os.cpu_count() or 1
         self.use_scheduler = scheduler
+        self.announce_every = announce_every
         self.handle_signals = handle_signals
         self.pace = Pace(enabled=inline)
         self.processed = 0
@@ -129,6 +136,11 @@ class Worker:
         self._renewal: LockRenewal | None = None
         # Set by `run(until_idle=True)`: the releases this worker expects back.
         self._returning: Returning | None = None
+        # The first loop that could not go on (`fatal.py`): the worker then stops.
+        self._ready = False  # `start` done: every loop exists
+        self._failure_stop = False
+        self.fatal = Fatal()
+        self.fatal.on_failure(self._loop_failed)
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -137,6 +149,7 @@ class Worker:
         self._started = True
         backend = self.backend
         returning = self._returning
+        fatal = self.fatal
         self.settler = Settler(
             backend,
             on_released=None
@@ -144,8 +157,9 @@ class Worker:
             else lambda done: returning.released(
                 (s.receipt.queue, s.receipt.id, s.delay) for s in done
             ),
+            fatal=fatal,
         )
-        self.keeper = LeaseKeeper(backend, self.chain)
+        self.keeper = LeaseKeeper(backend, self.chain, fatal)
         self.slots = Slots(self.concurrency)
         self.threads = ThreadPool(self.concurrency)
         self.driver = ChainDriver(self.chain)
@@ -154,12 +168,14 @@ class Worker:
             if backend.capabilities.workflows
             else None
         )
-        self.finisher = Finisher(self.driver, self.settler, self.keeper, flows)
+        caps = backend.capabilities
+        self.tallies = Tallies() if caps.job_stats and caps.worker_registry else None
+        self.finisher = Finisher(self.driver, self.settler, self.keeper, flows, self.tallies)
         self.receiver = Receiver(
             self.registry,
             self.codec,
             self.keeper,
-            self.settler,
+            self.finisher,
             self.locks,
             max_delay=backend.capabilities.max_delay,
             flows=flows,
@@ -169,7 +185,9 @@ class Worker:
             self.driver, self.finisher, self._deadline_loop, self._process_pool
         )
         if any(j.dedup is not None or j.unique is not None for j in self.registry.jobs.values()):
-            self._renewal = LockRenewal(self.locks, self.keeper)
+            self._renewal = LockRenewal(self.locks, self.keeper, fatal)
+        # One read of the paused queues per half second for all of this worker's fetchers.
+        paused = PauseWatch(backend).holds if caps.pause else None
         self.fetchers = [
             Fetcher(
                 backend,
@@ -180,11 +198,13 @@ class Worker:
                 visibility_timeout=self._default_vt(q),
                 batch_size=self.batch_size,
                 wait=self.wait,
+                paused=paused,
+                fatal=fatal,
             )
             for q in self.queues
         ]
         self.scheduler = (
-            Scheduler(self.registry.periodics, self._stopping)
+            Scheduler(self.registry.periodics, self._stopping, fatal)
             if self.use_scheduler and self.registry.periodics
             else None
         )
@@ -194,7 +214,16 @@ class Worker:
             self.concurrency,
             backend.url,
         )
-        self.maintenance = Maintenance(backend.maintenance(), self.locks)
+        self.maintenance = Maintenance(backend.maintenance(), self.locks, fatal)
+        self.announcer = Announcer(
+            backend,
+            queues=self.queues,
+            concurrency=self.concurrency,
+            running=self._running,
+            on_stop=self.request_stop,
+            tallies=self.tallies or Tallies(),
+            every=self.announce_every,
+        )
         self.cores = CoreWatch(lambda: self.slots.busy)
         self._loops = [*self.fetchers, self.keeper, self.settler, self.scheduler]
         for f in self.fetchers:
@@ -202,6 +231,19 @@ class Worker:
         if self.scheduler is not None:
             self.scheduler.start()
         self.maintenance.start()
+        self.announcer.start()
+        self._ready = True
+        if self.fatal.reason is not None:  # a loop failed while the others started
+            self._stop_after_failure()
+
+    def _running(self) -> list[Running]:
+        """What runs now, for the announcer: each task's message, job and start."""
+        with self._mutex:
+            tasks = list(self._active)
+        return [
+            Running(t.ctx.message.queue, t.ctx.message.id, t.job.name, t.ctx.started_at)
+            for t in tasks
+        ]
 
     def run(self, until_idle: bool = False, timeout: float | None = None) -> None:
         """Process messages until stopped, idle (`until_idle`) or `timeout` seconds passed.
@@ -212,24 +254,28 @@ class Worker:
         """
         if until_idle and not self._started:
             self._returning = Returning(self.backend.capabilities.timer_resolution)
+        self._run_thread = threading.current_thread()  # the one to shut down, if a loop fails
         self.start()
         if until_idle:
             # The run ends right after the queues empty: a fetcher blocked for its whole
             # `wait` would hold the stop up by that long.
             for f in self.fetchers:
                 f.wait = min(f.wait, IDLE_CHECK)
-        self._run_thread = threading.current_thread()
         self._running_loop = True
         deadline = None if timeout is None else time.monotonic() + timeout
-        try:
-            if self.handle_signals:
-                with graceful_signals(self.request_stop):
-                    self._loop_until(until_idle, deadline)
-            else:
+        # The handlers cover the grace wait and the flush too: a second signal must exit
+        # at once while the shutdown waits on running jobs, not only while fetching.
+        signals = (
+            graceful_signals(self.request_stop) if self.handle_signals else contextlib.nullcontext()
+        )
+        with signals:
+            try:
                 self._loop_until(until_idle, deadline)
-        finally:
-            self._shutdown()
-            self._running_loop = False
+            finally:
+                self._shutdown()
+                self._running_loop = False
+        if self.fatal.reason is not None:
+            raise LoopFailed(f"the worker stopped: {self.fatal.reason}")
 
     def _loop_until(self, until_idle: bool, deadline: float | None) -> None:
         tick = IDLE_CHECK if until_idle or deadline is not None else 1.0
@@ -239,6 +285,22 @@ class Worker:
                 return
             if until_idle and self._idle():
                 return
+
+    def _loop_failed(self, reason: str) -> None:
+        """A loop could not go on: stop now (no grace: what runs could not be settled)."""
+        if self.handle_signals:
+            exit_later()
+        self.request_stop(grace=0.0)
+        if self._ready:
+            self._stop_after_failure()
+
+    def _stop_after_failure(self) -> None:
+        """Shut down once, here, unless `run` is the one that will (it was asked to stop)."""
+        with self._mutex:
+            if self._run_thread is not None or self._failure_stop:
+                return
+            self._failure_stop = True
+        threading.Thread(target=self._shutdown, name="tasuki-stop", daemon=True).start()
 
     def request_stop(self, grace: float | None = None) -> None:
         """Ask for a graceful stop without waiting for it (safe from signal handlers)."""
@@ -386,6 +448,7 @@ class Worker:
             self.scheduler.join(2.0)
         self.maintenance.stop()
         self.settler.stop(timeout=10.0)
+        self.announcer.stop()
         self.keeper.stop()
         if self._renewal is not None:
             self._renewal.stop()

@@ -42,6 +42,7 @@ from tasuki.backends.base import (
     Settle,
     SettledTotals,
 )
+from tasuki.core.console import BrowseState, JobStats, JobTally, Listed, Page, WorkerInfo
 from tasuki.core.message import DeadLetter
 from tasuki.errors import BackendUnavailable
 
@@ -57,6 +58,8 @@ OPERATIONS = (
     "extend",
     "stats",
     "ping",
+    "paused",
+    "announce",
 )
 
 
@@ -229,6 +232,48 @@ class FaultyBackend(Backend):
 
     def purge(self, queue: str) -> int:
         return self.inner.purge(queue)
+
+    # -- the console: what workers call (`paused`, `announce`) can fail; the rest passes --
+    def pause(self, queue: str) -> None:
+        self.inner.pause(queue)
+
+    def resume(self, queue: str) -> None:
+        self.inner.resume(queue)
+
+    def paused(self) -> set[str]:
+        return self._call("paused", self.inner.paused)
+
+    def browse(
+        self,
+        queue: str,
+        state: BrowseState,
+        *,
+        job: str | None = None,
+        newest_first: bool = False,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page[Listed]:
+        return self.inner.browse(
+            queue, state, job=job, newest_first=newest_first, limit=limit, cursor=cursor
+        )
+
+    def retry_many(self, queue: str, ids: Sequence[str], state: BrowseState) -> list[bool]:
+        return self.inner.retry_many(queue, ids, state)
+
+    def cancel_many(self, queue: str, ids: Sequence[str], state: BrowseState) -> list[bool]:
+        return self.inner.cancel_many(queue, ids, state)
+
+    def announce(self, info: WorkerInfo, tallies: Sequence[JobTally] = ()) -> bool:
+        return self._call("announce", lambda: self.inner.announce(info, tallies))
+
+    def workers(self) -> list[WorkerInfo]:
+        return self.inner.workers()
+
+    def stop_worker(self, id: str) -> bool:
+        return self.inner.stop_worker(id)
+
+    def job_stats(self, queue: str, window: float) -> dict[str, JobStats]:
+        return self.inner.job_stats(queue, window)
 
     @property
     def locks(self) -> LockStore:

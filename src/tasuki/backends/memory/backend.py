@@ -35,6 +35,7 @@ from tasuki.backends.base import (
 )
 from tasuki.backends.memory import (
     cancelling,
+    console,
     durable,
     leasing,
     operating,
@@ -43,6 +44,7 @@ from tasuki.backends.memory import (
 )
 from tasuki.backends.memory.locks import MemoryLockStore
 from tasuki.backends.memory.store import Store
+from tasuki.core.console import BrowseState, JobStats, JobTally, Listed, Page, WorkerInfo
 from tasuki.core.flowrecords import FlowRecord
 from tasuki.core.message import DeadLetter
 
@@ -62,11 +64,17 @@ class MemoryBackend(Backend):
         cancel=True,
         progress=True,
         durable_steps=True,
+        pause=True,
+        browsing=True,
+        browse_waiting=True,
+        worker_registry=True,
+        job_stats=True,
     )
 
     def __init__(self, url: str = "memory://") -> None:
         self.url = url
         self._store = Store()
+        self._console = console.Registry()
 
     @classmethod
     def shared(cls, name: str) -> MemoryBackend:
@@ -215,6 +223,46 @@ class MemoryBackend(Backend):
 
     def purge(self, queue: str) -> int:
         return operating.purge(self._store, queue, self.priority_aging)
+
+    # -- the console (`memory/console.py`) ---------------------------------------------
+    def pause(self, queue: str) -> None:
+        console.pause(self._store, self._console, queue)
+
+    def resume(self, queue: str) -> None:
+        console.resume(self._store, self._console, queue)
+
+    def paused(self) -> set[str]:
+        return console.paused(self._store, self._console)
+
+    def browse(
+        self,
+        queue: str,
+        state: BrowseState,
+        *,
+        job: str | None = None,
+        newest_first: bool = False,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page[Listed]:
+        return console.browse(self._store, queue, state, job, newest_first, limit, cursor)
+
+    def retry_many(self, queue: str, ids: Sequence[str], state: BrowseState) -> list[bool]:
+        return console.retry_many(self._store, queue, ids, state)
+
+    def cancel_many(self, queue: str, ids: Sequence[str], state: BrowseState) -> list[bool]:
+        return console.cancel_many(self._store, queue, ids, state, self.priority_aging)
+
+    def announce(self, info: WorkerInfo, tallies: Sequence[JobTally] = ()) -> bool:
+        return console.announce(self._store, self._console, info, tallies)
+
+    def workers(self) -> list[WorkerInfo]:
+        return console.workers(self._store, self._console)
+
+    def stop_worker(self, id: str) -> bool:
+        return console.stop_worker(self._store, self._console, id)
+
+    def job_stats(self, queue: str, window: float) -> dict[str, JobStats]:
+        return console.stats(self._store, self._console, queue, window)
 
     @property
     def locks(self) -> MemoryLockStore:

@@ -25,7 +25,15 @@ from tasuki.errors import BackendError, BackendUnavailable, InvalidArgument, Inv
 Q = load_dialect_queries(
     "tasuki.backends.postgres",
     cte_writes=True,
-    files=("queries.sql", "archive.sql", "results.sql", "flows.sql", "limits.sql", "durable.sql"),
+    files=(
+        "queries.sql",
+        "archive.sql",
+        "results.sql",
+        "flows.sql",
+        "limits.sql",
+        "durable.sql",
+        "console.sql",
+    ),
 )
 
 _TABLE = re.compile(
@@ -96,6 +104,11 @@ class PostgresDialect:
             workflows=True,
             rate_limits=True,
             concurrency_limits=True,
+            pause=True,
+            browsing=True,
+            browse_waiting=True,
+            worker_registry=True,
+            job_stats=True,
         )
         if archive:  # acks move the rows to the archive (`ack_archive`)
             self.queries = {**Q, "ack": Q["ack_archive"]}

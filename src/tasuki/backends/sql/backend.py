@@ -40,6 +40,7 @@ from tasuki.backends.base import (
 )
 from tasuki.backends.sql import (
     cancelling,
+    console,
     durable,
     flows,
     leasing,
@@ -50,6 +51,7 @@ from tasuki.backends.sql import (
 )
 from tasuki.backends.sql.dialect import Dialect, Queries
 from tasuki.backends.sql.locks import SQLLockStore
+from tasuki.backends.sql.maintenance.console import ConsoleCleaner
 from tasuki.backends.sql.maintenance.durable import DurableCleaner
 from tasuki.backends.sql.maintenance.expired import ExpiredCleaner
 from tasuki.backends.sql.maintenance.flows import FlowsCleaner
@@ -57,6 +59,7 @@ from tasuki.backends.sql.maintenance.history import HistoryCleaner
 from tasuki.backends.sql.maintenance.limits import LimitsCleaner
 from tasuki.backends.sql.maintenance.results import ResultsCleaner
 from tasuki.backends.sql.steps import add_meters
+from tasuki.core.console import BrowseState, JobStats, JobTally, Listed, Page, WorkerInfo
 from tasuki.core.flowrecords import FlowRecord, ResultRecord
 from tasuki.core.message import DeadLetter
 
@@ -79,6 +82,7 @@ class SQLBackend(Backend):
             ResultsCleaner(dialect, self._now),
             FlowsCleaner(dialect, self._now),
             LimitsCleaner(dialect, self._now),
+            ConsoleCleaner(dialect, self._now),
             DurableCleaner(dialect, self._now),
         ]
 
@@ -216,6 +220,48 @@ class SQLBackend(Backend):
 
     def purge(self, queue: str) -> int:
         return operating.purge(self.dialect, queue)
+
+    # -- the console (`sql/console.py`) -------------------------------------------------------
+    def pause(self, queue: str) -> None:
+        console.pause(self.dialect, queue, self.clock())
+
+    def resume(self, queue: str) -> None:
+        console.resume(self.dialect, queue)
+
+    def paused(self) -> set[str]:
+        return console.paused(self.dialect)
+
+    def browse(
+        self,
+        queue: str,
+        state: BrowseState,
+        *,
+        job: str | None = None,
+        newest_first: bool = False,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page[Listed]:
+        return console.browse(
+            self.dialect, queue, state, job, newest_first, limit, cursor, self.clock()
+        )
+
+    def retry_many(self, queue: str, ids: Sequence[str], state: BrowseState) -> list[bool]:
+        return console.retry_many(self.dialect, queue, ids, state, self._now)
+
+    def cancel_many(self, queue: str, ids: Sequence[str], state: BrowseState) -> list[bool]:
+        return console.cancel_many(self.dialect, queue, ids, state, self._now)
+
+    def announce(self, info: WorkerInfo, tallies: Sequence[JobTally] = ()) -> bool:
+        return console.announce(self.dialect, info, tallies, self.clock())
+
+    def workers(self) -> list[WorkerInfo]:
+        return console.workers(self.dialect, self.clock())
+
+    def stop_worker(self, id: str) -> bool:
+        return console.stop_worker(self.dialect, id)
+
+    def job_stats(self, queue: str, window: float) -> dict[str, JobStats]:
+        return console.stats(self.dialect, queue, window, self.clock())
 
     @property
     def locks(self) -> SQLLockStore:

@@ -23,7 +23,7 @@ from tasuki.errors import BackendError, BackendUnavailable, InvalidArgument
 Q = load_dialect_queries(
     "tasuki.backends.sqlite",
     cte_writes=False,
-    files=("queries.sql", "results.sql", "flows.sql", "limits.sql", "durable.sql"),
+    files=("queries.sql", "results.sql", "flows.sql", "limits.sql", "durable.sql", "console.sql"),
 )
 
 
@@ -63,6 +63,11 @@ class SQLiteDialect:
             workflows=True,
             rate_limits=True,
             concurrency_limits=True,
+            pause=True,
+            browsing=True,
+            browse_waiting=True,
+            worker_registry=True,
+            job_stats=True,
         )
         self._synchronous = synchronous
         self._busy_timeout = busy_timeout

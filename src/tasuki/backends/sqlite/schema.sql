@@ -181,6 +181,9 @@ CREATE TABLE IF NOT EXISTS tasuki_flows (
 
 CREATE INDEX IF NOT EXISTS tasuki_flows_expiry ON tasuki_flows (expires_at);
 
+-- The flows that have a failure, for a redrive to find those it resumes.
+CREATE INDEX IF NOT EXISTS tasuki_flows_failed ON tasuki_flows (id) WHERE failure IS NOT NULL;
+
 -- A group's barrier: set membership by slot (`tasuki_flow_slots`, first writer wins),
 -- complete when it holds `size` slots; `value` is then the JSON array of its slots.
 CREATE TABLE IF NOT EXISTS tasuki_flow_barriers (
@@ -206,6 +209,53 @@ CREATE TABLE IF NOT EXISTS tasuki_flow_slots (
 
 CREATE INDEX IF NOT EXISTS tasuki_flow_slots_expiry ON tasuki_flow_slots (expires_at);
 
+-- The console (`sql/console.py`). The listings of dead letters by when they died, and
+-- of one job's waiting (ready and delayed) and dead messages (the job's name from the
+-- headers), oldest or newest first: a range of an index each (the rowid, `seq`, ends
+-- every entry). Only waiting messages are in the job index: a lease takes its entry
+-- out and the ack finds none to remove, so leasing and acking write no more pages for
+-- it (one job's messages in flight, as many as the workers run, are found through the
+-- state index).
+CREATE INDEX IF NOT EXISTS tasuki_messages_dead
+    ON tasuki_messages (queue, died_at) WHERE state = 2;
+
+CREATE INDEX IF NOT EXISTS tasuki_messages_job
+    ON tasuki_messages (queue, json_extract(headers, '$."tasuki-job"'), visible_at)
+    WHERE state = 0;
+
+CREATE INDEX IF NOT EXISTS tasuki_messages_job_dead
+    ON tasuki_messages (queue, json_extract(headers, '$."tasuki-job"'), died_at)
+    WHERE state = 2;
+
+-- Paused queues: read by every worker twice a second.
+CREATE TABLE IF NOT EXISTS tasuki_paused (
+    queue     TEXT PRIMARY KEY,
+    paused_at REAL NOT NULL
+) WITHOUT ROWID;
+
+-- Workers as each last announced itself (`info`: the JSON of its `WorkerInfo`), and
+-- whether it was asked to stop; dropped a day after it was last seen.
+CREATE TABLE IF NOT EXISTS tasuki_workers (
+    id      TEXT    PRIMARY KEY,
+    seen_at REAL    NOT NULL,
+    info    TEXT    NOT NULL,
+    stop    INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+
+CREATE INDEX IF NOT EXISTS tasuki_workers_seen ON tasuki_workers (seen_at);
+
+-- Per-job stats in per-minute rollups: the outcomes and the run-time buckets of
+-- `core/console.py` by name, added to by each worker's announce, pruned after a day.
+CREATE TABLE IF NOT EXISTS tasuki_job_stats (
+    queue  TEXT    NOT NULL,
+    minute REAL    NOT NULL,
+    job    TEXT    NOT NULL,
+    name   TEXT    NOT NULL,
+    value  INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (queue, minute, job, name)
+) WITHOUT ROWID;
+
+CREATE INDEX IF NOT EXISTS tasuki_job_stats_minute ON tasuki_job_stats (minute);
 -- Durable steps (`sql/durable.py`, DESIGN §4c). A message's step records, by name and
 -- occurrence, each written under its lease: `result` the step's JSON, `started_at` and
 -- `duration` in seconds. Signals sent to a message and not yet consumed, oldest first.

@@ -21,7 +21,8 @@ duplicate, never a loss.
 `SqsBackend` is this module: the Backend interface, each call handed to the part that
 does it, all of them on one `Plumbing` (plumbing.py: the client, the batch calls and
 moves, the lock store and its records): producing.py (enqueue, its claims, result
-records), leasing.py (lease), settling.py (settle, extend, keep, cancel), flows.py
+records), leasing.py (lease), settling.py (settle, extend, keep, cancel), inspecting.py
+(inspect, from the records), flows.py
 (workflows), dead_letters.py (browse, redrive, purge them) and operating.py (stats,
 purge, ping, close); beside them codec.py, queues.py, levels.py, limits.py, options.py.
 """
@@ -47,6 +48,7 @@ from tasuki.backends.base import (
 )
 from tasuki.backends.sqs.dead_letters import DeadLetters
 from tasuki.backends.sqs.flows import Flows
+from tasuki.backends.sqs.inspecting import Inspecting
 from tasuki.backends.sqs.leasing import Leasing
 from tasuki.backends.sqs.operating import Operating
 from tasuki.backends.sqs.options import SqsOptions
@@ -71,6 +73,7 @@ class SqsBackend(Backend):
         self.leasing = Leasing(self.sqs)
         self.settling = Settling(self.sqs, self.flows.send_steps)
         self.dead = DeadLetters(self.sqs)
+        self.inspecting = Inspecting(self.sqs)
         self.operating = Operating(self.sqs)
 
     # -- producing -------------------------------------------------------------------
@@ -119,6 +122,10 @@ class SqsBackend(Backend):
 
     def cancel(self, queue: str, id: str) -> CancelStatus:
         return self.settling.cancel(queue, id)
+
+    def inspect(self, queue: str, id: str) -> MessageInfo:
+        """From the lock store's records, as far as they tell (inspecting.py)."""
+        return self.inspecting.inspect(queue, id)
 
     # -- workflows -------------------------------------------------------------------
     def start_flow(self, record: FlowRecord, envelopes: Sequence[Envelope]) -> bool:

@@ -13,6 +13,7 @@ from tasuki.backends.sqs.codec import received_meta as _received_meta
 from tasuki.backends.sqs.plumbing import Move, Plumbing
 from tasuki.backends.sqs.queues import QueueInfo
 from tasuki.backends.sqs.records.base import IdClaim, IdFinish, ResultPut
+from tasuki.core.flowrecords import flow_of
 from tasuki.core.message import DeadLetter, new_id
 
 
@@ -81,9 +82,15 @@ class DeadLetters:
             records.claim_ids(
                 [IdClaim(queue, m.meta.id, m.meta.id_owner or new_id()) for m in moves]
             )
+            if records.controls:
+                self.sqs.drop_notes(queue, [m.meta.id for m in moves])
             kept = [ResultPut(queue, m.meta.id, "pending") for m in moves if m.meta.keep_result]
             if kept and records.controls:
                 records.put_results(kept)
+            # Before the sends, as the rest: a resumed step's flow is running again.
+            steps = [(f, queue, m.meta.id) for m in moves if (f := flow_of(m.meta.headers))]
+            if steps and self.sqs.capabilities().workflows:
+                self.sqs.flow_store().resume_steps(steps)
         # Back to the priority level each came from (its SQS queue).
         by_level: dict[int, list[Move]] = {}
         for move in moves:
@@ -107,6 +114,9 @@ class DeadLetters:
         found = self._letters(info)
         done = self.sqs.delete(info.dead_url, [m["ReceiptHandle"] for _, m in found])
         if self.sqs.records is not None:
+            if self.sqs.records.controls:
+                gone = [letter.id for (letter, _), ok in zip(found, done, strict=True) if ok]
+                self.sqs.drop_notes(queue, gone)
             self.sqs.records.finish_ids(
                 [
                     IdFinish(queue, letter.id, "", 0.0)

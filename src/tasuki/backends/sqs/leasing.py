@@ -26,6 +26,11 @@ RECEIVES_IN_FLIGHT = 4
 # With priority levels in use, an idle lease long-polls level 0 for at most this many
 # seconds before asking the higher levels again (their latency when idle).
 LEVEL_POLL = 5.0
+# A long poll's messages are received for this long at most (seconds), then set to their
+# lease once admitted. A long poll can outlive its process (SIGKILLed mid-poll, SQS still
+# answers it): what it receives then is nobody's, and comes back after this, not after
+# a whole lease. Short polls return at once and receive for the whole lease.
+LONG_POLL_HOLD = 5.0
 
 
 class Leasing:
@@ -95,6 +100,7 @@ class Leasing:
                     min(SQS_BATCH, room - n * SQS_BATCH)
                     for n in range(min(RECEIVES_IN_FLIGHT, math.ceil(room / SQS_BATCH)))
                 ]
+                hold: float | None = None
                 replies = self._receive_many(info, asks, visibility_timeout)
                 got = [m for reply in replies for m in reply]
                 full = all(len(r) == a for r, a in zip(replies, asks, strict=True))
@@ -106,9 +112,10 @@ class Leasing:
                     0 if leased or remaining <= 0 else min(SQS_MAX_WAIT, max(1, round(remaining)))
                 )
                 asked = min(SQS_BATCH, room)
-                got = self._receive(info, asked, visibility_timeout, poll)
+                hold = LONG_POLL_HOLD if poll and visibility_timeout > LONG_POLL_HOLD else None
+                got = self._receive(info, asked, hold or visibility_timeout, poll)
                 full = len(got) == asked
-            admitted = self._admit(info, got, visibility_timeout)
+            admitted = self._admit(info, got, visibility_timeout, hold)
             leased.extend(admitted)
             if len(leased) >= max_messages:
                 return leased
@@ -190,9 +197,15 @@ class Leasing:
             self._receivers = None
 
     def _admit(
-        self, info: QueueInfo, messages: list[dict[str, Any]], default_vt: float
+        self,
+        info: QueueInfo,
+        messages: list[dict[str, Any]],
+        default_vt: float,
+        held_for: float | None = None,
     ) -> list[Delivery]:
         """Deliveries from received messages; exhausted ones are dead-lettered.
+        `held_for`: the visibility they were received with where shorter than
+        `default_vt` (a long poll's LONG_POLL_HOLD): each delivery's is set to its lease's.
 
         With `locks=` every message's lease is recorded first: a duplicate delivery is
         refused there (not run, not counted), and the attempt is what the store counted
@@ -243,6 +256,7 @@ class Leasing:
         dead: list[Move] = []
         cancelled: list[tuple[dict[str, Any], Meta]] = []
         own_vt: dict[float, list[str]] = {}
+        received_for = default_vt if held_for is None else held_for
         unheld: list[str] = []  # admitted by its limits, yet not leased
         acked: list[tuple[dict[str, Any], Meta]] = []  # copies acked already
         for (message, meta, others, _), given in zip(received, granted, strict=True):
@@ -256,8 +270,9 @@ class Leasing:
                 # comes back after its own visibility timeout, by when that lease has
                 # lapsed unless kept alive, not after this receive's (often far longer).
                 log.info("sqs: %s delivered again while leased: not run twice", meta.id)
+                # (A long poll's hold is shorter than any lease: left as it is.)
                 vt = meta.visibility_timeout or default_vt
-                if whole_seconds(vt) != whole_seconds(default_vt):
+                if held_for is None and whole_seconds(vt) != whole_seconds(default_vt):
                     own_vt.setdefault(vt, []).append(message["ReceiptHandle"])
                 if meta.limits:
                     unheld.append(level_token(info.level, message["ReceiptHandle"]))
@@ -286,15 +301,25 @@ class Leasing:
                 continue
             token = level_token(info.level, message["ReceiptHandle"])
             vt = meta.visibility_timeout or default_vt
-            if meta.visibility_timeout and whole_seconds(vt) != whole_seconds(default_vt):
+            if whole_seconds(vt) != whole_seconds(received_for):
                 own_vt.setdefault(vt, []).append(message["ReceiptHandle"])
             self.sqs.hold(
                 token,
                 Held(info, message, meta, others, attempt, fence, time.monotonic() + vt + 60),
             )
             deliveries.append(delivery(info.name, message, meta, attempt, fence, vt, token))
-        for vt, tokens in own_vt.items():
-            self.sqs.visibility(info.url, tokens, vt)
+        refused: set[str] = set()
+        for vt, handles in own_vt.items():
+            changed = self.sqs.visibility(info.url, handles, vt)
+            refused.update(h for h, ok in zip(handles, changed, strict=True) if not ok)
+        if refused:
+            # Received for a long poll's hold, which lapsed before its lease was set
+            # (another receive may have it now): not leased here after all.
+            gone = {level_token(info.level, h) for h in refused}
+            for token in gone:
+                self.sqs.take_held(token)
+            unheld.extend(d.token for d in deliveries if d.token in gone)
+            deliveries = [d for d in deliveries if d.token not in gone]
         if dead:
             self.sqs.dead_letter_moves(info, dead)
         if cancelled:

@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+import orjson
+
 from tasuki.backends.base import Backend, Capabilities, Envelope, LockStore
 from tasuki.backends.sqs.codec import Meta, attributes, attributes_size
 from tasuki.backends.sqs.levels import Levels
@@ -46,6 +48,10 @@ BATCH_BYTES = 262_144
 BROWSE_VISIBILITY = 30
 # Errors of a whole batch call that settle none of its entries (the others are raised).
 _REFUSED_BATCH = {"InvalidParameterValue", "ReceiptHandleIsInvalid", "MessageNotInflight"}
+
+
+# A dead letter's note (`note_dead`) keeps this much of its traceback.
+TRACEBACK_KEPT = 4000
 
 
 def whole_seconds(value: float) -> int:
@@ -351,6 +357,72 @@ class Plumbing:
         self.dead_lettered([(info.name, m.meta) for m, ok in zip(moves, done, strict=True) if ok])
         return done
 
+    def dead_note(self, queue: str, id: str) -> str:
+        """The lock whose owner tells `inspect` of a dead letter (inspecting.py)."""
+        return f"tasuki-sqs:{self.options.prefix}dead-of:{queue}:{id}"
+
+    def note_dead(self, gone: Sequence[tuple[str, Meta]]) -> None:
+        """Dead-lettered: what `inspect` tells of each (kept as long as its id)."""
+        locks = self.locks
+        if locks is None:
+            return
+        for queue, meta in gone:
+            error = meta.error
+            note = orjson.dumps(
+                {
+                    "reason": meta.reason,
+                    "error": None
+                    if error is None
+                    else [error.type, error.message, error.traceback[-TRACEBACK_KEPT:]],
+                    "at": meta.died_at,
+                    "attempt": meta.died_attempt,
+                    "max": meta.max_attempts,
+                    "fence": meta.fence_before,
+                    "t": meta.enqueued_at,
+                }
+            ).decode()
+            key = self.dead_note(queue, meta.id)
+            if not locks.acquire(key, note, RECORDS.id):
+                holder = locks.holder(key)
+                if holder is not None:
+                    locks.swap(key, holder.owner, note, RECORDS.id)
+
+    def drop_notes(self, queue: str, ids: list[str]) -> None:
+        """Redriven or purged: no longer dead."""
+        locks = self.locks
+        if locks is None:
+            return
+        for id in ids:
+            key = self.dead_note(queue, id)
+            holder = locks.holder(key)
+            if holder is not None:
+                locks.release(key, holder.owner)
+
+    def unique_note(self, queue: str, id: str) -> str:
+        """The lock whose owner is the unique key message `id` claimed (`note_unique`):
+        a cancel, which never sees the message's body, reads its key there."""
+        return f"tasuki-sqs:{self.options.prefix}unique-of:{queue}:{id}"
+
+    def note_unique(self, queue: str, id: str, key: str, ttl: float) -> None:
+        """Note the unique key a sent message holds, for as long as its claim lives."""
+        if self.locks is not None and self.records is not None and self.records.controls:
+            note = self.unique_note(queue, id)
+            if not self.locks.acquire(note, key, ttl):  # the same id sent again
+                holder = self.locks.holder(note)
+                if holder is not None:
+                    self.locks.swap(note, holder.owner, key, ttl)
+
+    def free_unique(self, queue: str, id: str) -> None:
+        """A cancelled message's unique key goes with it (where the message still holds
+        it: a key taken since by another message is not freed)."""
+        if self.locks is None:
+            return
+        note = self.unique_note(queue, id)
+        holder = self.locks.holder(note)
+        if holder is not None:
+            self.locks.release(holder.owner, id)
+            self.locks.release(note, holder.owner)
+
     def cancelled_gone(self, queue: str, gone: Sequence[tuple[str, Meta | None]]) -> None:
         """Cancelled messages (id, meta where known) deleted from SQS: their ids stay
         known for their window (at least CANCELLED_WINDOW), their uniqueness locks go."""
@@ -390,6 +462,8 @@ class Plumbing:
         if failed and self.records.controls:
             self.records.put_results(failed)
         self.records.forget([(queue, meta.id) for queue, meta in gone])
+        if self.records.controls:
+            self.note_dead(gone)
         for _, meta in gone:
             if meta.unique_key is not None:
                 self.locks.release(meta.unique_key, meta.id)

@@ -203,6 +203,7 @@ class Producing:
         (`until_executing`), or the send outlasted PENDING_CLAIM (logged)."""
         if env.unique is None or self.sqs.locks is None:
             return
+        self.sqs.note_unique(env.queue, env.id, env.unique.key, env.unique.ttl)
         if (
             env.unique.ttl > PENDING_CLAIM
             and not self.sqs.locks.renew([env.unique.key], env.id, env.unique.ttl)[0]

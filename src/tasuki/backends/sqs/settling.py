@@ -261,13 +261,16 @@ class Settling:
     def cancel(self, queue: str, id: str) -> CancelStatus:
         """Marked in the lease records (SQS cannot delete a message it did not receive):
         a waiting message is deleted the next time it is received, never run; a running
-        one's lease is fenced out. Its uniqueness lock is freed when it is deleted."""
+        one's lease is fenced out. Its uniqueness key goes now (SQS never shows the cancel
+        its body: the key is noted in the lock store at enqueue, `note_unique`)."""
         records = self.sqs.records
         if records is None or not records.controls:
             raise self.sqs.refusal(
                 "cancel", "cancel a message", "give it a lock store: locks=sqlite or redis"
             )
         status = records.cancel(queue, id)
+        if status != "unknown":
+            self.sqs.free_unique(queue, id)
         if status == "signalled" and self.sqs.admission is not None:
             # Its lease is fenced out: the concurrency slots it holds go now where this
             # process holds them (elsewhere, at the holder's next keep, or with the lease).

@@ -28,6 +28,14 @@ from __future__ import annotations
 
 from tasuki.testing.contract.cancel import TestCancel
 from tasuki.testing.contract.concurrency import TestConcurrency
+from tasuki.testing.contract.console import (
+    TestActions,
+    TestBrowse,
+    TestJobStats,
+    TestPause,
+    TestWorkers,
+    console_states,
+)
 from tasuki.testing.contract.fixtures import (
     ContractOptions,
     backend,
@@ -49,24 +57,32 @@ from tasuki.testing.contract.priorities import TestPriorities
 from tasuki.testing.contract.reliability import TestReliability
 from tasuki.testing.contract.results import TestResults
 from tasuki.testing.contract.steps import TestSteps
+from tasuki.testing.contract.text import TestHostileText
 
 __all__ = [
     "ContractOptions",
+    "TestActions",
+    "TestBrowse",
     "TestCancel",
     "TestConcurrency",
     "TestFlows",
+    "TestHostileText",
     "TestInspect",
+    "TestJobStats",
     "TestLifecycle",
     "TestLimits",
     "TestLockProperties",
     "TestLocks",
     "TestOperations",
+    "TestPause",
     "TestPriorities",
     "TestReliability",
     "TestResults",
     "TestSteps",
+    "TestWorkers",
     "backend",
     "backend_url",
+    "console_states",
     "contract_requires",
     "key_prefix",
     "queue",

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from tasuki.backends.base import Backend, Keep, Limit, Progress, Receipt, Settle
+from tasuki.backends.base import Backend, Keep, Limit, Progress, Receipt, Settle, UniqueClaim
 from tasuki.testing.contract.helpers import env, stats
 
 
@@ -49,6 +49,20 @@ class TestCancel:
         assert backend.cancel(queue, "done") == "unknown"
         assert backend.cancel(queue, "dead") == "unknown"
         assert backend.cancel(queue, "never") == "unknown"
+
+    def test_a_cancelled_message_frees_its_unique_key(
+        self, backend: Backend, queue: str, key_prefix: str
+    ) -> None:
+        now, later = UniqueClaim(key_prefix + "now", 60.0), UniqueClaim(key_prefix + "later", 60.0)
+        backend.enqueue([env(queue, "a", unique=now), env(queue, "b", unique=later, delay=30.0)])
+        assert backend.cancel(queue, "a") == "removed"
+        assert backend.cancel(queue, "b") == "removed"
+        # Its key went with it: a new copy is a new message, not a duplicate of none.
+        assert backend.locks.holder(now.key) is None
+        assert backend.locks.holder(later.key) is None
+        assert backend.enqueue([env(queue, "a2", unique=now)])[0] == ("a2", "enqueued")
+        assert backend.enqueue([env(queue, "b2", unique=later)])[0] == ("b2", "enqueued")
+        assert sorted(d.id for d in backend.lease(queue, 10, 30.0, wait=1.0)) == ["a2", "b2"]
 
     @pytest.mark.requires("concurrency_limits")
     def test_cancelling_a_holder_frees_its_slot(self, backend: Backend, queue: str) -> None:

@@ -158,6 +158,29 @@ class IdFinish(NamedTuple):
     keep: float  # keep the id this long more; 0 forgets it now
 
 
+class RecordView(NamedTuple):
+    """What the records hold of one message, as `inspect` reads them (times: epoch s)."""
+
+    lease_owner: str | None  # the lease record's owner; None without a lease record
+    lease_until: float  # when that lease (or an ack's grace) ends; 0 for none
+    receives: int  # the leases counted on the copy SQS holds
+    fence: int  # the last lease's fencing number
+    progress: Progress | None  # the current lease's progress
+    id_owner: str | None  # the id record's owner ('' finished); None without one
+    id_until: float | None  # when the id record expires
+
+
+def read_progress(text: str) -> Progress | None:
+    """A lease record's progress (`progress_json`), or None."""
+    if not text:
+        return None
+    try:
+        fraction, note = orjson.loads(text)
+        return Progress(float(fraction), str(note or ""))
+    except (orjson.JSONDecodeError, TypeError, ValueError):
+        return None
+
+
 class LeaseRecords(ABC):
     """What a backend that cannot fence its own leases keeps in the lock store.
 
@@ -231,6 +254,10 @@ class LeaseRecords(ABC):
         (the transport still holds it until it is next received), "unknown" if its id is
         unknown or finished."""
         raise NotImplementedError(f"{type(self).__name__} cannot cancel")
+
+    def view(self, queue: str, id: str) -> RecordView:
+        """The message's lease and id records, in one read (stores with `controls`)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot inspect")
 
     def result_key(self, queue: str, id: str) -> str:
         return f"{self.namespace}result:{queue}:{id}"
@@ -315,6 +342,11 @@ class FlowRecords(ABC):
     def step_states(self, steps: Sequence[tuple[str, str]]) -> list[tuple[MessageState, int]]:
         """What the records tell of each step (queue, message id): its state and the
         leases counted on it (what `app.flow` shows where the backend cannot inspect)."""
+
+    @abstractmethod
+    def resume_steps(self, steps: Sequence[tuple[str, str, str]]) -> None:
+        """Dead steps (flow id, queue, message id) re-driven: each one's dead mark goes,
+        and a flow whose first failure is one of them runs again (its failure cleared)."""
 
     @abstractmethod
     def claim_sends(self, queue: str, ids: Sequence[str], sender: str) -> list[bool]:

@@ -9,6 +9,7 @@ one: there a batch is one call per slot it spans.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from functools import cache
 from typing import Any
@@ -28,8 +29,10 @@ from tasuki.backends.sqs.records.base import (
     LeaseRecords,
     LeaseTake,
     RecordLifetimes,
+    RecordView,
     ResultPut,
     progress_json,
+    read_progress,
 )
 from tasuki.core.flowrecords import ResultRecord
 from tasuki.core.records import CancelStatus, LeaseStatus, Progress, Receipt
@@ -200,6 +203,32 @@ class RedisLeaseRecords(LeaseRecords):
             return "unknown"
         self._backend._command("SET", id_key, "", "KEEPTTL", "XX")
         return "signalled" if done == 2 else "removed"
+
+    def view(self, queue: str, id: str) -> RecordView:
+        """Three reads (the two records are in two slots on a Cluster): the lease record
+        (lease_record.lua's text), the id record and its time to live."""
+        command = self._backend._command
+        lease = command("GET", self._backend.keys.lock(self.lease_key(queue, id)))
+        id_key = self._backend.keys.lock(self.id_key(queue, id))
+        owner, ttl = command("GET", id_key), int(command("PTTL", id_key))
+        id_owner = None if owner is None else bytes(owner).decode()
+        id_until = time.time() + ttl / 1000 if id_owner is not None and ttl > 0 else None
+        if lease is None:
+            return RecordView(None, 0.0, 0, 0, None, id_owner, id_until)
+        parts = bytes(lease).decode().split("\n", 5)
+        if len(parts) < 5:  # an older record: a bare token, or without counts
+            until = float(parts[1]) / 1000 if len(parts) > 1 and parts[1].isdigit() else 0.0
+            return RecordView(parts[0], until, 0, 0, None, id_owner, id_until)
+        progress = read_progress(parts[5]) if len(parts) > 5 else None
+        return RecordView(
+            parts[0],
+            int(parts[1]) / 1000,
+            int(parts[3]),
+            int(parts[4]),
+            progress,
+            id_owner,
+            id_until,
+        )
 
     def forget(self, messages: Sequence[tuple[str, str]]) -> None:
         full = [self._backend.keys.lock(self.lease_key(q, i)) for q, i in messages]

@@ -35,10 +35,12 @@ from tasuki.backends.sqs.records.base import (
     LeaseRecords,
     LeaseTake,
     RecordLifetimes,
+    RecordView,
     ResultPut,
     Settled,
     grant,
     progress_json,
+    read_progress,
     unsent_owner,
     unsent_sends,
 )
@@ -73,6 +75,7 @@ QUERY_NAMES = (
     "reopen_result",
     "settle_result",
     "read_result",
+    "view",
 )
 SQL = load_queries("tasuki.backends.sqs.records", "sqlite.sql", QUERY_NAMES)
 # Expired records are swept every this many writes.
@@ -387,6 +390,20 @@ class SQLiteLeaseRecords(LeaseRecords, FlowRecords):
         with self._mutex:
             return flows.group_value(self._db, self.namespace + flow_id, barrier, time.time())
 
+    def view(self, queue: str, id: str) -> RecordView:
+        params = {"lease": self.lease_key(queue, id), "id": self.id_key(queue, id)}
+        with self._mutex:
+            row = self._db.execute(SQL["view"], {**params, "now": time.time()}).fetchone()
+        return RecordView(
+            row["lease_owner"],
+            float(row["lease_until"] or 0.0),
+            int(row["receives"] or 0),
+            int(row["fence"] or 0),
+            read_progress(row["progress"] or ""),
+            row["id_owner"],
+            None if row["id_until"] is None else float(row["id_until"]),
+        )
+
     def step_states(self, steps: Sequence[tuple[str, str]]) -> list[tuple[MessageState, int]]:
         now = time.time()
         with self._mutex:
@@ -401,6 +418,13 @@ class SQLiteLeaseRecords(LeaseRecords, FlowRecords):
                 )
                 for queue, id in steps
             ]
+
+    def resume_steps(self, steps: Sequence[tuple[str, str, str]]) -> None:
+        if steps:
+            now = time.time()
+            with self._transaction(len(steps)) as db:
+                for flow_id, queue, id in steps:
+                    flows.resume(db, self.namespace, flow_id, queue, id, now)
 
     def claim_sends(self, queue: str, ids: Sequence[str], sender: str) -> list[bool]:
         if not ids:

@@ -137,3 +137,15 @@ WHERE key = :key AND expires > :now;
 
 -- name: read_result
 SELECT owner, expires, value FROM tasuki_sqs_records WHERE key = :key AND expires > :now;
+
+-- name: view
+-- What `inspect` reads of one message: its lease record and its id record, live ones.
+SELECT
+    (SELECT owner FROM tasuki_sqs_records WHERE key = :lease AND expires > :now) AS lease_owner,
+    (SELECT lease_until FROM tasuki_sqs_records WHERE key = :lease AND expires > :now)
+        AS lease_until,
+    (SELECT receives FROM tasuki_sqs_records WHERE key = :lease AND expires > :now) AS receives,
+    (SELECT fence FROM tasuki_sqs_records WHERE key = :lease AND expires > :now) AS fence,
+    (SELECT progress FROM tasuki_sqs_records WHERE key = :lease AND expires > :now) AS progress,
+    (SELECT owner FROM tasuki_sqs_records WHERE key = :id AND expires > :now) AS id_owner,
+    (SELECT expires FROM tasuki_sqs_records WHERE key = :id AND expires > :now) AS id_until;
