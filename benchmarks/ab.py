@@ -218,7 +218,7 @@ def table(sides: tuple[Side, Side], results: dict[tuple[str, str], list[Drain]])
         rate_a, rate_b = Summary.of([r.rate for r in ra]), Summary.of([r.rate for r in rb])
         cpu_a, cpu_b = Summary.of([r.cpu for r in ra]), Summary.of([r.cpu for r in rb])
         paired = Summary.of([y.cpu / x.cpu for x, y in zip(ra, rb, strict=False) if x.cpu])
-        if outside_noise(cpu_a, cpu_b):
+        if min(len(ra), len(rb)) > 1 and outside_noise(cpu_a, cpu_b):
             flagged.append(backend)
         lines.append(
             f"| {backend} | {CONCURRENCY[backend]} | {len(ra)}+{len(rb)} |"
@@ -230,7 +230,7 @@ def table(sides: tuple[Side, Side], results: dict[tuple[str, str], list[Drain]])
         )
     lines.append("")
     lines.append(
-        "outside noise (B's CPU/job > +5 %, spreads apart): "
+        "outside noise (B's CPU/job > +5 %, spreads apart; 2 rounds at least): "
         + (", ".join(flagged) if flagged else "none")
     )
     return lines
