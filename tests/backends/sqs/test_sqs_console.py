@@ -10,13 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from tasuki.backends.sqlite import SQLiteBackend
 from tasuki.backends.urls import backend_from_url
-from tasuki.core.console import STATS_KEPT, JobTally, WorkerInfo
+from tasuki.core.console import JobTally, WorkerInfo
 from tasuki.errors import Unsupported
 from tasuki.testing.contract.helpers import env
 from tasuki.testing.servers import MotoServer
-from tests.backends.sqs.support import local_url, opened, redis_locks_url
+from tests.backends.sqs.support import local_url, opened
 from tests.support.deps import need
 
 need("boto3")
@@ -68,8 +67,10 @@ def test_waiting_listings_are_refused_naming_the_capability(locked_url: str) -> 
         backend.close()
 
 
-def test_a_store_that_keeps_no_console_refuses_it(sqs_server: MotoServer, tmp_path: Path) -> None:
-    backend = opened(local_url(sqs_server, tmp_path, locks=False) + "&locks=memory://")
+def test_without_a_lock_store_the_console_is_refused(
+    sqs_server: MotoServer, tmp_path: Path
+) -> None:
+    backend = opened(local_url(sqs_server, tmp_path, locks=False))
     try:
         assert not backend.capabilities.pause and not backend.capabilities.worker_registry
         with pytest.raises(Unsupported, match="locks=sqlite or redis") as refused:
@@ -86,57 +87,31 @@ def test_a_store_that_keeps_no_console_refuses_it(sqs_server: MotoServer, tmp_pa
         backend.close()
 
 
-def test_on_sqlite_the_console_is_apart_from_a_queue_store_in_the_same_file(
-    sqs_server: MotoServer, tmp_path: Path
-) -> None:
-    path = tmp_path / "shared.db"
-    backend = opened(local_url(sqs_server, tmp_path, locks=False) + f"&locks=sqlite:///{path}")
-    store = backend_from_url(f"sqlite:///{path}")
-    assert isinstance(store, SQLiteBackend)
+def test_the_console_is_apart_from_a_queue_store_in_the_same_lock_store(locked_url: str) -> None:
+    backend = opened(locked_url)
+    store = backend_from_url(backend.sqs.options.locks or "")
+    ns = backend.sqs.console.namespace  # type: ignore[union-attr]
+    queue = f"q-{uuid.uuid4().hex[:8]}"
     try:
-        backend.pause("q")
-        store.pause("other")
-        assert backend.paused() == {"q"} and store.paused() == {f"{_ns(backend)}q", "other"}
+        backend.pause(queue)
+        store.pause(f"{queue}-other")
+        assert queue in backend.paused() and f"{queue}-other" not in backend.paused()
+        assert queue not in store.paused() and f"{ns}{queue}" in store.paused()
         mine, theirs = a_worker(), a_worker()
         now = time.time()
-        tally = JobTally("q", "job", now - now % 60.0, {"succeeded": 2, "t3": 2})
+        tally = JobTally(queue, "job", now - now % 60.0, {"succeeded": 2, "t3": 2})
         backend.announce(mine, [tally])
         store.announce(theirs)
-        assert [w.id for w in backend.workers()] == [mine.id]
+        assert mine.id in [w.id for w in backend.workers()]
+        assert theirs.id not in [w.id for w in backend.workers()]
         assert mine.id not in [w.id for w in store.workers()]
         assert backend.stop_worker(theirs.id) is False
         assert backend.stop_worker(mine.id) is True and backend.announce(mine) is True
-        assert backend.job_stats("q", 600.0)["job"].succeeded == 2
-        assert store.job_stats("q", 600.0) == {}
-        assert [s.name for s in backend.maintenance()] == ["console"]
+        assert backend.job_stats(queue, 600.0)["job"].succeeded == 2
+        assert store.job_stats(queue, 600.0) == {}
+        pruning = [s.name for s in store.maintenance() if s.name == "console"]
+        assert [s.name for s in backend.maintenance()] == pruning
     finally:
+        backend.resume(queue)
         store.close()
         backend.close()
-
-
-def test_on_redis_tallies_expire_and_old_workers_are_dropped(
-    request: pytest.FixtureRequest, sqs_server: MotoServer, tmp_path: Path
-) -> None:
-    backend = opened(redis_locks_url(request, sqs_server, tmp_path))
-    try:
-        console = backend.sqs.console
-        redis = backend.sqs.lock_backend.redis  # type: ignore[union-attr]
-        queue = f"q-{uuid.uuid4().hex[:8]}"
-        now = time.time()
-        minute = now - now % 60.0
-        backend.announce(a_worker(), [JobTally(queue, "job", minute, {"dead": 1})])
-        key = console._stats_key(queue, minute)  # type: ignore[union-attr]
-        assert 0 < redis.command("PTTL", key) <= (STATS_KEPT + 60.0) * 1000
-        assert backend.job_stats(queue, 60.0)["job"].dead == 1
-        old = a_worker()
-        backend.announce(old)
-        redis.command("ZADD", console._seen, 0, old.id)  # type: ignore[union-attr]
-        assert old.id not in [w.id for w in backend.workers()]
-        assert redis.command("HEXISTS", console._workers, old.id) == 0  # type: ignore[union-attr]
-        assert backend.maintenance() == ()  # Redis expires what it keeps
-    finally:
-        backend.close()
-
-
-def _ns(backend: object) -> str:
-    return backend.sqs.console.namespace  # type: ignore[attr-defined]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tasuki.backends.sqs.plumbing import Plumbing
-from tasuki.backends.sqs.records.console import ConsoleRecords
+from tasuki.backends.sqs.records.console import StoreConsole
 from tasuki.core.console import BrowseState, JobStats, JobTally, WorkerInfo
 
 LOCKS_ADVICE = "give it a lock store that keeps them: locks=sqlite or redis"
@@ -20,7 +20,7 @@ class Console:
     def __init__(self, sqs: Plumbing) -> None:
         self.sqs = sqs
 
-    def _records(self, capability: str, what: str) -> ConsoleRecords:
+    def _records(self, capability: str, what: str) -> StoreConsole:
         if self.sqs.console is None:
             raise self.sqs.refusal(capability, what, LOCKS_ADVICE)
         return self.sqs.console

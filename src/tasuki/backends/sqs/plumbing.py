@@ -31,7 +31,7 @@ from tasuki.backends.sqs.options import (
 from tasuki.backends.sqs.queues import DEFAULT_MAX_SIZE, QueueInfo, Queues, unreachable
 from tasuki.backends.sqs.records import records_for
 from tasuki.backends.sqs.records.base import FlowRecords, IdFinish, LeaseRecords, ResultPut
-from tasuki.backends.sqs.records.console import ConsoleRecords, console_for
+from tasuki.backends.sqs.records.console import StoreConsole, console_for
 from tasuki.core.flowrecords import error_json
 from tasuki.core.message import GROUP_HEADER, JOB_HEADER, ErrorInfo
 from tasuki.core.records import CANCELLED_WINDOW
@@ -122,7 +122,7 @@ class Plumbing:
         self.locks: LockStore | None = None
         self.records: LeaseRecords | None = None
         # The console's records there (pauses, workers, job tallies), where it keeps them.
-        self.console: ConsoleRecords | None = None
+        self.console: StoreConsole | None = None
         if options.locks:
             from tasuki.backends.urls import backend_from_url
 
