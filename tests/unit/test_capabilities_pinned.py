@@ -73,7 +73,10 @@ _SQS = {
     "reliability_counts": False,
     "durable_steps": False,
     "transactional_steps": False,
-    **_NO_CONSOLE,
+    # Pause, workers and job stats in the lock store; nothing listed by state yet, and
+    # waiting messages never (SQS shows them only by receiving them).
+    "browsing": False,
+    "browse_waiting": False,
 }
 DIFFERS: dict[str, dict[str, Any]] = {
     "memory": {
@@ -87,9 +90,7 @@ DIFFERS: dict[str, dict[str, Any]] = {
     "redis": {
         "max_message_size": MiB,
         "transactional_enqueue": False,
-        "durable_steps": False,
         "transactional_steps": False,
-        **_NO_CONSOLE,
     },
     "sqs": _SQS,
     "sqs-redis": _SQS,

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 import redis
 from redis.crc import key_slot
@@ -33,7 +34,10 @@ from tasuki.backends.base import (
     Progress,
     Receipt,
     Settle,
+    StepRecord,
+    Taken,
     UniqueClaim,
+    Wait,
 )
 from tasuki.backends.sqs.records import records_for
 from tasuki.backends.sqs.records.base import (
@@ -46,8 +50,21 @@ from tasuki.backends.sqs.records.base import (
     RecordLifetimes,
 )
 from tasuki.backends.urls import backend_from_url
-from tasuki.core.message import ErrorInfo
+from tasuki.core.console import JobTally, WorkerInfo
+from tasuki.core.message import FLOW_HEADER, ErrorInfo
 from tasuki.errors import InvalidArgument
+from tasuki.testing.contract import TestActions as _Actions
+from tasuki.testing.contract import TestBrowse as _Browse
+from tasuki.testing.contract import TestJobStats as _JobStats
+from tasuki.testing.contract import TestPause as _Pause
+from tasuki.testing.contract import TestSteps as _Steps
+from tasuki.testing.contract import TestWorkers as _Workers
+from tasuki.testing.contract import (  # noqa: F401 - the suites' fixtures
+    console_states,
+    contract_requires,
+    queue,
+    short,
+)
 from tasuki.testing.contract.helpers import env, stats
 from tasuki.testing.servers import RedisCluster
 
@@ -60,9 +77,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisCluster]:
         yield c
 
 
-def owner_port(c: RedisCluster, queue: str) -> int:
-    """The port of the master that serves the slot of `queue`'s hash tag."""
-    slot = key_slot(f"{{{queue}}}".encode())
+def owner_port(c: RedisCluster, name: str) -> int:
+    """The port of the master that serves the slot of queue `name`'s hash tag."""
+    slot = key_slot(f"{{{name}}}".encode())
     client = redis.Redis(port=c.ports[0], protocol=2)
     try:
         for start, end, master, *_ in client.cluster("slots"):
@@ -164,6 +181,58 @@ def test_results_priorities_cancel_and_progress_on_every_master(
         assert stats(backend, q) == (0, 0, 0, 0)
 
 
+def test_durable_steps_on_every_master(backend: Backend, queues: list[str]) -> None:
+    """Step records, signals and waits live in the message's hash, so every durable script
+    (steps, record_step, take_signal, send_signal, waiting, settle's suspend) runs in its
+    queue's slot: on each master here, with a priority so the wake-up crosses `delayed`."""
+    for q in queues:
+        backend.enqueue([env(q, "d", priority=3)])
+        [d] = backend.lease(q, 1, 30.0)
+        assert backend.record_step(d.receipt, StepRecord("a", 1, b'"x"', time.time(), 0.0))
+        assert backend.take_signal(d.receipt, "go", 1) == Taken(True, None)
+        assert backend.settle([Settle.suspend(d.receipt, 3600.0, Wait("go"))]) == [True]
+        waiting = backend.waiting(q, "d")
+        assert waiting is not None and waiting.signal == "go"
+        assert backend.lease(q, 1, 30.0) == []
+        assert backend.signal(q, "d", "go", b"7") == "delivered"
+        [again] = backend.lease(q, 1, 30.0, wait=5.0)
+        assert backend.waiting(q, "d") is None
+        assert backend.take_signal(again.receipt, "go", 1) == Taken(True, b"7")
+        assert [(s.name, s.result) for s in backend.steps(q, "d")] == [
+            ("a", b'"x"'),
+            ("tasuki:signal:go", b"7"),
+        ]
+        assert backend.settle([Settle.ack(again.receipt)]) == [True]
+        assert backend.steps(q, "d") == []
+        assert backend.signal(q, "d", "go", b"1") == "unknown"
+
+
+def test_the_console_on_every_master(backend: Backend, queues: list[str]) -> None:
+    """Listings, bulk actions and job stats stay in each queue's slot; pauses and the
+    worker registry are keys of their own slots, reached from any queue's."""
+    info = WorkerInfo("w-c", "h", 1, "1", tuple(queues), 2, time.time(), heartbeat=5.0)
+    now = time.time()
+    minute = now - now % 60.0
+    tallies = [JobTally(q, "j", minute, {"succeeded": 2, "t3": 2}) for q in queues]
+    assert backend.announce(info, tallies) is False
+    for q in queues:
+        backend.enqueue([env(q, "f"), env(q, "x")])
+        leased = {d.id: d for d in backend.lease(q, 2, 30.0)}
+        backend.settle([Settle.dead(leased["x"].receipt, "no")])
+        backend.enqueue([env(q, "r"), env(q, "d", delay=600.0)])
+        for state, ids in (("ready", ["r"]), ("delayed", ["d"]), ("in_flight", ["f"])):
+            assert [i.info.id for i in backend.browse(q, state).items] == ids
+        assert [i.info.id for i in backend.browse(q, "dead").items] == ["x"]
+        assert backend.retry_many(q, ["d", "r"], "delayed") == [True, False]
+        assert backend.cancel_many(q, ["f", "x"], "in_flight") == [True, False]
+        assert backend.cancel_many(q, ["x"], "dead") == [True]
+        assert backend.job_stats(q, 600.0)["j"].succeeded == 2
+        backend.pause(q)
+    assert backend.paused() >= set(queues)
+    assert [w.id for w in backend.workers() if w.id == "w-c"] == ["w-c"]
+    assert backend.stop_worker("w-c") and backend.announce(info) is True
+
+
 def test_a_result_waiter_blocks_on_every_master(backend: Backend, queues: list[str]) -> None:
     for q in queues:
         backend.enqueue([env(q, "w", keep_result=60.0)])
@@ -248,7 +317,8 @@ def test_flows_run_in_their_slot_on_every_master(backend: Backend, queues: list[
         assert time.monotonic() - started < 2.0
 
         failing = _flow(f"x-{q}", ("0", q))
-        backend.start_flow(failing, [env(q, f"x-{q}.0")])
+        header = {FLOW_HEADER: orjson.dumps({"f": failing.id}).decode()}
+        backend.start_flow(failing, [env(q, f"x-{q}.0", headers=header)])
         [step] = backend.lease(q, 10, 30.0)
         error = ErrorInfo("ValueError", "bad", "")
         failure = FlowFailure(failing.id, "0", "job", q, step.id, error)
@@ -258,6 +328,9 @@ def test_flows_run_in_their_slot_on_every_master(backend: Backend, queues: list[
         assert [d.id for d in backend.lease(q, 10, 30.0)] == [alert.id]
         found = backend.flow(failing.id)
         assert found is not None and found.failure == failure
+        # Re-driving the failed step resumes its flow in the same script, in its slot.
+        assert backend.redrive(q, [step.id]) == 1
+        assert backend.flow(failing.id).failure is None  # type: ignore[union-attr]
         assert backend.cancel_flow(failing.id) is True
         assert backend.flow(failing.id).cancelled is True  # type: ignore[union-attr]
 
@@ -444,3 +517,41 @@ def test_hostile_text_and_names_on_every_master(backend: Backend, queues: list[s
             suite.test_names_no_engine_can_store_are_refused_at_enqueue(backend, q, bad)
         suite.test_a_retry_and_a_progress_note_with_any_text_are_stored(backend, q)
         suite.test_a_dead_letter_keeps_the_real_error_whatever_its_text(backend, q)
+
+
+class TestStepsOnCluster(_Steps):
+    """The contract's durable steps (`testing/contract/steps.py`) on the Cluster: a
+    fresh queue each test, on whichever master owns its slot."""
+
+
+class TestPauseOnCluster(_Pause):
+    """The contract's pause (`testing/contract/console.py`): its SET in a slot of its own."""
+
+
+class TestBrowseOnCluster(_Browse):
+    """The contract's listings, each queue's in its slot."""
+
+
+class TestActionsOnCluster(_Actions):
+    """The contract's bulk actions, each queue's in its slot."""
+
+
+class TestWorkersOnCluster(_Workers):
+    """The contract's worker registry: its keys in a slot of their own."""
+
+
+class TestJobStatsOnCluster(_JobStats):
+    """The contract's job stats: each queue's rollups in its slot."""
+
+
+def test_capabilities_on_a_cluster_are_those_of_one_server(backend: Backend) -> None:
+    """The capabilities pin (tests/unit/test_capabilities_pinned.py) for Redis Cluster,
+    which has no entry in the shared backend table: a capability turning False on a
+    Cluster only would turn its tests there into skips."""
+    import dataclasses
+
+    from tests.unit.test_capabilities_pinned import DIFFERS, FULL
+
+    want = {**FULL, **DIFFERS["redis"]}
+    got = dataclasses.asdict(backend.capabilities)
+    assert got == want, {k: (want.get(k), got.get(k)) for k in want if got.get(k) != want.get(k)}

@@ -31,6 +31,7 @@ from tasuki.backends.sqs.options import (
 from tasuki.backends.sqs.queues import DEFAULT_MAX_SIZE, QueueInfo, Queues, unreachable
 from tasuki.backends.sqs.records import records_for
 from tasuki.backends.sqs.records.base import FlowRecords, IdFinish, LeaseRecords, ResultPut
+from tasuki.backends.sqs.records.console import StoreConsole, console_for
 from tasuki.core.flowrecords import error_json
 from tasuki.core.message import GROUP_HEADER, JOB_HEADER, ErrorInfo
 from tasuki.core.records import CANCELLED_WINDOW
@@ -120,12 +121,15 @@ class Plumbing:
         self.lock_backend: Backend | None = None
         self.locks: LockStore | None = None
         self.records: LeaseRecords | None = None
+        # The console's records there (pauses, workers, job tallies), where it keeps them.
+        self.console: StoreConsole | None = None
         if options.locks:
             from tasuki.backends.urls import backend_from_url
 
             self.lock_backend = backend_from_url(options.locks)
             self.locks = self.lock_backend.locks
             self.records = records_for(self.lock_backend, f"tasuki-sqs:{options.prefix}", RECORDS)
+            self.console = console_for(self.lock_backend, f"tasuki-sqs:{options.prefix}")
         # Limits are admitted in the lock store after the receive (limits.py).
         self.admission = (
             Admission(self.locks, f"tasuki-sqs:{options.prefix}")
@@ -140,6 +144,7 @@ class Plumbing:
         kept = self.records is not None
         # Cancel and progress need lease records that keep them (SQLite's, Redis's).
         controls = self.records is not None and self.records.controls
+        console = self.console is not None
         return Capabilities(
             max_message_size=DEFAULT_MAX_SIZE,
             max_delay=self.options.max_delay,
@@ -167,6 +172,12 @@ class Plumbing:
             priorities=True,
             rate_limits=kept,
             concurrency_limits=kept,
+            # The console's records in the lock store (records/console.py); waiting
+            # messages cannot be listed without receiving them (docs/backends/sqs.md).
+            pause=console,
+            worker_registry=console,
+            job_stats=console,
+            browse_waiting=False,
         )
 
     # -- plumbing --------------------------------------------------------------------
