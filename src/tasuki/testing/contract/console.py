@@ -187,24 +187,6 @@ class TestBrowse:
         assert [m.args for m in app.messages(queue, match={"0": 13}).items] == [(13,)]
         assert app.messages(queue, job="other").items == []
 
-    def test_inspect_carries_job_and_arguments(self, backend: Backend, queue: str) -> None:
-        """The backends that list bodies also read one back with `inspect` (one query),
-        so the dashboard's message page shows what a message would run."""
-        app = App(backend=backend)
-
-        @app.job(queue=queue)
-        def bill(amount: int, customer: str = "") -> None: ...
-
-        waiting = bill.options(delay=3600).enqueue(7, customer="acme")
-        info = app.inspect(queue, waiting)
-        assert (info.state, info.job, info.args, info.kwargs) == (
-            "delayed",
-            "bill",
-            (7,),
-            {"customer": "acme"},
-        )
-        assert app.inspect(queue, "never").job is None
-
 
 @pytest.mark.requires("browse_waiting")
 class TestActions:
