@@ -162,14 +162,26 @@ def test_bulk_retry_and_cancel_confirmed_with_the_count(stack: Stack, page: Any)
     assert "retried 5 message(s)" in page.locator(".notice").inner_text()
     stats = stack.app.stats("emails")
     assert (stats["delayed"], stats["ready"]) == (0, 5)
-    # The POST without the session's CSRF token is refused, and changes nothing.
-    response = page.request.post(
-        stack.base + "/queues/emails/bulk/cancel",
-        form={"confirm": "yes", "state": "ready"},
-        headers={"Origin": stack.base},
-    )
-    assert response.status == 403
+    # Every action's POST without the session's CSRF token is refused, changing nothing.
+    ready_one = stack.app.messages("emails", "ready", limit=1).items[0].id
+    for path, fields in [
+        ("/queues/emails/bulk/cancel", {"state": "ready"}),
+        ("/queues/emails/bulk/retry", {"state": "delayed"}),
+        ("/queues/emails/cancel", {"id": ready_one}),
+        ("/queues/emails/retry-now", {"id": ready_one}),
+        ("/queues/emails/pause", {}),
+        ("/workers/some-worker/stop", {}),
+    ]:
+        for csrf in ({}, {"csrf": "not-the-token"}):
+            response = page.request.post(
+                stack.base + path,
+                form={"confirm": "yes", **fields, **csrf},
+                headers={"Origin": stack.base},
+                max_redirects=0,
+            )
+            assert response.status == 403, (path, csrf)
     assert stack.app.stats("emails")["ready"] == 5
+    assert stack.app.paused() == set()
 
 
 def test_job_pages_chart_outcomes_and_run_times(
@@ -295,6 +307,8 @@ def test_a_backend_without_the_capability_says_so(
         assert status == 200 and 'id="refused"' in body
         status, body = _request(base + "/queues/emails")
         assert status == 200 and 'id="pause"' not in body  # no pause button without it
+        page.goto(base + "/queues/emails/messages/some-id")  # SQS keeps no inspection
+        assert "sqs://" in page.locator("#refused").inner_text()
     finally:
         proc.terminate()
         proc.wait(timeout=30)

@@ -42,7 +42,7 @@ from tasuki.core.flows import FlowState
 from tasuki.core.job import check_message_id, check_queue
 from tasuki.core.records import preview
 from tasuki.core.reliability import Reliability
-from tasuki.errors import InvalidArgument, TasukiError, UnknownFlow
+from tasuki.errors import InvalidArgument, TasukiError, UnknownFlow, Unsupported
 from tasuki.web.chart import rate_chart
 from tasuki.web.formatting import ago, bound, seconds, when
 from tasuki.web.headers import SecurityHeaders, server_error
@@ -418,6 +418,11 @@ def create_app(
                 return PlainTextResponse("cross-site request refused", status_code=403)
         try:
             response = await call_next(request)
+        except Unsupported as exc:
+            # What this backend cannot do: said on a page, in the refusal's words.
+            if "text/html" in request.headers.get("accept", ""):
+                return render(request, "refused.html", 400, refused=str(exc))
+            return PlainTextResponse(f"Error: {exc}", status_code=400)
         except TasukiError as exc:
             return PlainTextResponse(f"Error: {exc}", status_code=400)
         return response
