@@ -185,11 +185,19 @@ def test_bulk_retry_and_cancel_confirmed_with_the_count(stack: Stack, page: Any)
 
 
 def test_job_pages_chart_outcomes_and_run_times(
-    stack: Stack, page: Any, running: list[Running]
+    stack: Stack, page: Any, running: list[Running], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    for name in ("TASUKI_TEST_FIX", "TASUKI_TEST_DONE"):  # what `charge` reads
+        monkeypatch.setenv(name, stack.env[name])
     charge, send_email = declare(stack.app)
     send_email.enqueue_many([(i,) for i in range(40)])
     charge.enqueue(13)  # declined: dead at its first attempt
+
+    @stack.app.job(name="total", queue="emails", keep_result=600)
+    def total(a: int, b: int) -> dict[str, int]:
+        return {"sum": a + b}
+
+    summed = total.options(message_id="sum-1").enqueue(1, 2)
     running.append(Running(stack.app, ["emails", "billing"]))
     _wait_for(
         lambda: (s := stack.app.job_stats("emails").get("send_email")) and s.succeeded == 40,
@@ -205,6 +213,10 @@ def test_job_pages_chart_outcomes_and_run_times(
     assert page.locator("#job-stats td[data-stat=p50]").inner_text() != "-"
     assert page.locator("svg.chart polyline.succeeded").count() == 1
     _shot(page, stack, "dashboard-job")
+    # A finished message's kept result, on its page.
+    _wait_for(lambda: stack.app.inspect("emails", summed).state == "finished", what="summed")
+    page.goto(stack.base + "/queues/emails/messages/sum-1")
+    assert page.locator("[data-field=result]").inner_text() == 'ok: {"sum":3}'
     page.goto(stack.base + "/queues/billing/jobs/charge?window=15m")
     assert page.locator("#job-stats td[data-stat=dead]").inner_text() == "1"
     assert page.locator("#job-stats td[data-stat=failed]").inner_text() == "1"
