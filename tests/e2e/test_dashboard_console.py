@@ -125,6 +125,9 @@ def test_message_page_retry_now_and_cancel(stack: Stack, page: Any) -> None:
     assert page.locator("[data-field=arguments]").inner_text() == "7"
     _shot(page, stack, "dashboard-message")
     _click(page, "#retry-now")
+    assert "Are you sure?" in page.content()
+    assert stack.app.inspect("emails", "mail-7").state == "delayed"  # asked first
+    _click(page, "#confirm")
     assert "mail-7 is ready now" in page.locator(".notice").inner_text()
     assert page.locator("[data-field=state]").inner_text() == "ready"
     assert stack.app.inspect("emails", "mail-7").state == "ready"
@@ -243,7 +246,9 @@ def test_workers_page_shows_what_runs_and_stops_a_worker(
     assert "hold" in row.locator("[data-field=running]").inner_text()
     _shot(page, stack, "dashboard-workers")
     with page.expect_navigation():
-        row.locator("button[data-stop]").click()
+        row.locator("[data-stop]").click()
+    assert "Are you sure?" in page.content()
+    _click(page, "#confirm")
     assert f"asked {worker_id} to stop" in page.locator(".notice").inner_text()
     release.touch()
     worker.thread.join(30)
@@ -260,6 +265,8 @@ def test_pause_resume_and_live_updates_that_stop_when_hidden(stack: Stack, page:
     _log_in(page, stack)
     page.goto(stack.base + "/queues/emails")
     _click(page, "#pause")
+    assert stack.app.paused() == set()  # asked first
+    _click(page, "#confirm")
     assert "paused emails" in page.locator(".notice").inner_text()
     assert stack.app.paused() == {"emails"}
     page.goto(stack.base + "/")
@@ -288,6 +295,7 @@ def test_pause_resume_and_live_updates_that_stop_when_hidden(stack: Stack, page:
     _wait_for(lambda: page.evaluate("window.tasukiLive.polls") > polls, what="polls again")
     page.goto(stack.base + "/queues/emails")
     _click(page, "#resume")
+    _click(page, "#confirm")
     assert "resumed emails" in page.locator(".notice").inner_text()
     assert stack.app.paused() == set()
     assert page.locator("#pause").count() == 1
