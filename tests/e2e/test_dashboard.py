@@ -241,6 +241,7 @@ def test_counts_dead_letter_traceback_and_redrive(
     page.click("a[href='/queues/billing']")
     row = page.locator(f"#dead-letters tr[data-id='{message_id}']")
     assert "card declined for 1001" in row.inner_text()
+    assert row.locator("[data-field=job]").inner_text() == "charge"
     row.locator(f"a:has-text('{message_id}')").click()
     assert page.locator("[data-field=state]").inner_text() == "dead"
     traceback = page.locator("#traceback").inner_text()
@@ -364,6 +365,7 @@ def test_purge_asks_first(stack: Stack, page: Any) -> None:
     for i, d in enumerate(held):
         text = rows.nth(i).inner_text()
         assert d.id in text and "1 of 10" in text
+        assert rows.nth(i).locator("[data-field=job]").inner_text() == "send_email"
         assert f"\t{d.fencing_token}\t" in text
         assert re.search(r"\(in (2\d|30)s\)", text), text  # the job's 30 s lease
     page.click("#purge")

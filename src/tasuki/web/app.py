@@ -169,7 +169,11 @@ def create_app(
             backend = app.backend
             stats = backend.stats(queue)
             letters = backend.dead_letters(queue, limit=PAGE_SIZE + 1, offset=offset)
-            held = backend.in_flight(queue, IN_FLIGHT_SHOWN) if inspection else None
+            held: list[Any] | None = None
+            if caps.browsing:  # with each message's job (a listing decodes it)
+                held = app.messages(queue, "in_flight", limit=IN_FLIGHT_SHOWN).items
+            elif inspection:
+                held = backend.in_flight(queue, IN_FLIGHT_SHOWN)
             return stats, letters, held, backend.reliability(queue) if kept else None
 
         stats, letters, held, reliability = await run_in_threadpool(read)
