@@ -60,3 +60,44 @@ def test_pages_show_what_the_backend_counts(url: str) -> None:
         assert "reliability" not in api["dash"]
     assert first.attempt == 1
     app.close()
+
+
+def test_console_pages_answer_or_say_what_the_backend_lacks(url: str) -> None:
+    """Each console page on each backend: its content where the backend can, the
+    refusal's words where it cannot; never a 500."""
+    app = tasuki.App(url)
+
+    @app.job(name="bill", queue="billing")
+    def bill(amount: int) -> None: ...
+
+    message_id = bill.enqueue(5)
+    caps = app.backend.capabilities
+    client = TestClient(create_app(app), base_url="http://127.0.0.1")
+    with client:
+        for state, able in [
+            ("ready", caps.browse_waiting),
+            ("delayed", caps.browse_waiting),
+            ("in_flight", caps.browsing),
+            ("dead", caps.browsing),
+        ]:
+            page = client.get(f"/queues/billing/browse?state={state}")
+            assert page.status_code == 200, (state, page.text)
+            assert ('id="refused"' in page.text) is not able, state
+        listing = client.get("/queues/billing/browse?state=ready&match=0%3D5").text
+        if caps.browse_waiting:
+            assert f'data-id="{message_id}"' in listing
+        bulk = client.get("/queues/billing/bulk/cancel?state=ready&match=0%3D5")
+        assert bulk.status_code == 200
+        if caps.browse_waiting:
+            assert '<span id="match-count">1</span>' in bulk.text
+        for path, able in [
+            ("/workers", caps.worker_registry),
+            ("/queues/billing/jobs", caps.job_stats),
+            ("/queues/billing/jobs/bill?window=15m", caps.job_stats),
+        ]:
+            page = client.get(path)
+            assert page.status_code == 200, (path, page.text)
+            assert ('id="refused"' in page.text) is not able, path
+        queue_page = client.get("/queues/billing").text
+        assert ('id="pause"' in queue_page) is caps.pause
+    app.close()
