@@ -31,6 +31,7 @@ from tasuki.backends.sqs.options import (
 from tasuki.backends.sqs.queues import DEFAULT_MAX_SIZE, QueueInfo, Queues, unreachable
 from tasuki.backends.sqs.records import records_for
 from tasuki.backends.sqs.records.base import FlowRecords, IdFinish, LeaseRecords, ResultPut
+from tasuki.backends.sqs.records.steps import StepRecords, steps_in
 from tasuki.core.flowrecords import error_json
 from tasuki.core.message import GROUP_HEADER, JOB_HEADER, ErrorInfo
 from tasuki.core.records import CANCELLED_WINDOW
@@ -120,12 +121,14 @@ class Plumbing:
         self.lock_backend: Backend | None = None
         self.locks: LockStore | None = None
         self.records: LeaseRecords | None = None
+        self.steps: StepRecords | None = None  # durable steps (durable.py)
         if options.locks:
             from tasuki.backends.urls import backend_from_url
 
             self.lock_backend = backend_from_url(options.locks)
             self.locks = self.lock_backend.locks
             self.records = records_for(self.lock_backend, f"tasuki-sqs:{options.prefix}", RECORDS)
+            self.steps = steps_in(self.records)
         # Limits are admitted in the lock store after the receive (limits.py).
         self.admission = (
             Admission(self.locks, f"tasuki-sqs:{options.prefix}")
@@ -167,6 +170,8 @@ class Plumbing:
             priorities=True,
             rate_limits=kept,
             concurrency_limits=kept,
+            # Step records, signals and waits in the lock store (SQLite's).
+            durable_steps=self.steps is not None,
         )
 
     # -- plumbing --------------------------------------------------------------------
