@@ -22,9 +22,9 @@ duplicate, never a loss.
 does it, all of them on one `Plumbing` (plumbing.py: the client, the batch calls and
 moves, the lock store and its records): producing.py (enqueue, its claims, result
 records), leasing.py (lease), settling.py (settle, extend, keep, cancel), inspecting.py
-(inspect, from the records), flows.py
-(workflows), durable.py (durable steps), dead_letters.py (browse, redrive, purge them) and operating.py (stats,
-purge, ping, close); beside them codec.py, queues.py, levels.py, limits.py, options.py.
+(inspect, from the records), flows.py (workflows), durable.py (durable steps),
+dead_letters.py (browse, redrive, purge them) and operating.py (stats, purge, ping,
+close); beside them codec.py, queues.py, levels.py, limits.py, options.py.
 """
 
 from __future__ import annotations

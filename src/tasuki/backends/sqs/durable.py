@@ -180,10 +180,12 @@ def encode_entry(entry: dict[str, Any]) -> str:
     """A SendMessage entry as JSON (binary attribute values in base64)."""
     attrs = {}
     for name, value in entry.get("MessageAttributes", {}).items():
-        if "BinaryValue" in value:
-            value = {**value, "BinaryValue": base64.b64encode(value["BinaryValue"]).decode()}
-            value["Base64"] = True
-        attrs[name] = value
+        binary = value.get("BinaryValue")
+        attrs[name] = (
+            value
+            if binary is None
+            else {**value, "BinaryValue": base64.b64encode(binary).decode(), "Base64": True}
+        )
     return orjson.dumps({**entry, "MessageAttributes": attrs}).decode()
 
 

@@ -23,8 +23,9 @@ from tasuki.core.records import Receipt, StepRecord, Taken, Waiting
 WAIT_HEADER = "tasuki-wait"
 
 # A wait's state: recorded by a suspend whose copy is being re-sent ("pending"), then
-# sent ("waiting"): a signal may wake it in either; its copy woke and runs ("ended"); a signal answered it and its new copy is being sent ("answered"); that
-# copy was sent, so the delayed one is refused when met ("resent").
+# sent ("waiting"): a signal may wake it in either; its copy woke and runs ("ended"); a
+# signal answered it and its new copy is being sent ("answered"); that copy was sent, so
+# the delayed one is refused when met ("resent").
 WaitState = Literal["pending", "waiting", "ended", "answered", "resent"]
 
 
