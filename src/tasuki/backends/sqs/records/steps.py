@@ -1,7 +1,8 @@
 """The durable steps SQS keeps in its `locks=` store (DESIGN §4c), beside the lease
 records that fence them: each message's step records, the signals sent to it and not
 yet consumed, and its wait (`StepRecords`). SQLite keeps them in tables of their own
-(sqlite_steps.py); other stores keep none (the backend refuses `durable_steps`).
+(sqlite_steps.py), Redis as keys in each lease record's slot
+(redis_steps.py); other stores keep none (the backend refuses `durable_steps`).
 
 A wait is numbered (`seq`, one more per suspend of the message) and its number rides
 in the header WAIT_HEADER of the copy re-sent to sleep. A signal that answers a wait
@@ -12,6 +13,7 @@ its number (`admit`): the store says the wait it slept for was answered.
 
 from __future__ import annotations
 
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Literal, NamedTuple
@@ -109,12 +111,16 @@ class StepRecords(ABC):
 
 def steps_in(records: object) -> StepRecords | None:
     """The step records kept beside `records` (the lease records of SQS's `locks=`
-    store), or None where that store keeps none. The store's module is imported only
-    when it is used."""
-    from tasuki.backends.sqs.records.sqlite import SQLiteLeaseRecords
-
-    if isinstance(records, SQLiteLeaseRecords):
+    store), or None where that store keeps none. A store's module is imported only when
+    its records are in use (records_for imported it)."""
+    sqlite = sys.modules.get("tasuki.backends.sqs.records.sqlite")
+    if sqlite is not None and isinstance(records, sqlite.SQLiteLeaseRecords):
         from tasuki.backends.sqs.records.sqlite_steps import SQLiteStepRecords
 
         return SQLiteStepRecords(records)
+    redis = sys.modules.get("tasuki.backends.sqs.records.redis")
+    if redis is not None and isinstance(records, redis.RedisLeaseRecords):
+        from tasuki.backends.sqs.records.redis_steps import RedisDurableRecords
+
+        return RedisDurableRecords(records)
     return None
