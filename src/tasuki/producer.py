@@ -9,6 +9,7 @@ penalty, for the next hop (`runtime/receiver.py`).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from typing import Any
@@ -93,6 +94,16 @@ class Producer:
             finally:
                 _CONNECTION.reset(token)
         return [result.id for result in self.enqueue_outgoing(drafts)]
+
+    async def enqueue_calls_async(
+        self, job: Job[..., Any], calls: Sequence[Call], bound: Enqueuer[Any] | None = None
+    ) -> list[str]:
+        """`enqueue_calls` on a thread: the backends' clients are blocking ones, and the
+        context goes along (a trace's span). In a caller's transaction (`connection=`)
+        it runs here: a connection belongs to its thread (sqlite3 refuses any other)."""
+        if bound is not None and bound.connection is not None:
+            return self.enqueue_calls(job, calls, bound)
+        return await asyncio.to_thread(self.enqueue_calls, job, calls, bound)
 
     def send(
         self,

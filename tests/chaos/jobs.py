@@ -30,6 +30,7 @@ import uuid
 from typing import Any
 
 import tasuki
+from tasuki import logs
 from tests.chaos.durable import EFFECTS, key
 from tests.chaos.recorder import note, record
 
@@ -80,7 +81,7 @@ class LeaseLog(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         fields = getattr(record, "tasuki", None)
-        if record.getMessage() == "received" and isinstance(fields, dict):
+        if logs.event_name(record) == "received" and isinstance(fields, dict):
             note("leased", id=fields["id"], attempt=fields["attempt"])
 
 

@@ -75,6 +75,11 @@ def mem(tmp_path: Path) -> str:
         (["resize", "--app", "os:sep"], USAGE, "not a tasuki.App"),
         (["resize", "--app", "tests.e2e.cli_app_bad_url:app"], RUNTIME, "'bogus'"),
         (["no_such_job", "--app", APP], RUNTIME, "no job named 'no_such_job'"),
+        (
+            ["resise", "--app", APP],
+            RUNTIME,
+            "no job named 'resise' is registered on this app; did you mean 'resize'?",
+        ),
         (["resize", "1", "2", "3", "--app", APP], RUNTIME, "wrong arguments for job 'resize'"),
     ],
 )

@@ -246,6 +246,11 @@ def test_counts_dead_letter_traceback_and_redrive(
     traceback = page.locator("#traceback").inner_text()
     assert "Traceback (most recent call last)" in traceback
     assert "ValueError: card declined for 1001" in traceback
+    # From the job's own frame: tasuki's above it collapsed into one line.
+    lines = traceback.strip().splitlines()
+    assert lines[1].strip() == "[1 frame of tasuki]", traceback
+    assert lines[2].rstrip().endswith(", in charge"), traceback
+    assert "tasuki/runtime" not in traceback
     assert "dead" in page.locator("#history").inner_text()
     page.screenshot(path=str(stack.shots / "dead-letter.png"), full_page=True)
 

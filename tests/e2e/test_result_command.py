@@ -76,7 +76,9 @@ def test_inspect_shows_the_kept_result(app: tasuki.App) -> None:
     mid = double.enqueue(21)
     app.worker(concurrency=1).run(until_idle=True, timeout=30)
     code, out = invoke("inspect", "default", mid, "--url", url, "--json")
-    assert code == 0, out  # acked and forgotten, but its result is kept
-    assert orjson.loads(out)["result"]["value"] == 42
+    assert code == 0, out  # acked and perhaps forgotten, but its result is kept
+    doc = orjson.loads(out)
+    assert doc["result"]["value"] == 42 and doc["state"] == "finished"
     code, out = invoke("inspect", "default", mid, "--url", url)
     assert code == 0 and "result" in out and "42" in out, out
+    assert "unknown" not in out and "never enqueued" not in out, "one state per message"

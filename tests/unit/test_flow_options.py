@@ -10,7 +10,7 @@ import pytest
 
 import tasuki
 from tasuki.backends.memory import MemoryBackend
-from tasuki.core.admission import limits_of
+from tasuki.core.admission import START_MARGIN, limits_of
 from tasuki.core.message import Message
 from tasuki.errors import ConfigurationError, InvalidArgument
 
@@ -155,7 +155,8 @@ def test_keys_are_made_from_the_message_at_enqueue(app: tasuki.App) -> None:
         for limit in limits_of(sync_account, message)
     ]
     assert keys == [
-        ("rate:default:sync_account:c", "rate", 100, 60.0),
+        # The window as the backend counts it: the job's own, and the start margin.
+        ("rate:default:sync_account:c", "rate", 100, 60.0 + START_MARGIN),
         ("concurrency:default:sync_account:t", "concurrency", 1, 0.0),
     ]
 

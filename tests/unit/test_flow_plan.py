@@ -12,7 +12,7 @@ import pytest
 
 import tasuki
 from tasuki.backends.memory import MemoryBackend
-from tasuki.core.flows import StepPlan, draft, plan
+from tasuki.core.flows import StepPlan, draft, flow_value, plan, shaped
 from tasuki.core.job import Step
 from tasuki.core.message import FLOW_HEADER
 from tasuki.errors import ConfigurationError, InvalidArgument, SerializationError
@@ -128,6 +128,64 @@ def test_a_group_inside_a_chain_inside_a_group(jobs: dict[str, Any]) -> None:
     assert [s.path for s in worked.record.steps] == ["0", "1.0", "1.1.0", "1.1.1", "1.2"]
 
 
+def test_an_empty_group_is_a_value_known_at_once(jobs: dict[str, Any]) -> None:
+    # No step, no barrier: the flow's value is [] from the start.
+    worked = plan(tasuki.group([]), "F")
+    assert (worked.entries, worked.record.steps) == ((), ())
+    assert flow_value(worked.record).result == b"[]"
+    assert (
+        flow_value(
+            plan(tasuki.group(tasuki.group([]), tasuki.chain(tasuki.group([]))), "F").record
+        ).result
+        == b"[[],[]]"
+    )
+
+
+def test_what_follows_an_empty_group_starts_in_its_place_with_the_empty_list(
+    jobs: dict[str, Any],
+) -> None:
+    a, b = jobs["a"], jobs["b"]
+    worked = plan(tasuki.chain(tasuki.group([]), b.step(y=1)), "F")
+    [(spec, _)] = worked.entries
+    callback = header(spec, b)
+    assert (spec["p"], spec["a"], callback.given, callback.final) == ("1", [[]], None, True)
+    assert flow_value(worked.record) == worked.record  # its value is the callback's
+    # In the middle of a chain: the step before it enqueues the one after, which takes [].
+    worked = plan(tasuki.chain(a.step(1), tasuki.group([]), a.step()), "F")
+    [(spec, _)] = worked.entries
+    [after] = header(spec, a).next
+    assert (after["p"], after["a"], after["i"]) == ("2", [[]], None)
+    assert [s.path for s in worked.record.steps] == ["0", "2"]
+    # At the end of a chain: the step before it ends the flow, whose value is [].
+    worked = plan(tasuki.chain(a.step(1), tasuki.group([])), "F")
+    [(spec, _)] = worked.entries
+    assert header(spec, a).final and not header(spec, a).next
+    assert flow_value(worked.record).result is None  # running: no value yet
+    finished = dataclasses.replace(worked.record, result=b"1")
+    assert flow_value(finished).result == b"[]"
+
+
+def test_a_group_counts_only_its_members_with_steps_and_its_shape_puts_the_rest_back(
+    jobs: dict[str, Any],
+) -> None:
+    a, b = jobs["a"], jobs["b"]
+    members = tasuki.group(a.step(0), tasuki.group([]), tasuki.chain(a.step(1), tasuki.group([])))
+    worked = plan(tasuki.chain(members, b.step()), "F")
+    assert [spec["p"] for spec, _ in worked.entries] == ["0.0", "0.2.0"]
+    assert [fills(header(spec, a)) for spec, _ in worked.entries] == [
+        (("0", 0, 2),),
+        (("0", 1, 2),),
+    ]
+    [callback] = header(worked.entries[0][0], a).next
+    callback_plan = header(callback, b)
+    assert callback_plan.barrier == "0"
+    # The barrier holds [x, y] (the second member's chain ends with the empty group).
+    assert shaped(callback_plan.shape, [5, 7]) == [5, [], []]
+    # A root group of the same: the flow's stored result is read the same way.
+    root = plan(members, "F").record
+    assert flow_value(dataclasses.replace(root, result=b"[5,7]")).result == b"[5,[],[]]"
+
+
 def test_on_failure_travels_with_every_step_and_takes_the_failure(
     jobs: dict[str, Any],
 ) -> None:
@@ -144,10 +202,10 @@ def test_on_failure_travels_with_every_step_and_takes_the_failure(
 
 def test_what_a_flow_refuses_when_it_is_made(app: tasuki.App, jobs: dict[str, Any]) -> None:
     a, b = jobs["a"], jobs["b"]
-    with pytest.raises(InvalidArgument, match="at least one step"):
+    with pytest.raises(InvalidArgument, match="at least one part"):
         tasuki.chain()
-    with pytest.raises(InvalidArgument, match="at least one step"):
-        tasuki.group([])
+    with pytest.raises(InvalidArgument, match="knows no app"):
+        tasuki.group([]).enqueue()
     with pytest.raises(InvalidArgument, match="takes steps"):
         tasuki.chain(a)  # the job, not a step
     with pytest.raises(InvalidArgument, match="wrong arguments"):

@@ -21,15 +21,24 @@ class WorkerProcess:
     """`tasuki worker tests.worker.sample_app:app` in its own process."""
 
     def __init__(
-        self, url: str, log: Path, *args: str, vt: float = 2.0, stderr: Path | None = None
+        self,
+        url: str,
+        log: Path,
+        *args: str,
+        vt: float = 2.0,
+        stderr: Path | None = None,
+        background: bool = False,
     ) -> None:
         env = env_with_src()
         env.update(TASUKI_URL=url, TASUKI_TEST_LOG=str(log), TASUKI_TEST_VT=str(vt))
         self.stderr_path = stderr
         out = open(stderr, "ab") if stderr else None  # noqa: SIM115
+        argv = [sys.executable, "-m", "tasuki", "worker", "tests.worker.sample_app:app", *args]
+        if background:  # as a shell without job control starts `cmd &`: SIGINT ignored
+            argv = ["sh", "-c", 'trap "" INT; exec "$@"', "sh", *argv]
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "tasuki", "worker", "tests.worker.sample_app:app", *args],
+                argv,
                 env=env,
                 cwd=ROOT,
                 stdout=subprocess.DEVNULL,

@@ -118,3 +118,11 @@ if app.backend.capabilities.concurrency_limits:
         if tasuki.current().attempt == 1:
             time.sleep(hold)
         record("end", n=n)
+
+
+if app.backend.capabilities.rate_limits:
+
+    @app.job(visibility_timeout=VT, rate_limit=tasuki.RateLimit(5, per=1.0))
+    def paced(n: int) -> None:
+        """At most five starts in any second, whichever worker process runs them."""
+        record("start", n=n)

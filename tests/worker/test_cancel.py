@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 import tasuki
+from tasuki import logs
 from tasuki.backends.base import Keep, LeaseStatus
 from tasuki.backends.memory import MemoryBackend
 from tasuki.core.context import Context
@@ -126,7 +127,7 @@ def test_a_running_job_sees_the_cancel_and_nothing_of_its_run_is_kept(
     assert stats["ready"] + stats["in_flight"] + stats["delayed"] + stats["dead"] == 0
     if app.backend.capabilities.inspection:
         assert app.inspect("default", mid).state == "cancelled"
-    events = [r.getMessage() for r in caplog.records if r.name == "tasuki"]
+    events = [logs.event_name(r) for r in caplog.records if r.name == "tasuki"]
     assert "cancelled" in events
     assert "finished" not in events and "ack refused" not in events
 

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 import tasuki
+from tasuki import logs
 
 
 @pytest.fixture
@@ -91,7 +92,7 @@ def test_skipped_duplicate_is_acked_and_logged(
     caplog.set_level("INFO", logger="tasuki")
     job.options(message_id="x").enqueue()
     drain(app)
-    skipped = [r for r in caplog.records if r.getMessage() == "skipped"]
+    skipped = [r for r in caplog.records if logs.event_name(r) == "skipped"]
     assert len(skipped) == 1
     assert skipped[0].tasuki["reason"] == "duplicate: already done"  # type: ignore[attr-defined]
     assert app.stats() == {

@@ -120,6 +120,40 @@ def test_a_chord_runs_once_after_all_its_members_with_their_results_in_order(
     assert app.flow_result(flow_id, timeout=5.0) == "sum=285"
 
 
+def test_an_empty_fan_out_runs_its_callback_once_with_the_empty_list(
+    app: tasuki.App, calls: Calls
+) -> None:
+    @app.job()
+    def thumb(photo: str) -> str:
+        return f"t-{photo}"
+
+    @app.job()
+    def summarize(thumbs: list[Any], label: str) -> str:
+        calls.add("summarize", thumbs)
+        return f"{label}:{len(thumbs)}"
+
+    photos: list[str] = []
+    chord = tasuki.chain(tasuki.group(thumb.step(p) for p in photos), summarize.step(label="n"))
+    flow_id = chord.enqueue()
+    # A group of members, one of which is an empty group: [its value, []].
+    mixed = tasuki.chain(
+        tasuki.group(thumb.step("a"), tasuki.group(thumb.step(p) for p in photos)),
+        summarize.step(label="m"),
+    ).enqueue()
+    alone = tasuki.group(thumb.step(p) for p in photos).enqueue(app=app)
+    # At the end of a chain: the flow's value is [] once the step before it is done.
+    tail = tasuki.chain(thumb.step("b"), tasuki.group(thumb.step(p) for p in photos)).enqueue()
+    assert app.flow(tail).state == "running"
+    drain(app)
+    assert app.flow_result(tail, timeout=5.0) == []
+    assert sorted(calls.of("summarize"), key=len) == [[], ["t-a", []]]
+    assert app.flow_result(flow_id, timeout=5.0) == "n:0"
+    assert app.flow_result(mixed, timeout=5.0) == "m:2"
+    assert app.flow_result(alone, timeout=5.0) == []
+    state = app.flow(alone)
+    assert (state.state, state.result, state.steps) == ("succeeded", [], ())
+
+
 def test_nested_shapes(app: tasuki.App, calls: Calls) -> None:
     @app.job()
     def num(n: int) -> int:
@@ -184,8 +218,9 @@ def test_a_dead_step_stops_the_flow_and_on_failure_runs_once_with_the_failure(
     assert failed.value.message_id == failure.message_id
 
 
+@pytest.mark.parametrize("which", ["one", "all"])
 def test_a_dead_step_in_a_chain_runs_nothing_after_it_and_a_redrive_resumes(
-    app: tasuki.App, calls: Calls
+    app: tasuki.App, calls: Calls, which: str
 ) -> None:
     flaky = {"fail": True}
 
@@ -206,7 +241,15 @@ def test_a_dead_step_in_a_chain_runs_nothing_after_it_and_a_redrive_resumes(
     assert app.flow(flow_id).state == "failed"
     # Re-driving the dead step resumes the flow where it stopped.
     flaky["fail"] = False
-    assert app.redrive("default", [f"{flow_id}.0"]) == 1
+    ids = [f"{flow_id}.0"] if which == "one" else None
+    assert app.redrive("default", ids) == 1
+    # The redrive put the flow back to running: every reader waits for the resumed flow
+    # rather than answering with the failure it had.
+    resumed = app.flow(flow_id)
+    assert (resumed.state, resumed.error) == ("running", None)
+    assert resumed.steps[0].state != "dead"  # SQS: its dead mark went with the redrive
+    with pytest.raises(ResultTimeout):
+        app.flow_result(flow_id, timeout=0.3)
     drain(app)
     assert calls.of("b") == [2]
     assert app.flow_result(flow_id, timeout=5.0) == 20
@@ -362,3 +405,30 @@ def test_a_signing_app_signs_the_plan(any_url: str) -> None:
         assert app.dead_letters() == []
     finally:
         app.close()
+
+
+def test_a_steps_attempts_read_as_its_jobs(app: tasuki.App) -> None:
+    """A finished step shows the attempt it succeeded on, a waiting one `n of` its job's
+    own limit (not the extra lease a step carries)."""
+    tries: list[int] = []
+
+    @app.job(retry=tasuki.Retry(max_attempts=10, backoff=tasuki.constant(0.0)))
+    def flaky(x: int) -> int:
+        tries.append(x)
+        if len(tries) < 3:
+            raise ConnectionError("again")
+        return x
+
+    @app.job(retry=tasuki.Retry(max_attempts=10))
+    def last(x: int) -> int:
+        return x
+
+    flow_id = tasuki.chain(flaky.step(1), last.step()).enqueue()
+    if app.backend.capabilities.inspection:
+        waiting = app.inspect("default", f"{flow_id}.0")
+        assert (waiting.attempt, waiting.max_attempts) == (0, 10)
+    drain(app)
+    assert app.flow_result(flow_id, timeout=5.0) == 1
+    steps = app.flow(flow_id).steps
+    assert [(s.job, s.state) for s in steps] == [("flaky", "finished"), ("last", "finished")]
+    assert [s.attempt for s in steps] == [3, 1]

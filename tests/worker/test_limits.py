@@ -15,6 +15,7 @@ import pytest
 
 import tasuki
 from tasuki.backends.base import Backend, Delivery
+from tasuki.core.admission import START_MARGIN
 from tests.worker.helpers import WorkerProcess, read_log, wait_until
 
 TENANT_LIMIT = 2
@@ -130,13 +131,49 @@ def test_a_rate_limit_holds_in_any_window_across_workers(app: tasuki.App) -> Non
     finally:
         for w in workers:
             w.stop(grace=5.0)
-    starts.sort()
-    # The limit counts leases; a job starts after its lease, by a hand-off that a loaded
-    # machine can make 0.1 s late (a fresh-clone CI run on SQLite: two starts 0.12 s after
-    # their lease made five in a window), so the window is narrowed by a quarter second.
-    for i, t in enumerate(starts):
-        assert len([s for s in starts[i:] if s < t + per - 0.25]) <= 3, starts
-    assert starts[-1] - starts[0] < 2 * per + 1.5  # the tokens came back on time
+    # On starts, as the job sees them (a batch's hand-off once made five in a window).
+    assert most_in_a_window(starts, per) <= 3, starts
+    # The tokens came back on time (SQS wakes a parked message on whole seconds).
+    window = per + START_MARGIN + app.backend.capabilities.timer_resolution
+    assert max(starts) - min(starts) < 2 * window + 1.5
+
+
+@pytest.mark.requires("rate_limits")
+def test_a_rate_limited_job_that_would_start_late_waits_for_its_next_token(
+    app: tasuki.App, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its first delivery reaches its thread as if a second after its lease (a loaded
+    # machine): started then, it could share a window with the next admissions. It is
+    # given back without penalty and runs at its next token, attempt 1, second lease.
+    from tasuki.runtime.receiver import Receiver
+
+    runs: list[tuple[int, int]] = []
+
+    @app.job(rate_limit=tasuki.RateLimit(1, per=0.5))
+    def call_api() -> None:
+        ctx = tasuki.current()
+        runs.append((ctx.attempt, ctx.fencing_token))
+
+    receive = Receiver.receive_many
+    late = [True]
+
+    def receive_late(self: Receiver, deliveries: list[Delivery]) -> Any:
+        tasks = receive(self, deliveries)
+        if tasks and late:
+            late.clear()
+            tasks[0].held.leased_at -= 1.0
+        return tasks
+
+    monkeypatch.setattr(Receiver, "receive_many", receive_late)
+    call_api.enqueue()
+    worker = app.worker(concurrency=2)
+    worker.start()
+    try:
+        wait_until(lambda: len(runs) == 1, 30)
+    finally:
+        worker.stop(grace=5.0)
+    [(attempt, fence)] = runs
+    assert (attempt, fence > 1) == (1, True)  # a later lease (SQS also counts its parks)
 
 
 @pytest.mark.requires("rate_limits")
@@ -213,6 +250,59 @@ def test_a_concurrency_limit_holds_across_worker_processes(
     assert all(r["attempt"] == 1 for r in records)
     errors = (tmp_path / "w.log").read_text() if (tmp_path / "w.log").exists() else ""
     assert "ERROR" not in errors and "WARNING" not in errors, errors
+
+
+# Two processes' clocks read the same system clock: what separates a start from the one
+# it is compared with, beyond the order of events, is the read of the clock and the
+# write of its line (microseconds), well inside this margin. Nothing else is forgiven:
+# the limit is on starts as the job sees them.
+CLOCK_JITTER = 0.005
+
+
+def most_in_a_window(starts: Sequence[float], per: float) -> int:
+    """The most starts in any half-open window [t, t + per) (the worst begins at a start)."""
+    ordered = sorted(starts)
+    return max(
+        len([s for s in ordered[i:] if s < t + per - CLOCK_JITTER]) for i, t in enumerate(ordered)
+    )
+
+
+def test_most_in_a_window_counts_every_sliding_window() -> None:
+    assert most_in_a_window([0.0, 0.5, 0.99, 1.0, 1.5], 1.0) == 3
+    assert most_in_a_window([0.0, 1.0, 2.0], 1.0) == 1
+
+
+@pytest.mark.slow
+@pytest.mark.requires("rate_limits")
+def test_a_rate_limit_holds_on_starts_across_worker_processes(
+    shared_url: str, log: Path, tmp_path: Path, workers: list[WorkerProcess]
+) -> None:
+    # RateLimit(5, per=1.0), 15 instant jobs, two worker processes of four threads each:
+    # the job's own clock at its start is what the limit is about.
+    app = tasuki.App(shared_url)
+
+    @app.job(rate_limit=tasuki.RateLimit(5, per=1.0))
+    def paced(n: int) -> None: ...
+
+    for _ in range(2):
+        workers.append(WorkerProcess(shared_url, log, "-c", "4", stderr=tmp_path / "w.log"))
+    time.sleep(1.0)  # both processes up and waiting, so the first burst is contended
+    paced.enqueue_many([(n,) for n in range(15)])
+
+    def starts() -> list[float]:
+        return [r["t"] for r in read_log(log) if r["event"] == "start"]
+
+    wait_until(lambda: len(starts()) == 15, 60)
+    found = starts()
+    t0 = min(found)
+    assert most_in_a_window(found, 1.0) <= 5, " ".join(f"{t - t0:.4f}" for t in sorted(found))
+    # And the tokens came back on time: each window as counted (its margin included) and
+    # the backend's timer (SQS wakes a parked message on whole seconds), with room.
+    window = 1.0 + START_MARGIN + app.backend.capabilities.timer_resolution
+    assert max(found) - min(found) < 2 * window + 1.0
+    records = read_log(log)
+    assert all(r["attempt"] == 1 for r in records)
+    app.close()
 
 
 @pytest.mark.slow

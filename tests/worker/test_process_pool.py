@@ -49,6 +49,12 @@ def test_process_job_exception_keeps_its_type() -> None:
     assert dead.attempt == 1
     assert "gave up on ValueError" in dead.reason
     assert dead.error is not None and "raised in the job process" in dead.error.traceback
+    # The child's traceback starts at the job's frame; the parent's, all tasuki's, goes.
+    tb = dead.error.traceback
+    child = tb[tb.index("raised in the job process") :].splitlines()
+    assert child[1:3] == ["Traceback (most recent call last):", "  [1 frame of tasuki]"]
+    assert child[3].endswith(", in refuses"), tb
+    assert "tasuki/runtime" not in tb, tb
     app.purge_dead()
 
 

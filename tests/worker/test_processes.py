@@ -130,20 +130,38 @@ def test_sigterm_grace_then_release_without_penalty(
     assert delivery.attempt == 1
 
 
+@pytest.mark.parametrize(
+    ("second", "background"),
+    [(signal.SIGINT, False), (signal.SIGTERM, False), (signal.SIGINT, True)],
+    ids=["sigint", "sigterm", "sigint-background"],
+)
 def test_second_signal_exits_at_once(
-    shared_url: str, log: Path, tmp_path: Path, workers: list[WorkerProcess]
+    shared_url: str,
+    log: Path,
+    tmp_path: Path,
+    workers: list[WorkerProcess],
+    second: signal.Signals,
+    background: bool,
 ) -> None:
+    """During the grace wait too, in a terminal or started with `&` (SIGINT ignored)."""
     app = producer(shared_url)
     app.jobs["stubborn"].enqueue(1, 30.0)
-    w = WorkerProcess(shared_url, log, "-c", "1", "--grace", "60", vt=30.0)
+    stderr = tmp_path / "w.log"
+    first = signal.SIGTERM if background else signal.SIGINT
+    w = WorkerProcess(
+        shared_url, log, "-c", "1", "--grace", "60", vt=30.0, stderr=stderr, background=background
+    )
     workers.append(w)
     wait_until(lambda: len(read_log(log)) >= 1, 20)
-    w.signal(signal.SIGTERM)
-    time.sleep(0.3)
+    w.signal(first)
+    wait_until(lambda: "worker stopping" in stderr.read_text(), 10)
     started = time.monotonic()
-    w.signal(signal.SIGINT)
-    assert w.wait(5) != 0
+    w.signal(second)
+    assert w.wait(5) == 1
     assert time.monotonic() - started < 3.0
+    text = stderr.read_text()
+    assert f"{second.name} received again: exiting now" in text
+    assert "Aborted" not in text and "Traceback" not in text
 
 
 def test_job_running_ten_times_its_lease_runs_once_with_two_workers(

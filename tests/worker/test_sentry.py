@@ -126,7 +126,9 @@ def test_one_event_per_failed_attempt(sent: Captured, sqlite_url: str) -> None:
     # The worker's own "dead-lettered" line of a failed run is not a second event; the
     # poison message's (it never ran, so no middleware saw it) still reaches Sentry.
     logged = [e for e in events if e.get("logger") == "tasuki"]
-    assert [e["logentry"]["message"] for e in logged] == ["dead-lettered"], logged
+    # One template for every dead letter (one Sentry issue), the facts in the text.
+    assert [e["logentry"]["message"] for e in logged] == ["dead-lettered %s"], logged
+    assert logged[0]["logentry"]["formatted"].startswith("dead-lettered queue=default job=")
     assert logged[0]["extra"]["tasuki"]["job"] == "no_such_job"
     assert len(events) == len(runs) + 1
     app.close()

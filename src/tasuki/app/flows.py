@@ -25,7 +25,7 @@ def state(backend: Backend, producer: Producer, flow_id: str) -> FlowState:
     backend keeps where it cannot inspect; see `App.flow`)."""
     record = flow_record(backend, producer, flow_id)
     steps = [*record.steps, *([record.on_failure] if record.on_failure else [])]
-    infos = backend.flow_steps(steps)
+    infos = [_with_attempt(info) for info in backend.flow_steps(steps)]
     return flows.state_of(record, infos)
 
 
@@ -40,7 +40,7 @@ def result(backend: Backend, producer: Producer, flow_id: str, timeout: float | 
         found = backend.wait_flow(flow_id, remaining)
         if found is None:
             raise UnknownFlow(f"flow {flow_id!r} is no longer kept")
-        record = found
+        record = flows.flow_value(found)
     if record.result is not None:
         return orjson.loads(record.result)
     if record.cancelled:
@@ -72,17 +72,40 @@ def place(backend: Backend, info: MessageInfo) -> MessageInfo:
         record = backend.flow(flow_id)
         steps = () if record is None else (*record.steps, record.on_failure)
         if any(s is not None and (s.queue, s.message_id) == (info.queue, info.id) for s in steps):
-            return dataclasses.replace(info, flow_id=flow_id, step=path)
+            # A step carries one lease more than its job's limit (`core/flows.py`, where
+            # it is sealed): the limit a person reads is the job's own.
+            limit = info.max_attempts
+            return dataclasses.replace(
+                _with_attempt(info),
+                flow_id=flow_id,
+                step=path,
+                max_attempts=None if limit is None else max(1, limit - 1),
+            )
     return info
 
 
+def _with_attempt(info: MessageInfo) -> MessageInfo:
+    """A finished step with the attempt its ack was made on: a backend forgets a
+    message's attempt at the ack, but its lease history ends with that ack. Every lease
+    took an attempt but a release without penalty; a release older than the history
+    (`HISTORY_LIMIT` leases) is not seen, so the attempt may read high there."""
+    if info.state != "finished" or info.attempt or not info.history:
+        return info
+    last = info.history[-1]
+    if last.event != "acked" or last.fencing_token < 1:
+        return info
+    released = sum(1 for e in info.history if e.event == "released")
+    return dataclasses.replace(info, attempt=max(1, last.fencing_token - released))
+
+
 def flow_record(backend: Backend, producer: Producer, flow_id: str) -> FlowRecord:
-    """The flow's record; `UnknownFlow` if the backend keeps none."""
+    """The flow's record, its result as the flow's value (`flows.flow_value`);
+    `UnknownFlow` if the backend keeps none."""
     producer.check_workflows()
     record = backend.flow(check_message_id(flow_id))
     if record is None:
         raise UnknownFlow(f"no flow {flow_id!r}: never started, or no longer kept")
-    return record
+    return flows.flow_value(record)
 
 
 def _over(record: FlowRecord) -> bool:

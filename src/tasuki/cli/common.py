@@ -115,7 +115,13 @@ def app_options(fn: F) -> F:
         envvar="TASUKI_URL",
         help="Backend URL (default: $TASUKI_URL, else sqlite:///tasuki.db).",
     )(fn)
-    fn = click.option("--app", "app_spec", metavar="MODULE:APP", help="Load the app from here.")(fn)
+    fn = click.option(
+        "--app",
+        "app_spec",
+        envvar="TASUKI_APP",
+        metavar="MODULE:APP",
+        help="Load the app from here (default: $TASUKI_APP).",
+    )(fn)
     return fn
 
 

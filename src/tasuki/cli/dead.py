@@ -150,12 +150,26 @@ def show(queue: str, message_id: str, app_spec: str | None, url: str | None, as_
 def redrive(
     queue: str, ids: tuple[str, ...], all_: bool, app_spec: str | None, url: str | None
 ) -> None:
-    """Send dead letters back to QUEUE, attempts reset: the given IDS, or --all."""
+    """Send dead letters back to QUEUE, attempts reset: the given IDS, or --all.
+
+    Exits with status 1, naming them, when some of the IDS are not dead letters of QUEUE
+    (the others are re-driven).
+    """
     if bool(ids) == all_:
         raise click.UsageError("give message ids, or --all")
     app = app_from_options(app_spec, url, existing=True)
-    count = app.redrive(queue, None if all_ else list(ids))
-    click.echo(f"re-drove {count} message(s) to {queue!r}")
+    if all_:
+        click.echo(f"re-drove {app.redrive(queue)} message(s) to {queue!r}")
+        return
+    wanted = list(dict.fromkeys(ids))
+    missing = [i for i in wanted if app.dead_letter(queue, i) is None]
+    found = [i for i in wanted if i not in missing]
+    count = app.redrive(queue, found) if found else 0
+    if found:
+        click.echo(f"re-drove {count} message(s) to {queue!r}")
+    if missing:
+        which = ", ".join(repr(i) for i in missing)
+        raise click.ClickException(f"no dead letter {which} in queue {queue!r}")
 
 
 @dead.command("purge")

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
 import click
 import orjson
 
+from tasuki.app import App
 from tasuki.cli.common import (
     MESSAGE_ID,
     QUEUE,
@@ -14,9 +16,10 @@ from tasuki.cli.common import (
     app_options,
     friendly_errors,
 )
-from tasuki.core.job import check_delay, check_message_id
+from tasuki.core.job import Job, check_delay, check_message_id
 from tasuki.core.message import JOB_HEADER, new_id
 from tasuki.core.policies import UNSTATED_MAX_ATTEMPTS
+from tasuki.errors import UnknownJob
 from tasuki.middleware.base import Outgoing
 
 
@@ -93,7 +96,7 @@ def enqueue(
     app = app_from_options(app_spec, url)
     values = tuple(_parse(a) for a in args)
     if app_spec:
-        registered = app.get_job(job)
+        registered = _registered(app, job)
         bound = registered.options(
             queue=queue, delay=delay, message_id=message_id, priority=priority
         )
@@ -114,3 +117,23 @@ def enqueue(
         priority=priority or 0,
     )
     click.echo(app.producer.enqueue_outgoing([draft])[0].id)
+    click.echo(
+        f"note: the job name {job!r} was not checked, and the message went to queue "
+        f"{draft.queue!r} with no job's policies: give --app MODULE:APP (or TASUKI_APP) to "
+        "check it and use the job's own queue, priority and policies",
+        err=True,
+    )
+
+
+def _registered(app: App, name: str) -> Job[..., Any]:
+    """The app's job of that name, or an error that names the likeliest one meant."""
+    try:
+        return app.get_job(name)
+    except UnknownJob as exc:
+        names = sorted(app.registry.jobs)
+        close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+        if close:
+            raise UnknownJob(f"{exc}; did you mean {close[0]!r}?") from None
+        if names and len(names) <= 10:
+            raise UnknownJob(f"{exc}; its jobs: {', '.join(names)}") from None
+        raise

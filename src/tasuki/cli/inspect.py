@@ -41,13 +41,23 @@ def inspect(
     app = app_from_options(app_spec, url, existing=True)
     info = app.inspect(queue, message_id)
     kept = app.backend.result(queue, message_id) if app.backend.capabilities.results else None
+    # The queue forgot a finished message's id before its result expired: the result
+    # says what became of it, and the message has that one state.
+    forgotten = info.state == "unknown" and kept is not None and kept.state != "pending"
     if as_json:
         doc = info.as_dict()
+        if forgotten:
+            doc["state"] = "finished"
         if kept is not None:
             doc["result"] = result_document(kept)
         click.echo(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode())
     else:
-        print_info(info)
+        if forgotten:
+            console.real().print(
+                text(f"{info.id} in {info.queue}: finished (its id is no longer remembered)")
+            )
+        else:
+            print_info(info)
         if kept is not None:
             print_result(kept)
     if info.state == "unknown" and kept is None:
@@ -118,7 +128,7 @@ def print_info(info: MessageInfo) -> None:
         rows.append(("id remembered until", when(info.finished_until, now)))
     else:
         rows += [
-            ("attempt", f"{info.attempt} of {info.max_attempts}"),
+            ("attempt", _attempts(info.attempt, info.max_attempts)),
             ("fencing number", str(info.fencing_token)),
             ("priority", str(info.priority)),
             ("enqueued", when(info.enqueued_at, now)),
@@ -165,3 +175,9 @@ def print_info(info: MessageInfo) -> None:
     if info.error is not None and info.error.traceback:
         out.print()
         out.print(text(info.error.traceback.rstrip()), soft_wrap=True)
+
+
+def _attempts(attempt: int, limit: int | None) -> str:
+    """`2 of 10`; where the backend cannot know the limit (SQS keeps it in the body the
+    worker reads), the attempts alone."""
+    return f"{attempt}" if limit is None else f"{attempt} of {limit}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import os
 import sys
 from typing import Any
 
@@ -80,6 +81,13 @@ class WorkerCount(click.ParamType):  # type: ignore[type-arg]
     "--log-format", type=click.Choice(["plain", "json"]), default="plain", show_default=True
 )
 @click.option(
+    "--log-config",
+    type=click.Path(exists=True, dir_okay=False),
+    metavar="FILE",
+    help="A logging configuration to apply instead: dictConfig JSON or YAML, or an ini "
+    "file for fileConfig. Without it, logging the app configured at import is left as is.",
+)
+@click.option(
     "--metrics-port",
     type=click.IntRange(min=1, max=65535),
     help="Serve Prometheus metrics on this port (needs tasuki[metrics]).",
@@ -136,6 +144,7 @@ def worker(
     no_inline: bool,
     log_level: str,
     log_format: str,
+    log_config: str | None,
     metrics_port: int | None,
     metrics_host: str,
     health_port: int | None,
@@ -144,16 +153,36 @@ def worker(
     reload: bool,
     reload_dirs: tuple[str, ...],
 ) -> None:
-    """Run a worker for the app's jobs until SIGTERM/SIGINT (graceful), or a second one."""
+    """Run a worker for the app's jobs until SIGTERM/SIGINT (graceful), or a second one.
+
+    Every option may come from the environment instead: TASUKI_ and the option's name
+    (TASUKI_CONCURRENCY=16, TASUKI_QUEUES=a,b, TASUKI_NO_INLINE=1), MODULE:APP from
+    TASUKI_APP; an option on the command line wins.
+    """
     from tasuki.runtime.supervised import Supervised, serve_child_endpoints
 
     supervised = Supervised.from_env()
-    logs.configure(log_level, log_format, None if supervised is None else supervised.index)
+    index = None if supervised is None else supervised.index
+    if (
+        supervised is not None
+        and ctx.get_parameter_source("workers") is ParameterSource.ENVIRONMENT
+    ):
+        # TASUKI_WORKERS is also how the supervisor tells its children the group's size:
+        # a child runs one worker, its own.
+        workers = 1
     if workers > 1 and reload:
         raise click.UsageError(
             f"--reload runs one worker, --workers {workers} asks for {workers}: drop "
             "--workers while developing (--reload is not for production)"
         )
+    if workers > 1 or reload:  # this process never imports the app
+        _configure_logging(ctx, log_level, log_format, log_config, index)
+    if workers > 1 or reload:
+        # A child gets every option on its command line but these: it must not read
+        # them from the environment either (TASUKI_WORKERS would make each a supervisor).
+        from tasuki.cli.reload import DROPPED
+
+        _not_inherited(ctx, SUPERVISOR_ONLY if workers > 1 else DROPPED)
     if workers > 1:
         from tasuki.cli.reload import child_argv
         from tasuki.runtime.supervisor import Supervisor
@@ -172,6 +201,7 @@ def worker(
         given = ctx.get_parameter_source("grace") is not ParameterSource.DEFAULT
         sys.exit(run(ctx, reload_dirs, grace if given else None))
     app = load_app(app_spec, param_hint="'MODULE:APP'")
+    _configure_logging(ctx, log_level, log_format, log_config, index)
     refuse_in_process(app)
     w = app.worker(
         queues=queues,
@@ -202,3 +232,44 @@ def worker(
     # out of the collector's sight, a collection only walks what jobs allocate.
     gc.freeze()
     w.run()
+
+
+def _configure_logging(
+    ctx: click.Context, level: str, fmt: str, config: str | None, index: int | None
+) -> None:
+    """`--log-config` if given; else the app's own logging, when its module configured
+    some at import, unless --log-level or --log-format was asked for; else tasuki's."""
+    if config is not None:
+        try:
+            logs.configure_from_file(config)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="'--log-config'") from None
+        return
+    asked = any(
+        ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, None)
+        for name in ("log_level", "log_format")
+    )
+    if asked or not logs.configured_elsewhere():
+        logs.configure(level, fmt, index)
+
+
+def _not_inherited(ctx: click.Context, names: frozenset[str] | set[str]) -> None:
+    for param in ctx.command.params:
+        if param.name in names and isinstance(param.envvar, str):
+            os.environ.pop(param.envvar, None)
+
+
+def _from_environment(command: click.Command) -> click.Command:
+    """Each option also read from TASUKI_<ITS LONG NAME> (`--no-inline`:
+    TASUKI_NO_INLINE), shown in --help; MODULE:APP from TASUKI_APP."""
+    for param in command.params:
+        if isinstance(param, click.Argument):
+            param.envvar = "TASUKI_APP"
+        elif isinstance(param, click.Option) and param.name != "help":
+            longest = max(param.opts, key=len).lstrip("-")
+            param.envvar = "TASUKI_" + longest.upper().replace("-", "_")
+            param.show_envvar = True
+    return command
+
+
+_from_environment(worker)

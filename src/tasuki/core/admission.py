@@ -31,6 +31,14 @@ if TYPE_CHECKING:
 
 OPTIONS = frozenset({"priority", "rate_limit", "concurrency_limit"})
 
+# A rate is admitted at lease time, in the backend, and the job starts a little later, on
+# its worker (the lease's reply, the hand-off to a thread or process, the middleware): a
+# batch that took 0.1 s longer to start than the next one put two windows' starts in
+# one. `RateLimit(n, per=s)` promises at most n *starts* in any window of s seconds, so
+# each admission holds its token for s plus this margin: starts then never crowd closer
+# than the admissions did, as long as each starts within the margin of its admission.
+START_MARGIN = 0.25
+
 
 class AdmissionOptions(NamedTuple):
     priority: int = 0
@@ -85,7 +93,7 @@ def limits_of(job: Job[..., Any], message: Message) -> tuple[Limit, ...]:
     rate, concurrency = job.rate_limit, job.concurrency_limit
     if rate is not None:
         key = _key("rate", job, rate.name, rate.key, message)
-        out.append(Limit(key, "rate", rate.n, rate.per))
+        out.append(Limit(key, "rate", rate.n, rate.per + START_MARGIN))
     if concurrency is not None:
         key = _key("concurrency", job, concurrency.name, concurrency.key, message)
         out.append(Limit(key, "concurrency", concurrency.n))

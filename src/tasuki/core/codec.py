@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 import orjson
 
+from tasuki.core.jsontypes import TAG_BYTES, tagged, untagged
 from tasuki.core.message import CONTENT_TYPE_HEADER, FLOW_HEADER, JOB_HEADER, SIGNATURE_HEADER
 from tasuki.errors import ConfigurationError, SerializationError, SignatureError
 
@@ -33,13 +34,20 @@ class Serializer(Protocol):
 
 
 class JSONSerializer:
+    """JSON, with `datetime`, `date`, `time`, `Decimal` and `UUID` carried as themselves
+    and enums and dataclasses refused (`jsontypes.py`): never a silent change of type."""
+
     content_type = "json"
 
     def dumps(self, value: Any) -> bytes:
-        return orjson.dumps(value)
+        return orjson.dumps(
+            tagged(value),
+            option=orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS,
+        )
 
     def loads(self, data: bytes) -> Any:
-        return orjson.loads(data)
+        value = orjson.loads(data)
+        return untagged(value) if TAG_BYTES in data else value
 
 
 class PickleSerializer:

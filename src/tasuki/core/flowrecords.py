@@ -11,12 +11,13 @@ joining them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import orjson
 
-from tasuki.core.message import ErrorInfo
+from tasuki.core.message import FLOW_HEADER, ErrorInfo
 
 if TYPE_CHECKING:
     from tasuki.core.envelope import Envelope
@@ -45,6 +46,19 @@ def error_json(error: ErrorInfo | None, reason: str = "") -> bytes:
 def error_from_json(data: bytes | str) -> ErrorInfo:
     doc = orjson.loads(data)
     return ErrorInfo(doc.get("type", ""), doc.get("message", ""), doc.get("traceback", ""))
+
+
+def flow_of(headers: Mapping[str, str]) -> str | None:
+    """The id of the flow a message is a step of, from its `tasuki-flow` header (None for
+    a message of no flow, or a header that does not read as a plan)."""
+    text = headers.get(FLOW_HEADER)
+    if text is None:
+        return None
+    try:
+        flow_id = orjson.loads(text)["f"]
+    except (orjson.JSONDecodeError, TypeError, KeyError):
+        return None
+    return flow_id if isinstance(flow_id, str) else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,8 +24,8 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
 
 import orjson
 
@@ -36,7 +36,7 @@ from tasuki.core.outgoing import Outgoing
 from tasuki.errors import InvalidArgument, SerializationError
 
 if TYPE_CHECKING:
-    from tasuki.core.job import Job
+    from tasuki.core.job import Job, Producer
     from tasuki.core.records import MessageInfo
 
 # The path of a flow's on_failure step (its message id is f"{flow_id}.failure").
@@ -63,8 +63,8 @@ class Flow:
     def __init__(
         self, parts: Sequence[Part], on_failure: Step | None, message_id: str | None = None
     ) -> None:
-        if not parts:
-            raise InvalidArgument(f"a {self.kind} needs at least one step")
+        if not parts and self.kind == "chain":
+            raise InvalidArgument("a chain needs at least one part")
         for part in parts:
             if not isinstance(part, Step | Flow):
                 raise InvalidArgument(
@@ -86,9 +86,19 @@ class Flow:
         given = None if message_id is None else check_message_id(message_id)
         return type(self)(self.parts, self.on_failure, given)
 
-    def enqueue(self) -> str:
-        """Start the flow: its first steps are enqueued; returns the flow's id."""
-        return first_step(self).job.producer.start_flow(self)
+    def enqueue(self, app: HasProducer | None = None) -> str:
+        """Start the flow: its first steps are enqueued; returns the flow's id. `app`
+        (the app to start it on) is needed only by a flow without a single step, such
+        as an empty group: any other flow starts on the app of its steps."""
+        if app is not None:
+            return app.producer.start_flow(self)
+        step = any_step(self)
+        if step is None:
+            raise InvalidArgument(
+                "a flow without a single step (an empty group) knows no app to start on: "
+                "flow.enqueue(app=app)"
+            )
+        return step.job.producer.start_flow(self)
 
     def __repr__(self) -> str:
         return f"<{self.kind} of {len(self.parts)}>"
@@ -124,10 +134,83 @@ def group(*parts: Part | Iterable[Part], on_failure: Step | None = None) -> Grou
     return Group(items, on_failure)
 
 
-def first_step(part: Part) -> Step:
-    while isinstance(part, Flow):
-        part = part.parts[0]
-    return part
+class HasProducer(Protocol):
+    """An app, as far as starting a flow goes."""
+
+    @property
+    def producer(self) -> Producer: ...
+
+
+def any_step(flow: Flow) -> Step | None:
+    """A step of the flow (its on_failure counts), None if it has none."""
+    parts: list[Part] = [*flow.parts, *([flow.on_failure] if flow.on_failure else [])]
+    while parts:
+        part = parts.pop(0)
+        if isinstance(part, Step):
+            return part
+        parts[:0] = part.parts
+    return None
+
+
+# -- parts with no step: a value known when the flow is planned ------------------------
+#
+# A group of no members succeeds at once with [] (a fan-out whose size was known only at
+# run time may be empty); a chain or group made only of such parts has a value known as
+# well. Such a part has no step and no barrier: what follows it takes its value as a
+# plain first argument, and where a settle must deliver it (the end of a chain after a
+# step; a member of a group that has steps) its value is put in place where the value
+# is read, by the `shape` of what is read: a group's barrier counts only its members
+# that have steps, and its shape puts the others' values back at their places.
+
+_DYNAMIC: Any = object()  # a part that has a step: its value is known when it runs
+
+
+def known_value(part: Part) -> Any:
+    """The value of a part with no step, or `_DYNAMIC`."""
+    if isinstance(part, Step):
+        return _DYNAMIC
+    values = [known_value(p) for p in part.parts]
+    if any(v is _DYNAMIC for v in values):
+        return _DYNAMIC
+    return values if isinstance(part, Group) else values[-1]
+
+
+# A shape: None (the value as it is), {"s": value} (a known value, whatever was stored),
+# {"g": [member shapes]} (a group's barrier value: one element per member with steps,
+# the known values of the others put back at their places).
+Shape = dict[str, Any] | None
+
+
+def shape_of(part: Part) -> Shape:
+    """How the stored value of a part with steps becomes its value."""
+    if isinstance(part, Step):
+        return None
+    if isinstance(part, Chain):
+        last = part.parts[-1]
+        value = known_value(last)
+        return shape_of(last) if value is _DYNAMIC else {"s": value}
+    members: list[Shape] = []
+    for member in part.parts:
+        value = known_value(member)
+        members.append(shape_of(member) if value is _DYNAMIC else {"s": value})
+    return None if all(m is None for m in members) else {"g": members}
+
+
+def shaped(shape: Shape, value: Any) -> Any:
+    """A stored value made the part's value by its shape (`shape_of`)."""
+    if shape is None:
+        return value
+    if "s" in shape:
+        return shape["s"]
+    stored = iter(value)
+    return [m["s"] if m is not None and "s" in m else shaped(m, next(stored)) for m in shape["g"]]
+
+
+class _Known(NamedTuple):
+    """A step's first argument known when the flow is planned: the value of the part
+    with no step before it."""
+
+    value: Any
 
 
 # -- the plan -------------------------------------------------------------------------
@@ -162,17 +245,21 @@ def plan(flow: Flow, flow_id: str, retention: float = FLOW_RETENTION) -> Plan:
     def child(path: str, i: int) -> str:
         return f"{path}.{i}" if path else str(i)
 
-    def output(part: Part, path: str) -> str:
-        """How what follows `part` gets its value: prepended, or read from a barrier."""
+    def output(part: Part, path: str) -> Given:
+        """How what follows `part` gets its value: prepended, read from a barrier (with
+        the group's shape), or known now."""
+        value = known_value(part)
+        if value is not _DYNAMIC:
+            return _Known(value)
         if isinstance(part, Step):
             return _PREV
         if isinstance(part, Group):
-            return _GROUP + path
+            return (_GROUP + path, shape_of(part))
         last = len(part.parts) - 1
         return output(part.parts[last], child(path, last))
 
     def compile_part(
-        part: Part, path: str, given: str | None, then: Then, top: bool
+        part: Part, path: str, given: Given, then: Then, top: bool
     ) -> list[dict[str, Any]]:
         if isinstance(part, Step):
             spec = _spec(part, path, given, then)
@@ -181,24 +268,37 @@ def plan(flow: Flow, flow_id: str, retention: float = FLOW_RETENTION) -> Plan:
                 entries.append((spec, part))
             return [spec]
         if isinstance(part, Group):
-            size = len(part.parts)
+            # Its barrier counts the members with steps; the others are in its shape.
+            members = [(i, m) for i, m in enumerate(part.parts) if known_value(m) is _DYNAMIC]
+            size = len(members)
             heads: list[dict[str, Any]] = []
-            for i, member in enumerate(part.parts):
-                fill = Then(((path, i, size), *then.fills), then.next, then.final)
+            for slot, (i, member) in enumerate(members):
+                fill = Then(((path, slot, size), *then.fills), then.next, then.final)
                 heads += compile_part(member, child(path, i), given, fill, top)
             return heads
         # A chain: compiled from its end, so each part knows the heads of the next. Only
-        # its first part starts when the chain does.
+        # its first part with steps starts when the chain does; a part with none is
+        # passed over (what precedes it goes on to what follows it).
+        first = next(i for i, p in enumerate(part.parts) if known_value(p) is _DYNAMIC)
         after = then
         heads = []
-        for i in range(len(part.parts) - 1, -1, -1):
+        for i in range(len(part.parts) - 1, first - 1, -1):
             sub = part.parts[i]
+            if known_value(sub) is not _DYNAMIC:
+                continue
             gets = given if i == 0 else output(part.parts[i - 1], child(path, i - 1))
-            heads = compile_part(sub, child(path, i), gets, after, top and i == 0)
+            heads = compile_part(sub, child(path, i), gets, after, top and i == first)
             after = Then((), tuple(heads), False)
         return heads
 
-    compile_part(flow, "", None, Then((), (), True), True)
+    value = known_value(flow)
+    extra: dict[str, Any] = {}
+    if value is _DYNAMIC:
+        compile_part(flow, "", None, Then((), (), True), True)
+        if (shape := shape_of(flow)) is not None:
+            extra["shape"] = shape
+    else:
+        extra["value"] = value  # a flow of no step: its value from the start
     on_failure = None
     failure_step = None
     if flow.on_failure is not None:
@@ -211,9 +311,20 @@ def plan(flow: Flow, flow_id: str, retention: float = FLOW_RETENTION) -> Plan:
         retention,
         tuple(sorted(steps, key=lambda s: _order(s.path))),
         on_failure=failure_step,
-        extra={"on_failure": on_failure} if on_failure is not None else {},
+        extra={**extra, **({"on_failure": on_failure} if on_failure is not None else {})},
     )
     return Plan(tuple(entries), record)
+
+
+def flow_value(record: FlowRecord) -> FlowRecord:
+    """The record as its readers see it: its stored result, once there is one, made the
+    flow's value by its shape; a flow of no step has its value from the start."""
+    if "value" in record.extra:
+        return replace(record, result=orjson.dumps(record.extra["value"]))
+    shape: Shape = record.extra.get("shape")
+    if shape is None or record.result is None:
+        return record
+    return replace(record, result=orjson.dumps(shaped(shape, orjson.loads(record.result))))
 
 
 _PATH = re.compile(r"\d+(?:\.\d+)*|" + FAILURE_PATH)
@@ -236,18 +347,30 @@ def _order(path: str) -> tuple[int, ...]:
     return tuple(int(p) for p in path.split(".")) if path else ()
 
 
-def _spec(step: Step, path: str, given: str | None, then: Then) -> dict[str, Any]:
+# What a step's first argument is (see `_PREV`): nothing, its predecessor's result, a
+# group's value (its path and shape), or a value known when the flow is planned.
+Given = str | tuple[str, Shape] | _Known | None
+
+
+def _spec(step: Step, path: str, given: Given, then: Then) -> dict[str, Any]:
+    args = list(step.args)
+    shape: Shape = None
+    if isinstance(given, _Known):
+        args, given = [given.value, *args], None
+    elif isinstance(given, tuple):
+        given, shape = given
     spec = {
         "p": path,
         "j": step.job.name,
         "q": step.queue,
-        "a": list(step.args),
+        "a": args,
         "k": step.kwargs,
         "r": step.priority,
         "d": step.delay,
         "h": step.headers,
         "i": given,
         "t": then.to_json(),
+        **({"x": shape} if shape is not None else {}),
     }
     try:
         orjson.dumps(spec)
@@ -279,6 +402,7 @@ def draft(
         "f": flow_id,
         "p": spec["p"],
         "i": given if given is not None and given.startswith((_GROUP, _FAILURE)) else None,
+        **({"x": spec["x"]} if spec.get("x") is not None else {}),
         "t": spec["t"],
         "o": on_failure if spec["p"] != FAILURE_PATH else None,
         "r": retention,
@@ -316,6 +440,7 @@ class StepPlan(NamedTuple):
     final: bool
     on_failure: dict[str, Any] | None
     retention: float
+    shape: Shape = None  # of the group whose value it takes
 
     @classmethod
     def from_header(cls, text: str) -> StepPlan:
@@ -335,6 +460,7 @@ class StepPlan(NamedTuple):
             bool(then["z"]),
             doc.get("o"),
             float(doc.get("r", FLOW_RETENTION)),
+            doc.get("x"),
         )
 
     @property

@@ -7,7 +7,17 @@ import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, Protocol, TypeVar
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Concatenate,
+    Generic,
+    Literal,
+    ParamSpec,
+    Protocol,
+    TypeVar,
+    overload,
+)
 
 from tasuki.core import headers as tasuki_headers
 from tasuki.core.policies import (
@@ -26,6 +36,8 @@ if TYPE_CHECKING:
 
 P = ParamSpec("P")
 R = TypeVar("R")
+# A step in a chain takes its predecessor's result first: its own arguments are the rest.
+Q = ParamSpec("Q")
 
 Executor = Literal["auto", "thread", "async", "process"]
 EXECUTORS = ("auto", "thread", "async", "process")
@@ -98,6 +110,10 @@ class Producer(Protocol):
     """Where a job's enqueues go: the App's producer, or any stand-in a test provides."""
 
     def enqueue_calls(
+        self, job: Job[..., Any], calls: Sequence[Call], bound: Enqueuer[Any] | None = None
+    ) -> list[str]: ...
+
+    async def enqueue_calls_async(
         self, job: Job[..., Any], calls: Sequence[Call], bound: Enqueuer[Any] | None = None
     ) -> list[str]: ...
 
@@ -228,13 +244,28 @@ class Job(Generic[P, R]):
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
         return self.producer.enqueue_calls(self, [(args, kwargs)])[0]
 
+    async def enqueue_async(self, *args: P.args, **kwargs: P.kwargs) -> str:
+        """`enqueue` without blocking the event loop (the backend's call runs on a
+        thread), for producers in async code: `await send_mail.enqueue_async(to)`."""
+        return (await self.producer.enqueue_calls_async(self, [(args, kwargs)]))[0]
+
     def enqueue_many(self, calls: Iterable[tuple[Any, ...] | Mapping[str, Any]]) -> list[str]:
         """Enqueue one message per item (a tuple of args or a dict of kwargs), in one trip."""
         return self.producer.enqueue_calls(self, [_split_call(c) for c in calls])
 
+    @overload
+    def step(self, *args: P.args, **kwargs: P.kwargs) -> Step: ...
+
+    @overload
+    def step(self: Job[Concatenate[Any, Q], Any], *args: Q.args, **kwargs: Q.kwargs) -> Step: ...
+
     def step(self, *args: Any, **kwargs: Any) -> Step:
         """This job as a step of a flow (`tasuki.chain`, `tasuki.group`). In a chain, the
-        previous step's result is prepended to `args` when it runs."""
+        previous step's result is prepended to `args` when it runs.
+
+        Typed like `enqueue`: a type checker takes the job's whole argument list, or all
+        of it but the first parameter (the predecessor's result); anything else fails.
+        """
         self.check_step_arguments(args, kwargs)
         return Step(self, args, kwargs)
 
@@ -285,8 +316,20 @@ class Enqueuer(Generic[P]):
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
         return self.job.producer.enqueue_calls(self.job, [(args, kwargs)], self)[0]
 
+    async def enqueue_async(self, *args: P.args, **kwargs: P.kwargs) -> str:
+        """`enqueue` with these options, without blocking the event loop."""
+        calls = [(args, kwargs)]
+        return (await self.job.producer.enqueue_calls_async(self.job, calls, self))[0]
+
+    @overload
+    def step(self, *args: P.args, **kwargs: P.kwargs) -> Step: ...
+
+    @overload
+    def step(self: Enqueuer[Concatenate[Any, Q]], *args: Q.args, **kwargs: Q.kwargs) -> Step: ...
+
     def step(self, *args: Any, **kwargs: Any) -> Step:
-        """The job as a flow step with these options (queue, priority, delay, headers)."""
+        """The job as a flow step with these options (queue, priority, delay, headers);
+        typed as `Job.step`."""
         if self.message_id is not None or self.connection is not None:
             raise InvalidArgument(
                 "a step's message id derives from its flow's (flow.options(message_id=...)), "

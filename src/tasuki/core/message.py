@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import time
-import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -16,6 +15,7 @@ from typing import Any, Literal
 import orjson
 
 from tasuki.core.text import storable
+from tasuki.logs import job_traceback
 
 JOB_HEADER = "tasuki-job"
 CONTENT_TYPE_HEADER = "tasuki-content-type"
@@ -177,7 +177,7 @@ class ErrorInfo:
 
     @classmethod
     def from_exception(cls, error: BaseException) -> ErrorInfo:
-        tb = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+        tb = job_traceback(error)
         return cls(type=type(error).__name__, message=str(error), traceback=tb)
 
 

@@ -56,4 +56,6 @@ class Logging(Middleware):
             extra["reason"] = outcome.reason
         if outcome.error is not None and outcome.action in ("retry", "dead"):
             extra["error"] = f"{type(outcome.error).__name__}: {outcome.error}"
-        logs.event(name, **_fields(ctx), **extra)
+        # The traceback goes with the last word on a failure, not with each retry.
+        exc = outcome.error if outcome.action == "dead" else None
+        logs.event(name, exc, **_fields(ctx), **extra)

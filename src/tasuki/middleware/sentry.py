@@ -26,6 +26,7 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from tasuki import logs
 from tasuki.errors import TasukiError
 from tasuki.middleware.errors import ReportErrors
 from tasuki.middleware.tracing import TRACEPARENT
@@ -64,7 +65,7 @@ def _drop_replaced_log_events(event: Any, hint: Any) -> Any:
     if (
         record is not None
         and record.name == "tasuki"
-        and record.getMessage() in _REPLACED
+        and logs.event_name(record) in _REPLACED
         and "duration" in getattr(record, "tasuki", {})
     ):
         return None

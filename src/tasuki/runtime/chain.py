@@ -7,14 +7,23 @@ costs nothing per message.
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
+from tasuki.core.admission import START_MARGIN
 from tasuki.errors import Defer, Skip
 from tasuki.middleware.base import MiddlewareChain, Outcome
 from tasuki.runtime.task import Step, Task
 
 if TYPE_CHECKING:
     from tasuki.core.job import Job
+
+
+# A job with a rate limit starts only this soon after its lease: its token is held for its
+# window plus `START_MARGIN` (which also covers the lease's reply), and a later start
+# could share a window with the next admissions. Given back without penalty instead: it
+# is admitted again at its next token.
+LATE_START = START_MARGIN - 0.05
 
 
 class ChainDriver:
@@ -39,6 +48,8 @@ class ChainDriver:
 
     def before(self, task: Task) -> Outcome | None:
         """Run the steps on the way in; an Outcome if one of them decided the run's fate."""
+        if task.job.rate_limit is not None and _late(task):
+            return Outcome(action="defer", delay=0.0, reason="too late a start for its rate")
         ctx = task.ctx
         steps = task.plan = self.plan_for(task.job)
         for depth, (execute, _) in enumerate(steps):
@@ -93,3 +104,8 @@ class ChainDriver:
             except Exception as exc:
                 outcome.error, outcome.action = exc, None
         task.hooks = None
+
+
+def _late(task: Task) -> bool:
+    leased_at = task.held.leased_at
+    return leased_at > 0 and time.monotonic() - leased_at > LATE_START

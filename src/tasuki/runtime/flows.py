@@ -64,7 +64,7 @@ class FlowSteps:
                     f"flow {plan.flow_id!r}: the results of group {barrier or '(root)'!r} "
                     "are no longer kept"
                 )
-            return (orjson.loads(value), *args)
+            return (flows.shaped(plan.shape, orjson.loads(value)), *args)
         if plan.takes_failure and args:
             try:
                 return (flows.failure_argument(args[0]), *args[1:])

@@ -15,7 +15,6 @@ import signal
 import sys
 import threading
 import time
-import traceback
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from queue import Empty, SimpleQueue
@@ -25,6 +24,7 @@ from tasuki.core.context import Context, set_current
 from tasuki.core.message import Message
 from tasuki.core.outcome import Outcome
 from tasuki.errors import Defer, JobProcessDied, JobTimeout, RemoteJobError, Skip
+from tasuki.logs import job_traceback
 
 if TYPE_CHECKING:
     from tasuki.runtime.task import Task
@@ -195,7 +195,7 @@ def _child_main(conn: Connection, path: list[str]) -> None:
 
 def _sendable(exc: BaseException) -> BaseException:
     """The exception itself when it pickles (so `Retry.on` still matches its type)."""
-    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    tb = job_traceback(exc)
     try:
         pickle.loads(pickle.dumps(exc))
     except Exception:

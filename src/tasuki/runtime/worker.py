@@ -11,6 +11,7 @@ chain), not the app.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -262,15 +263,17 @@ class Worker:
                 f.wait = min(f.wait, IDLE_CHECK)
         self._running_loop = True
         deadline = None if timeout is None else time.monotonic() + timeout
-        try:
-            if self.handle_signals:
-                with graceful_signals(self.request_stop):
-                    self._loop_until(until_idle, deadline)
-            else:
+        # The handlers cover the grace wait and the flush too: a second signal must exit
+        # at once while the shutdown waits on running jobs, not only while fetching.
+        signals = (
+            graceful_signals(self.request_stop) if self.handle_signals else contextlib.nullcontext()
+        )
+        with signals:
+            try:
                 self._loop_until(until_idle, deadline)
-        finally:
-            self._shutdown()
-            self._running_loop = False
+            finally:
+                self._shutdown()
+                self._running_loop = False
         if self.fatal.reason is not None:
             raise LoopFailed(f"the worker stopped: {self.fatal.reason}")
 

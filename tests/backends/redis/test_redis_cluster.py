@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 import redis
 from redis.crc import key_slot
@@ -46,7 +47,7 @@ from tasuki.backends.sqs.records.base import (
     RecordLifetimes,
 )
 from tasuki.backends.urls import backend_from_url
-from tasuki.core.message import ErrorInfo
+from tasuki.core.message import FLOW_HEADER, ErrorInfo
 from tasuki.errors import InvalidArgument
 from tasuki.testing.contract.helpers import env, stats
 from tasuki.testing.servers import RedisCluster
@@ -248,7 +249,8 @@ def test_flows_run_in_their_slot_on_every_master(backend: Backend, queues: list[
         assert time.monotonic() - started < 2.0
 
         failing = _flow(f"x-{q}", ("0", q))
-        backend.start_flow(failing, [env(q, f"x-{q}.0")])
+        header = {FLOW_HEADER: orjson.dumps({"f": failing.id}).decode()}
+        backend.start_flow(failing, [env(q, f"x-{q}.0", headers=header)])
         [step] = backend.lease(q, 10, 30.0)
         error = ErrorInfo("ValueError", "bad", "")
         failure = FlowFailure(failing.id, "0", "job", q, step.id, error)
@@ -258,6 +260,9 @@ def test_flows_run_in_their_slot_on_every_master(backend: Backend, queues: list[
         assert [d.id for d in backend.lease(q, 10, 30.0)] == [alert.id]
         found = backend.flow(failing.id)
         assert found is not None and found.failure == failure
+        # Re-driving the failed step resumes its flow in the same script, in its slot.
+        assert backend.redrive(q, [step.id]) == 1
+        assert backend.flow(failing.id).failure is None  # type: ignore[union-attr]
         assert backend.cancel_flow(failing.id) is True
         assert backend.flow(failing.id).cancelled is True  # type: ignore[union-attr]
 

@@ -74,3 +74,23 @@ def test_inspect_tells_a_cancelled_message(locked_url: str) -> None:
         assert backend.inspect(queue, r.id).state == "cancelled"
     finally:
         backend.close()
+
+
+def test_tasuki_inspect_on_sqs_does_not_invent_an_attempt_limit(locked_url: str) -> None:
+    """SQS keeps a waiting message's attempt limit in its body, which no record holds:
+    `tasuki inspect` prints the attempts alone, not `1 of None`."""
+    from click.testing import CliRunner
+
+    from tasuki.cli.main import cli
+
+    backend = opened(locked_url)
+    queue = f"q-{uuid.uuid4().hex[:8]}"
+    try:
+        backend.enqueue([env(queue, "m")])
+        backend.lease(queue, 1, 30.0)
+        result = CliRunner().invoke(cli, ["inspect", queue, "m", "--url", locked_url])
+        assert result.exit_code == 0, result.output
+        assert "None" not in result.output, result.output
+        assert "in flight" in result.output and "attempt:         1\n" in result.output
+    finally:
+        backend.close()

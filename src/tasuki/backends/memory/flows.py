@@ -112,6 +112,16 @@ class FlowStore:
         self.changed.notify_all()
         return True
 
+    def resume(self, flow_id: str, queue: str, msg_id: str, now: float) -> None:
+        """A dead step was re-driven: if it is the flow's failure, the flow runs again."""
+        found = self.flow(flow_id, now)
+        failure = None if found is None else found.failure
+        if found is None or failure is None:
+            return
+        if (failure.queue, failure.message_id) == (queue, msg_id):
+            self._flows[flow_id].record = replace(found, failure=None)
+            self.changed.notify_all()
+
     def group_value(self, flow_id: str, barrier: str, now: float) -> bytes | None:
         found = self._barriers.get((flow_id, barrier))
         if found is None or found.expires_at <= now:

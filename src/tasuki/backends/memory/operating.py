@@ -16,6 +16,7 @@ from tasuki.backends.memory.codec import (
 )
 from tasuki.backends.memory.store import Store
 from tasuki.core import reliability as meters
+from tasuki.core.flowrecords import flow_of
 from tasuki.core.message import DeadLetter
 
 
@@ -113,6 +114,9 @@ def redrive(store: Store, queue: str, ids: Sequence[str] | None = None) -> int:
             q.schedule(record, now)
             if record.envelope.keep_result > 0:
                 store.flows.pending(queue, record.envelope.id)
+            flow_id = flow_of(record.envelope.headers)
+            if flow_id is not None:
+                store.flows.resume(flow_id, queue, record.envelope.id, now)
             count += 1
         store.changed.notify_all()
     return count

@@ -29,6 +29,28 @@ FOR NO KEY UPDATE;
 UPDATE tasuki_flows SET failure = %(failure)s
 WHERE id = %(id)s AND failure IS NULL AND expires_at > %(now)s;
 
+-- name: flows_redrive_all
+-- Before `redrive_all`: a flow whose first failure is one of the dead letters it sends
+-- back runs again, in the same transaction, so every reader sees the resumed flow
+-- (`tasuki_flows_failed` holds only the flows that have a failure).
+UPDATE tasuki_flows SET failure = NULL
+WHERE failure IS NOT NULL AND expires_at > %(now)s
+  AND (failure::jsonb ->> 'queue') = %(queue)s
+  AND EXISTS (
+    SELECT 1 FROM tasuki_messages m
+    WHERE m.queue = %(queue)s AND m.id = (tasuki_flows.failure::jsonb ->> 'message_id')
+      AND m.state = 2);
+
+-- name: flows_redrive_ids
+UPDATE tasuki_flows SET failure = NULL
+WHERE failure IS NOT NULL AND expires_at > %(now)s
+  AND (failure::jsonb ->> 'queue') = %(queue)s
+  AND (failure::jsonb ->> 'message_id') = ANY(%(ids)s::text[])
+  AND EXISTS (
+    SELECT 1 FROM tasuki_messages m
+    WHERE m.queue = %(queue)s AND m.id = (tasuki_flows.failure::jsonb ->> 'message_id')
+      AND m.state = 2);
+
 -- name: flow_finish
 UPDATE tasuki_flows SET result = %(value)s
 WHERE id = %(id)s AND result IS NULL AND expires_at > %(now)s;

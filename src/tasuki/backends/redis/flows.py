@@ -113,7 +113,14 @@ class Flows:
         flow's home queue (its first step's), after `<prefix>flow:<id>` names that queue.
         On Redis Cluster every step (and on_failure) must be of that slot."""
         redis = self._redis
-        home = record.steps[0].queue if record.steps else envelopes[0].queue
+        # A flow of no step (an empty group) has nothing to settle: any home will do.
+        home = (
+            record.steps[0].queue
+            if record.steps
+            else envelopes[0].queue
+            if envelopes
+            else "default"
+        )
         producing.check(redis, envelopes)
         if redis.connection().cluster:
             queues = [step.queue for step in record.steps] + [env.queue for env in envelopes]

@@ -6,9 +6,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import orjson
+
 from tasuki.backends.base import MessageInfo, QueueStats, Reliability, SettledTotals
 from tasuki.backends.redis import codec
+from tasuki.backends.redis.keys import FlowKeys
 from tasuki.backends.redis.plumbing import CHUNK, Plumbing
+from tasuki.backends.redis.slots import key_slot
+from tasuki.core.flowrecords import flow_of
 from tasuki.core.message import DeadLetter
 
 # Messages removed per script call by purge / purge_dead / redrive-all.
@@ -85,19 +90,54 @@ def inspect(redis: Plumbing, queue: str, id: str) -> MessageInfo:
 
 def redrive(redis: Plumbing, queue: str, ids: Sequence[str] | None = None) -> int:
     keys = redis.keys.queue(queue)
-    script_keys = [keys.waiting, keys.dead, keys.signal, keys.results, keys.limited]
-    total = 0
-    if ids is None:
+    if ids is None:  # the oldest dead first, a chunk per call
+        total = 0
         while True:
-            n: int = redis.eval("redrive", script_keys, [keys.base, PURGE_CHUNK])
-            total += n
-            if n < PURGE_CHUNK:
+            found = redis.command("ZRANGE", keys.dead, 0, PURGE_CHUNK - 1)
+            total += _redrive(redis, queue, [i.decode() for i in found])
+            if len(found) < PURGE_CHUNK:
                 return total
-    for start in range(0, len(ids), CHUNK):
-        part = list(ids[start : start + CHUNK])
-        if part:
-            total += redis.eval("redrive", script_keys, [keys.base, len(part), *part])
-    return total
+    return sum(
+        _redrive(redis, queue, list(ids[start : start + CHUNK]))
+        for start in range(0, len(ids), CHUNK)
+    )
+
+
+def _redrive(redis: Plumbing, queue: str, ids: list[str]) -> int:
+    if not ids:
+        return 0
+    keys = redis.keys.queue(queue)
+    script_keys = [keys.waiting, keys.dead, keys.signal, keys.results, keys.limited]
+    records = _flow_records(redis, queue, ids)
+    flows = list(dict.fromkeys(r for r in records if r))
+    script_keys += flows
+    args: list[Any] = [keys.base, queue]
+    for id, record in zip(ids, records, strict=True):
+        args += [id, flows.index(record) + 6 if record else 0]
+    n: int = redis.eval("redrive", script_keys, args)
+    return n
+
+
+def _flow_records(redis: Plumbing, queue: str, ids: Sequence[str]) -> list[str]:
+    """The record key of the flow each message is a step of ('' for none), read from its
+    flow header (which never changes) and the flow's home: the redrive script resumes the
+    flow whose failure the message is. On Redis Cluster a flow's keys share its steps'
+    slot (`start_flow`); a key of another slot is left out."""
+    keys = redis.keys.queue(queue)
+    connection = redis.connection()
+    headers = connection.pipeline([("HGET", f"{keys.base}m:{id}", "headers") for id in ids])
+    flow_ids = [None if h is None else flow_of(orjson.loads(h)) for h in headers]
+    named = sorted({f for f in flow_ids if f is not None})
+    homes = connection.pipeline([("GET", redis.keys.flow_home(f)) for f in named])
+    slot = key_slot(keys.base.encode())
+    records: dict[str, str] = {}
+    for flow_id, home in zip(named, homes, strict=True):
+        if home is None:
+            continue
+        base = redis.keys.queue(home.decode()).base
+        if not connection.cluster or key_slot(base.encode()) == slot:
+            records[flow_id] = FlowKeys(base, flow_id).record
+    return ["" if f is None else records.get(f, "") for f in flow_ids]
 
 
 def purge_dead(redis: Plumbing, queue: str) -> int:

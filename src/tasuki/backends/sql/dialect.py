@@ -80,6 +80,8 @@ QueryName = Literal[
     "flow_cancel",
     "flow_cancelled",
     "flow_fail",
+    "flows_redrive_all",
+    "flows_redrive_ids",
     "flow_finish",
     "flow_slots",
     "flow_barrier_value",

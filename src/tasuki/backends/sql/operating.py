@@ -229,10 +229,12 @@ def redrive(
         q = dialect.queries
         if ids is None:
             conn.execute(q["results_redrive_all"], {"queue": queue})
+            conn.execute(q["flows_redrive_all"], {"queue": queue, "now": now})
             count = conn.execute(q["redrive_all"], {"queue": queue, "now": now})
         else:
             params = {"queue": queue, "now": now, "ids": dialect.values(list(ids))}
             conn.execute(q["results_redrive_ids"], params)
+            conn.execute(q["flows_redrive_ids"], params)
             count = conn.execute(q["redrive_ids"], params)
         redriven = count.rowcount
         if redriven:

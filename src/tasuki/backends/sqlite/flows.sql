@@ -24,6 +24,28 @@ SELECT cancelled FROM tasuki_flows WHERE id = :id AND expires_at > :now;
 UPDATE tasuki_flows SET failure = :failure
 WHERE id = :id AND failure IS NULL AND expires_at > :now;
 
+-- name: flows_redrive_all
+-- Before `redrive_all`: a flow whose first failure is one of the dead letters it sends
+-- back runs again, in the same transaction, so every reader sees the resumed flow
+-- (`tasuki_flows_failed` holds only the flows that have a failure).
+UPDATE tasuki_flows SET failure = NULL
+WHERE failure IS NOT NULL AND expires_at > :now
+  AND json_extract(failure, '$.queue') = :queue
+  AND EXISTS (
+    SELECT 1 FROM tasuki_messages m
+    WHERE m.queue = :queue AND m.id = json_extract(tasuki_flows.failure, '$.message_id')
+      AND m.state = 2);
+
+-- name: flows_redrive_ids
+UPDATE tasuki_flows SET failure = NULL
+WHERE failure IS NOT NULL AND expires_at > :now
+  AND json_extract(failure, '$.queue') = :queue
+  AND json_extract(failure, '$.message_id') IN (SELECT value FROM json_each(:ids))
+  AND EXISTS (
+    SELECT 1 FROM tasuki_messages m
+    WHERE m.queue = :queue AND m.id = json_extract(tasuki_flows.failure, '$.message_id')
+      AND m.state = 2);
+
 -- name: flow_finish
 UPDATE tasuki_flows SET result = :value
 WHERE id = :id AND result IS NULL AND expires_at > :now;

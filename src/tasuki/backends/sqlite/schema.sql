@@ -181,6 +181,9 @@ CREATE TABLE IF NOT EXISTS tasuki_flows (
 
 CREATE INDEX IF NOT EXISTS tasuki_flows_expiry ON tasuki_flows (expires_at);
 
+-- The flows that have a failure, for a redrive to find those it resumes.
+CREATE INDEX IF NOT EXISTS tasuki_flows_failed ON tasuki_flows (id) WHERE failure IS NOT NULL;
+
 -- A group's barrier: set membership by slot (`tasuki_flow_slots`, first writer wins),
 -- complete when it holds `size` slots; `value` is then the JSON array of its slots.
 CREATE TABLE IF NOT EXISTS tasuki_flow_barriers (

@@ -14,6 +14,7 @@ from tasuki.backends.sqs.durable import dropped
 from tasuki.backends.sqs.plumbing import Move, Plumbing
 from tasuki.backends.sqs.queues import QueueInfo
 from tasuki.backends.sqs.records.base import IdClaim, IdFinish, ResultPut
+from tasuki.core.flowrecords import flow_of
 from tasuki.core.message import DeadLetter, new_id
 
 
@@ -87,6 +88,10 @@ class DeadLetters:
             kept = [ResultPut(queue, m.meta.id, "pending") for m in moves if m.meta.keep_result]
             if kept and records.controls:
                 records.put_results(kept)
+            # Before the sends, as the rest: a resumed step's flow is running again.
+            steps = [(f, queue, m.meta.id) for m in moves if (f := flow_of(m.meta.headers))]
+            if steps and self.sqs.capabilities().workflows:
+                self.sqs.flow_store().resume_steps(steps)
         # Back to the priority level each came from (its SQS queue).
         by_level: dict[int, list[Move]] = {}
         for move in moves:

@@ -46,6 +46,8 @@ class TestConcurrency:
                     assert all(b.ack([d.receipt for d in leased]))
             except BaseException as exc:
                 errors.append(exc)
+            finally:
+                b.close()  # Python 3.13 warns of a SQLite connection left open
 
         threads = [threading.Thread(target=leaser) for _ in range(6)]
         for t in threads:

@@ -20,7 +20,7 @@ from tasuki.backends.base import (
     Receipt,
     Settle,
 )
-from tasuki.core.message import ErrorInfo
+from tasuki.core.message import FLOW_HEADER, ErrorInfo
 from tasuki.testing.contract.helpers import env, lease_all, stats
 
 
@@ -60,6 +60,16 @@ class TestFlows:
         assert (found.id, found.steps, found.on_failure) == ("f1", record.steps, record.on_failure)
         assert (found.result, found.failure, found.cancelled) == (None, None, False)
         assert backend.flow("no-such-flow") is None
+
+    def test_a_flow_of_no_step_is_kept(self, backend: Backend, queue: str) -> None:
+        # An empty group: a record with no step and nothing to enqueue (its value is in
+        # its static part, which the backend stores as it is).
+        record = FlowRecord("empty", time.time(), 3600.0, (), extra={"value": []})
+        assert backend.start_flow(record, []) is True
+        assert backend.start_flow(record, []) is False
+        found = backend.flow("empty")
+        assert found is not None and (found.steps, found.extra) == ((), record.extra)
+        assert stats(backend, queue) == (0, 0, 0, 0)
 
     def test_a_step_enqueues_its_successor_with_its_ack(self, backend: Backend, queue: str) -> None:
         backend.start_flow(_record("f2", queue, "0", "1"), [_step(queue, "f2", "0")])  # type: ignore[list-item]
@@ -245,6 +255,35 @@ class TestFlows:
         assert record is not None and record.failure is not None
         assert (record.failure.step, record.failure.error) == ("0.0", errors[0])
         assert successor.id not in _ids(backend.lease(queue, 10, 30.0))
+
+    @pytest.mark.parametrize("which", ["ids", "all"])
+    def test_redriving_the_failed_step_puts_its_flow_back_to_running(
+        self, backend: Backend, queue: str, which: str
+    ) -> None:
+        # Members 0 and 1 of a group die (0 first: the flow's failure); the redrive that
+        # sends member 0 back resumes the flow in the same operation, and only that one.
+        flow_id = "rd"
+        header = {FLOW_HEADER: orjson.dumps({"f": flow_id}).decode()}
+        backend.start_flow(
+            _record(flow_id, queue, "0.0", "0.1"),
+            [env(queue, f"{flow_id}.0.{i}", keep_id=3600.0, headers=header) for i in range(2)],
+        )
+        members = sorted(lease_all(backend, queue), key=lambda d: d.id)
+        error = ErrorInfo("ValueError", "bad", "tb")
+        for i, member in enumerate(members):
+            failure = FlowFailure(flow_id, f"0.{i}", "job", queue, member.id, error, time.time())
+            effects = Effects(flow=flow_id, failed=failure)
+            assert backend.settle([Settle.dead(member.receipt, "gave up", error, effects)]) == [
+                True
+            ]
+        assert backend.redrive(queue, [f"{flow_id}.0.1"]) == 1  # not the flow's failure
+        record = backend.flow(flow_id)
+        assert record is not None and record.failure is not None
+        assert record.failure.message_id == f"{flow_id}.0.0"
+        assert backend.redrive(queue, [f"{flow_id}.0.0"] if which == "ids" else None) == 1
+        record = backend.flow(flow_id)
+        assert record is not None and (record.failure, record.result) == (None, None)
+        assert backend.wait_flow(flow_id, 0.2) == record  # running: nothing to wake for
 
     def test_a_cancelled_flow_enqueues_and_fills_nothing_but_the_ack_holds(
         self, backend: Backend, queue: str

@@ -5,16 +5,19 @@
 -- KEYS[3]  signal LIST
 -- KEYS[4]  results HASH (a message that keeps its result: pending again)
 -- KEYS[5]  limited HASH (a message with limits is listed again)
+-- KEYS[6..] the records (`f:<flow>`) of the flows the ids are steps of
 --
 -- ARGV[1]  queue key base, `<prefix>{<queue>}:`
--- ARGV[2]  limit: with no ids, redrive up to this many (the oldest dead first)
--- ARGV[3..] ids to redrive; ids that are not dead letters (or repeat) are skipped
+-- ARGV[2]  the queue's name
+-- ARGV[3..] pairs: an id to redrive, and the KEYS index of its flow's record (0: none);
+--          ids that are not dead letters (or repeat) are skipped
 --
 -- The reason, error and time of death are cleared; the fence is kept (it only grows);
 -- a message of priority p ranks p x aging ahead, as at enqueue; one that keeps its
--- result has it pending again (its failed record is dropped).
--- "Redrive all" is a loop of calls from the backend, so a huge dead-letter queue never
--- blocks Redis in one script.
+-- result has it pending again (its failed record is dropped); a flow whose first failure
+-- is this message runs again (its failure is cleared), so every reader of the flow sees
+-- it resumed. "Redrive all" is a loop of calls from the backend over the dead ZSET's
+-- oldest ids, so a huge dead-letter queue never blocks Redis in one script.
 --
 -- Returns the number of messages redriven.
 
@@ -23,22 +26,31 @@
 --- @include "signal"
 
 local waiting, dead = KEYS[1], KEYS[2]
-local base = ARGV[1]
+local base, queue = ARGV[1], ARGV[2]
 local now = now_us()
-local ids
-if #ARGV > 2 then
-  ids = {}
-  local seen = {}
-  for i = 3, #ARGV do
-    local id = ARGV[i]
-    if not seen[id] and redis.call('ZSCORE', dead, id) then
-      ids[#ids + 1] = id
-    end
-    seen[id] = true
+local ids = {}
+local flows = {}
+local seen = {}
+for i = 3, #ARGV, 2 do
+  local id = ARGV[i]
+  if not seen[id] and redis.call('ZSCORE', dead, id) then
+    ids[#ids + 1] = id
+    flows[#ids] = tonumber(ARGV[i + 1])
   end
-else
-  ids = redis.call('ZRANGE', dead, 0, tonumber(ARGV[2]) - 1)
+  seen[id] = true
 end
+
+-- The flow's failure names this step: the flow runs again.
+local function resume(flow, id)
+  local failure = redis.call('HGET', flow, 'failure')
+  if failure then
+    local doc = cjson.decode(failure)
+    if doc.queue == queue and doc.message_id == id then
+      redis.call('HDEL', flow, 'failure')
+    end
+  end
+end
+
 local scores = {}
 for i, id in ipairs(ids) do
   local mkey = base .. 'm:' .. id
@@ -51,6 +63,9 @@ for i, id in ipairs(ids) do
   end
   if f[3] then
     redis.call('HSET', KEYS[5], id, f[3])
+  end
+  if flows[i] > 0 then
+    resume(KEYS[flows[i]], id)
   end
   scores[#scores + 1] = now + i - 1 - (tonumber(f[1]) or 0)
   scores[#scores + 1] = id

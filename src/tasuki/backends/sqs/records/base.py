@@ -344,6 +344,11 @@ class FlowRecords(ABC):
         leases counted on it (what `app.flow` shows where the backend cannot inspect)."""
 
     @abstractmethod
+    def resume_steps(self, steps: Sequence[tuple[str, str, str]]) -> None:
+        """Dead steps (flow id, queue, message id) re-driven: each one's dead mark goes,
+        and a flow whose first failure is one of them runs again (its failure cleared)."""
+
+    @abstractmethod
     def claim_sends(self, queue: str, ids: Sequence[str], sender: str) -> list[bool]:
         """Claim the id window of each message `sender` is about to send: True where the
         id is free, or claimed by the same sender and not sent yet (its send was cut

@@ -176,6 +176,16 @@ class RedisStepRecords(RedisLeaseRecords, FlowRecords):
             keys.append(lock(self.id_key(queue, id)))
         return list(records(self._backend._eval(script("records_steps"), keys, []), step))
 
+    def resume_steps(self, steps: Sequence[tuple[str, str, str]]) -> None:
+        self._single()
+        keys: list[str] = []
+        args: list[str] = []
+        for flow_id, queue, id in steps:
+            keys += [self._flow_key(flow_id), self._dead_key(queue, id)]
+            args += [queue, id]
+        if steps:
+            self._backend._eval(script("records_resume_steps"), keys, args)
+
     def claim_sends(self, queue: str, ids: Sequence[str], sender: str) -> list[bool]:
         self._single()
         if not ids:

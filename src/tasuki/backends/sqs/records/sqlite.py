@@ -419,6 +419,13 @@ class SQLiteLeaseRecords(LeaseRecords, FlowRecords):
                 for queue, id in steps
             ]
 
+    def resume_steps(self, steps: Sequence[tuple[str, str, str]]) -> None:
+        if steps:
+            now = time.time()
+            with self._transaction(len(steps)) as db:
+                for flow_id, queue, id in steps:
+                    flows.resume(db, self.namespace, flow_id, queue, id, now)
+
     def claim_sends(self, queue: str, ids: Sequence[str], sender: str) -> list[bool]:
         if not ids:
             return []

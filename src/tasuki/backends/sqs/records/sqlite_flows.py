@@ -28,6 +28,7 @@ QUERY_NAMES = (
     "flow",
     "flow_cancel",
     "flow_fail",
+    "flow_resume",
     "flow_finish",
     "barrier",
     "fill",
@@ -132,6 +133,16 @@ def apply(
     if effects.final and flow is not None:
         db.execute(SQL["flow_finish"], {"id": flow, "value": value, "now": now})
     return bool(effects.enqueue)
+
+
+def resume(
+    db: sqlite3.Connection, namespace: str, flow_id: str, queue: str, id: str, now: float
+) -> None:
+    """A dead step re-driven: its dead mark goes, and if it is its flow's first failure
+    the flow runs again."""
+    db.execute(SQL["unmark_dead"], {"key": f"{namespace}dead:{queue}:{id}"})
+    params = {"id": namespace + flow_id, "queue": queue, "message_id": id, "now": now}
+    db.execute(SQL["flow_resume"], params)
 
 
 def claim_send(db: sqlite3.Connection, key: str, sender: str, expires: float, now: float) -> bool:

@@ -59,6 +59,13 @@ UPDATE tasuki_sqs_flows SET cancelled = 1 WHERE id = :id AND expires > :now;
 UPDATE tasuki_sqs_flows SET failure = :failure
 WHERE id = :id AND failure IS NULL AND expires > :now;
 
+-- name: flow_resume
+-- Its failed step re-driven: the flow runs again.
+UPDATE tasuki_sqs_flows SET failure = NULL
+WHERE id = :id AND expires > :now AND failure IS NOT NULL
+  AND json_extract(failure, '$.queue') = :queue
+  AND json_extract(failure, '$.message_id') = :message_id;
+
 -- name: flow_finish
 UPDATE tasuki_sqs_flows SET result = :value
 WHERE id = :id AND result IS NULL AND expires > :now;
