@@ -71,7 +71,6 @@ _SQS = {
     "inspection": False,
     "settled_counts": False,
     "reliability_counts": False,
-    "durable_steps": False,
     "transactional_steps": False,
     **_NO_CONSOLE,
 }
