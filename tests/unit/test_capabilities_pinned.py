@@ -86,9 +86,7 @@ DIFFERS: dict[str, dict[str, Any]] = {
     "redis": {
         "max_message_size": MiB,
         "transactional_enqueue": False,
-        "durable_steps": False,
         "transactional_steps": False,
-        **_NO_CONSOLE,
     },
     "sqs": _SQS,
     "sqs-redis": _SQS,

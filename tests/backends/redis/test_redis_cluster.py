@@ -34,7 +34,10 @@ from tasuki.backends.base import (
     Progress,
     Receipt,
     Settle,
+    StepRecord,
+    Taken,
     UniqueClaim,
+    Wait,
 )
 from tasuki.backends.sqs.records import records_for
 from tasuki.backends.sqs.records.base import (
@@ -47,8 +50,21 @@ from tasuki.backends.sqs.records.base import (
     RecordLifetimes,
 )
 from tasuki.backends.urls import backend_from_url
+from tasuki.core.console import JobTally, WorkerInfo
 from tasuki.core.message import FLOW_HEADER, ErrorInfo
 from tasuki.errors import InvalidArgument
+from tasuki.testing.contract import TestActions as _Actions
+from tasuki.testing.contract import TestBrowse as _Browse
+from tasuki.testing.contract import TestJobStats as _JobStats
+from tasuki.testing.contract import TestPause as _Pause
+from tasuki.testing.contract import TestSteps as _Steps
+from tasuki.testing.contract import TestWorkers as _Workers
+from tasuki.testing.contract import (  # noqa: F401 - the suites' fixtures
+    console_states,
+    contract_requires,
+    queue,
+    short,
+)
 from tasuki.testing.contract.helpers import env, stats
 from tasuki.testing.servers import RedisCluster
 
@@ -61,9 +77,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisCluster]:
         yield c
 
 
-def owner_port(c: RedisCluster, queue: str) -> int:
-    """The port of the master that serves the slot of `queue`'s hash tag."""
-    slot = key_slot(f"{{{queue}}}".encode())
+def owner_port(c: RedisCluster, name: str) -> int:
+    """The port of the master that serves the slot of queue `name`'s hash tag."""
+    slot = key_slot(f"{{{name}}}".encode())
     client = redis.Redis(port=c.ports[0], protocol=2)
     try:
         for start, end, master, *_ in client.cluster("slots"):
@@ -163,6 +179,58 @@ def test_results_priorities_cancel_and_progress_on_every_master(
         assert backend.inspect(q, "low").state == "cancelled"
         assert backend.cancel(q, "later") == "removed"
         assert stats(backend, q) == (0, 0, 0, 0)
+
+
+def test_durable_steps_on_every_master(backend: Backend, queues: list[str]) -> None:
+    """Step records, signals and waits live in the message's hash, so every durable script
+    (steps, record_step, take_signal, send_signal, waiting, settle's suspend) runs in its
+    queue's slot: on each master here, with a priority so the wake-up crosses `delayed`."""
+    for q in queues:
+        backend.enqueue([env(q, "d", priority=3)])
+        [d] = backend.lease(q, 1, 30.0)
+        assert backend.record_step(d.receipt, StepRecord("a", 1, b'"x"', time.time(), 0.0))
+        assert backend.take_signal(d.receipt, "go", 1) == Taken(True, None)
+        assert backend.settle([Settle.suspend(d.receipt, 3600.0, Wait("go"))]) == [True]
+        waiting = backend.waiting(q, "d")
+        assert waiting is not None and waiting.signal == "go"
+        assert backend.lease(q, 1, 30.0) == []
+        assert backend.signal(q, "d", "go", b"7") == "delivered"
+        [again] = backend.lease(q, 1, 30.0, wait=5.0)
+        assert backend.waiting(q, "d") is None
+        assert backend.take_signal(again.receipt, "go", 1) == Taken(True, b"7")
+        assert [(s.name, s.result) for s in backend.steps(q, "d")] == [
+            ("a", b'"x"'),
+            ("tasuki:signal:go", b"7"),
+        ]
+        assert backend.settle([Settle.ack(again.receipt)]) == [True]
+        assert backend.steps(q, "d") == []
+        assert backend.signal(q, "d", "go", b"1") == "unknown"
+
+
+def test_the_console_on_every_master(backend: Backend, queues: list[str]) -> None:
+    """Listings, bulk actions and job stats stay in each queue's slot; pauses and the
+    worker registry are keys of their own slots, reached from any queue's."""
+    info = WorkerInfo("w-c", "h", 1, "1", tuple(queues), 2, time.time(), heartbeat=5.0)
+    now = time.time()
+    minute = now - now % 60.0
+    tallies = [JobTally(q, "j", minute, {"succeeded": 2, "t3": 2}) for q in queues]
+    assert backend.announce(info, tallies) is False
+    for q in queues:
+        backend.enqueue([env(q, "f"), env(q, "x")])
+        leased = {d.id: d for d in backend.lease(q, 2, 30.0)}
+        backend.settle([Settle.dead(leased["x"].receipt, "no")])
+        backend.enqueue([env(q, "r"), env(q, "d", delay=600.0)])
+        for state, ids in (("ready", ["r"]), ("delayed", ["d"]), ("in_flight", ["f"])):
+            assert [i.info.id for i in backend.browse(q, state).items] == ids
+        assert [i.info.id for i in backend.browse(q, "dead").items] == ["x"]
+        assert backend.retry_many(q, ["d", "r"], "delayed") == [True, False]
+        assert backend.cancel_many(q, ["f", "x"], "in_flight") == [True, False]
+        assert backend.cancel_many(q, ["x"], "dead") == [True]
+        assert backend.job_stats(q, 600.0)["j"].succeeded == 2
+        backend.pause(q)
+    assert backend.paused() >= set(queues)
+    assert [w.id for w in backend.workers() if w.id == "w-c"] == ["w-c"]
+    assert backend.stop_worker("w-c") and backend.announce(info) is True
 
 
 def test_a_result_waiter_blocks_on_every_master(backend: Backend, queues: list[str]) -> None:
@@ -449,3 +517,28 @@ def test_hostile_text_and_names_on_every_master(backend: Backend, queues: list[s
             suite.test_names_no_engine_can_store_are_refused_at_enqueue(backend, q, bad)
         suite.test_a_retry_and_a_progress_note_with_any_text_are_stored(backend, q)
         suite.test_a_dead_letter_keeps_the_real_error_whatever_its_text(backend, q)
+
+
+class TestStepsOnCluster(_Steps):
+    """The contract's durable steps (`testing/contract/steps.py`) on the Cluster: a
+    fresh queue each test, on whichever master owns its slot."""
+
+
+class TestPauseOnCluster(_Pause):
+    """The contract's pause (`testing/contract/console.py`): its SET in a slot of its own."""
+
+
+class TestBrowseOnCluster(_Browse):
+    """The contract's listings, each queue's in its slot."""
+
+
+class TestActionsOnCluster(_Actions):
+    """The contract's bulk actions, each queue's in its slot."""
+
+
+class TestWorkersOnCluster(_Workers):
+    """The contract's worker registry: its keys in a slot of their own."""
+
+
+class TestJobStatsOnCluster(_JobStats):
+    """The contract's job stats: each queue's rollups in its slot."""

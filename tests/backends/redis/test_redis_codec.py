@@ -19,6 +19,10 @@ READERS: dict[tuple[str, str], Callable[..., Any]] = {
     ("in_flight", "in_flight"): codec.in_flight("q"),
     ("inspect", "message"): codec.message("q", "m", "waiting", 0.0, 0.0),
     ("stats", "stats"): codec.stats,
+    ("steps", "step"): codec.step,
+    ("browse", "listed"): codec.listed("q", "ready", 0.0),
+    ("workers", "worker"): codec.worker,
+    ("job_stats", "total"): codec.total,
 }
 
 

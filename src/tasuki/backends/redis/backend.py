@@ -11,6 +11,8 @@ never holds Redis for long). See docs/redis.md for the whole design.
 `RedisBackend` only joins the parts, by concern as on the SQL engines: `producing`
 (enqueue), `leasing`, `settling` (settle, keep, extend), `cancelling`, `results`,
 `flows` (start, read, wait on and cancel flows, and check a step's effects),
+`durable` (step records, signals and waits), `console` (pauses, listings, bulk
+actions, the worker registry, job stats),
 `operating` (counts, dead letters, inspection, redrive, purge) and `locks`, each over
 the one `Plumbing` (the connection, the key space, the script calls). The logic of each
 is in its `.lua` file, the mapping of records to arguments and of replies to records in
@@ -19,6 +21,7 @@ is in its `.lua` file, the mapping of records to arguments and of replies to rec
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -38,9 +41,15 @@ from tasuki.backends.base import (
     Reliability,
     Settle,
     SettledTotals,
+    SignalStatus,
+    StepRecord,
+    Taken,
+    Waiting,
 )
 from tasuki.backends.redis import (
     cancelling,
+    console,
+    durable,
     leasing,
     operating,
     producing,
@@ -54,6 +63,7 @@ from tasuki.backends.redis.locks import RedisLockStore
 from tasuki.backends.redis.options import RedisOptions
 from tasuki.backends.redis.plumbing import Plumbing
 from tasuki.backends.redis.scripts import Script
+from tasuki.core.console import BrowseState, JobStats, JobTally, Listed, Page, WorkerInfo
 from tasuki.core.flowrecords import FlowRecord, ResultRecord
 from tasuki.core.message import DeadLetter
 
@@ -72,6 +82,12 @@ class RedisBackend(Backend):
             rate_limits=True,
             concurrency_limits=True,
             workflows=True,
+            durable_steps=True,
+            pause=True,
+            browsing=True,
+            browse_waiting=True,
+            worker_registry=True,
+            job_stats=True,
         )
         self.redis = Plumbing(options)
         self.keys: KeySpace = self.redis.keys
@@ -156,6 +172,22 @@ class RedisBackend(Backend):
     def group_value(self, flow_id: str, barrier: str) -> bytes | None:
         return self._flows.group_value(flow_id, barrier)
 
+    # -- durable steps ---------------------------------------------------------------
+    def steps(self, queue: str, id: str) -> list[StepRecord]:
+        return durable.steps(self.redis, queue, id)
+
+    def record_step(self, receipt: Receipt, record: StepRecord) -> bool:
+        return durable.record_step(self.redis, receipt, record)
+
+    def take_signal(self, receipt: Receipt, name: str, occurrence: int) -> Taken:
+        return durable.take_signal(self.redis, receipt, name, occurrence)
+
+    def signal(self, queue: str, id: str, name: str, payload: bytes) -> SignalStatus:
+        return durable.signal(self.redis, queue, id, name, payload)
+
+    def waiting(self, queue: str, id: str) -> Waiting | None:
+        return durable.waiting(self.redis, queue, id)
+
     # -- operating -------------------------------------------------------------------
     def stats(self, queue: str) -> QueueStats:
         return operating.stats(self.redis, queue)
@@ -192,6 +224,46 @@ class RedisBackend(Backend):
 
     def purge(self, queue: str) -> int:
         return operating.purge(self.redis, queue)
+
+    # -- the console -----------------------------------------------------------------
+    def pause(self, queue: str) -> None:
+        console.pause(self.redis, queue)
+
+    def resume(self, queue: str) -> None:
+        console.resume(self.redis, queue)
+
+    def paused(self) -> set[str]:
+        return console.paused(self.redis)
+
+    def browse(
+        self,
+        queue: str,
+        state: BrowseState,
+        *,
+        job: str | None = None,
+        newest_first: bool = False,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page[Listed]:
+        return console.browse(self.redis, queue, state, job, newest_first, limit, cursor)
+
+    def retry_many(self, queue: str, ids: Sequence[str], state: BrowseState) -> list[bool]:
+        return console.retry_many(self.redis, queue, ids, state)
+
+    def cancel_many(self, queue: str, ids: Sequence[str], state: BrowseState) -> list[bool]:
+        return console.cancel_many(self.redis, queue, ids, state)
+
+    def announce(self, info: WorkerInfo, tallies: Sequence[JobTally] = ()) -> bool:
+        return console.announce(self.redis, info, tallies)
+
+    def workers(self) -> list[WorkerInfo]:
+        return console.workers(self.redis)
+
+    def stop_worker(self, id: str) -> bool:
+        return console.stop_worker(self.redis, id)
+
+    def job_stats(self, queue: str, window: float) -> dict[str, JobStats]:
+        return console.read_job_stats(self.redis, queue, window, time.time())
 
     @property
     def locks(self) -> RedisLockStore:

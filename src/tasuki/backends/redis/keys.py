@@ -24,6 +24,7 @@ touch all of it atomically. Per queue, with `B = <prefix>{<queue>}:`:
 | `B park:<name>` | ZSET | messages parked for a slot of a concurrency limit, oldest first |
 | `B x:<id>` | STRING, PX | a cancelled id (window: keep_id, at least 1 h) -> fenced token |
 | `B counts` | HASH | `acked`, `dead`: messages settled (rates); reliability meters |
+| `B js:<minute>` | HASH, PXAT | a minute's job stats: `<job>` LF `<count>` -> total, a day |
 | `H f:<flow>` | HASH, PX | a flow's record: `static` JSON, `result`, `failure`, `cancelled` |
 | `H fn:<flow>` | LIST, PX | a `wait_flow` wake-up token, pushed when the flow ends (5 s) |
 | `H fb:<barrier>:<flow>` | HASH, PX | a group's barrier: slot number -> member's value |
@@ -63,6 +64,9 @@ Fields of `B m:<id>` (times are whole microseconds of the Redis server's clock):
 | `limits` | enqueue (limits) | JSON [[name, 'c' or 'r', limit, per µs], ...] |
 | `result_ms` | enqueue (keep_result) | its result's TTL (redrive: pending again) |
 | `progress` | keep | `<fence> <JSON [fraction, text]>`, shown while that fence is current |
+| `sn`, `s:<n>` | record_step, take_signal | durable step records: how many, and each (cmsgpack) |
+| `g:<name>` | send_signal, take_signal | signals `name` stored and not consumed (cmsgpack list) |
+| `wait` | settle (suspend), send_signal | `<fence> <until µs> <signal>`: a suspended run's wait |
 
 Outside the queues:
 
@@ -71,6 +75,14 @@ Outside the queues:
 | `<prefix>queues` | SET | names of queues ever enqueued to (`queues()` keeps the non-empty) |
 | `<prefix>lock:<key>` | STRING, PX | a lock of the lock service: value = owner, TTL = lease |
 | `<prefix>flow:<flow>` | STRING, PX | a flow's home queue (where its keys are), for its retention |
+| `<prefix>paused` | SET | names of the queues paused (the console), read by every worker |
+| `<prefix>{workers}:info` | HASH | worker id -> its last announce (JSON) |
+| `<prefix>{workers}:seen` | ZSET | worker id -> when it last announced (µs); dropped a day on |
+| `<prefix>{workers}:stop` | SET | ids of the workers asked to stop (`stop_worker`) |
+
+The pause SET and the registry span queues, so on Redis Cluster each sits in a slot of
+its own, away from the queues' (the registry's three keys share the tag `{workers}`, so
+one script updates them together).
 
 Lock keys are whatever the caller names. A caller that puts a hash tag in the key
 (`{myqueue}unique:...`, as the uniqueness and dedup middleware do) places the lock in
@@ -119,6 +131,9 @@ class KeySpace:
         self.queues = f"{prefix}queues"
         self._lock_prefix = f"{prefix}lock:"
         self._flow_prefix = f"{prefix}flow:"
+        self.paused = f"{prefix}paused"
+        # The worker registry's info HASH, seen ZSET and stop SET: one slot of their own.
+        self.workers = tuple(f"{prefix}{{workers}}:{part}" for part in ("info", "seen", "stop"))
         self._cache: dict[str, QueueKeys] = {}
 
     def queue(self, name: str) -> QueueKeys:

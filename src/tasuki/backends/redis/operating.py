@@ -108,7 +108,7 @@ def _redrive(redis: Plumbing, queue: str, ids: list[str]) -> int:
         return 0
     keys = redis.keys.queue(queue)
     script_keys = [keys.waiting, keys.dead, keys.signal, keys.results, keys.limited]
-    records = _flow_records(redis, queue, ids)
+    records = flow_records(redis, queue, ids)
     flows = list(dict.fromkeys(r for r in records if r))
     script_keys += flows
     args: list[Any] = [keys.base, queue]
@@ -118,7 +118,7 @@ def _redrive(redis: Plumbing, queue: str, ids: list[str]) -> int:
     return n
 
 
-def _flow_records(redis: Plumbing, queue: str, ids: Sequence[str]) -> list[str]:
+def flow_records(redis: Plumbing, queue: str, ids: Sequence[str]) -> list[str]:
     """The record key of the flow each message is a step of ('' for none), read from its
     flow header (which never changes) and the flow's home: the redrive script resumes the
     flow whose failure the message is. On Redis Cluster a flow's keys share its steps'

@@ -37,6 +37,18 @@ NAMES = (
     "add_meters",
     "start_flow",
     "cancel_flow",
+    "steps",
+    "record_step",
+    "take_signal",
+    "send_signal",
+    "waiting",
+    "browse",
+    "retry_many",
+    "cancel_many",
+    "announce",
+    "workers",
+    "add_tallies",
+    "job_stats",
 )
 
 
@@ -88,6 +100,18 @@ class Scripts:
     add_meters: Script
     start_flow: Script
     cancel_flow: Script
+    steps: Script
+    record_step: Script
+    take_signal: Script
+    send_signal: Script
+    waiting: Script
+    browse: Script
+    retry_many: Script
+    cancel_many: Script
+    announce: Script
+    workers: Script
+    add_tallies: Script
+    job_stats: Script
 
     def __getattr__(self, name: str) -> Script:
         """Read on first use: a producer that only enqueues reads one file, not all."""

@@ -35,11 +35,15 @@ from tasuki.backends.redis.codec.replies import (
     in_flight,
     leased,
     leases_in_flight,
+    listed,
     message,
     message_info,
     records,
     result_record,
     stats,
+    step,
+    total,
+    worker,
 )
 from tasuki.backends.redis.codec.values import (
     headers_json,
@@ -66,6 +70,7 @@ __all__ = [
     "leased",
     "leases_in_flight",
     "limits_json",
+    "listed",
     "message",
     "message_fields",
     "message_info",
@@ -78,5 +83,8 @@ __all__ = [
     "settle_args",
     "settle_keys",
     "stats",
+    "step",
+    "total",
     "us",
+    "worker",
 ]

@@ -183,9 +183,13 @@ def settle_args(base: str, items: Sequence[Settle]) -> list[Any]:
                 letters.append("A")
                 args += (r.id, r.token, value)
         elif item.verdict == "release":
-            letters.append("r")
             event, detail = release_event(item.delay, item.penalty, error_summary(item.error))
             args += (r.id, r.token, us(item.delay), 0 if item.penalty else 1, event, detail)
+            if item.wait is None:
+                letters.append("r")
+            else:
+                letters.append("s")
+                args.append(item.wait.signal)
         else:
             letters.append("d")
             err = item.error

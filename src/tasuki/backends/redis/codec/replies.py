@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import orjson
 
 from tasuki.backends.redis.codec.values import headers_of, progress_of
+from tasuki.core.console import Listed
 from tasuki.core.flowrecords import ResultRecord
 from tasuki.core.message import DeadLetter, ErrorInfo
 from tasuki.core.reasons import describe
@@ -23,6 +24,7 @@ from tasuki.core.records import (
     MessageInfo,
     MessageState,
     QueueStats,
+    StepRecord,
     waiting_state,
 )
 
@@ -253,3 +255,63 @@ def _error(etype: bytes, emessage: bytes, etraceback: bytes) -> ErrorInfo | None
     if not etype:
         return None
     return ErrorInfo(etype.decode(), emessage.decode(), etraceback.decode())
+
+
+def step(
+    name: bytes, occurrence: bytes, result: bytes, started: bytes, duration: bytes
+) -> StepRecord:
+    """A reader of steps.lua's `step` records."""
+    return StepRecord(name.decode(), int(occurrence), result, float(started), float(duration))
+
+
+def listed(queue: str, state: str, now: float) -> Callable[..., Listed]:
+    """A reader of browse.lua's `listed` records, of a listing of `state`: a `Listed` each,
+    its `MessageInfo` read as inspect.lua's `message` record is."""
+    where = {"in_flight": "leased", "dead": "dead"}.get(state, "waiting")
+
+    def read(
+        id: bytes,
+        score: bytes,
+        at: bytes,
+        body: bytes,
+        headers: bytes,
+        attempt: bytes,
+        max_attempts: bytes,
+        fence: bytes,
+        enqueued_us: bytes,
+        reason: bytes,
+        error_type: bytes,
+        error_message: bytes,
+        error_traceback: bytes,
+        hist: bytes,
+        priority: bytes,
+        progress: bytes,
+    ) -> Listed:
+        name = id.decode()
+        info = message(queue, name, where, int(at) / 1e6, now)(
+            attempt,
+            max_attempts,
+            fence,
+            enqueued_us,
+            reason,
+            error_type,
+            error_message,
+            error_traceback,
+            hist,
+            priority,
+            progress,
+        )
+        return Listed(info, body, headers_of(headers), f"{score.decode()}:{name}")
+
+    return read
+
+
+def worker(id: bytes, seen_us: bytes, info: bytes) -> tuple[str, int, bytes]:
+    """A reader of workers.lua's `worker` records: id, when seen (µs), its announce."""
+    return id.decode(), int(seen_us), info
+
+
+def total(field: bytes, amount: int) -> tuple[tuple[str, str], int]:
+    """A reader of job_stats.lua's `total` records: (job, count name) and its sum."""
+    job, _, name = field.decode().rpartition("\n")
+    return (job, name), int(amount)

@@ -24,8 +24,9 @@
 --- @include "clock"
 --- @include "batch"
 --- @include "signal"
+--- @include "redrive"
 
-local waiting, dead = KEYS[1], KEYS[2]
+local dead = KEYS[2]
 local base, queue = ARGV[1], ARGV[2]
 local now = now_us()
 local ids = {}
@@ -39,38 +40,5 @@ for i = 3, #ARGV, 2 do
   end
   seen[id] = true
 end
-
--- The flow's failure names this step: the flow runs again.
-local function resume(flow, id)
-  local failure = redis.call('HGET', flow, 'failure')
-  if failure then
-    local doc = cjson.decode(failure)
-    if doc.queue == queue and doc.message_id == id then
-      redis.call('HDEL', flow, 'failure')
-    end
-  end
-end
-
-local scores = {}
-for i, id in ipairs(ids) do
-  local mkey = base .. 'm:' .. id
-  redis.call('HDEL', mkey, 'reason', 'died_us', 'error_type', 'error_message', 'error_traceback')
-  redis.call('HSET', mkey, 'attempt', 0)
-  local f = redis.call('HMGET', mkey, 'boost_us', 'result_ms', 'limits')
-  if f[2] then
-    redis.call('HSET', KEYS[4], id, f[2])
-    redis.call('DEL', base .. 'r:' .. id)
-  end
-  if f[3] then
-    redis.call('HSET', KEYS[5], id, f[3])
-  end
-  if flows[i] > 0 then
-    resume(KEYS[flows[i]], id)
-  end
-  scores[#scores + 1] = now + i - 1 - (tonumber(f[1]) or 0)
-  scores[#scores + 1] = id
-end
-zrem_many(dead, ids)
-zadd_many(waiting, scores)
-signal(KEYS[3], #ids)
+redrive_ids(KEYS, base, queue, ids, flows, now)
 return #ids

@@ -14,12 +14,13 @@
 --
 -- ARGV[1]  queue key base, `<prefix>{<queue>}:`
 -- ARGV[2]  the verdicts, one letter per item, in order: 'a' ack, 'A' ack with a result,
---          'r' release, 'd' dead
+--          'r' release, 's' suspend (a durable run's release), 'd' dead
 -- then, from ARGV[3], each item's fields, as many as its verdict takes:
 --   a  id, lease token
 --   A  id, lease token, the result (JSON)
 --   r  id, lease token, delay (µs), refund ('1': without penalty, the attempt is given
 --      back; '0': it counts), history event ("retried" / "released"), history detail
+--   s  the fields of r, then the signal the run waits for ('' for a sleep)
 --   d  id, lease token, reason, error type ('' = no error), error message,
 --      error traceback, history detail, the failed result (`error_json`)
 --
@@ -37,6 +38,9 @@
 --   only ever grows, so the next lease still gets a higher one. Blocked leasers are
 --   signalled, also for delayed releases, so that they re-read when the next message
 --   is due.
+-- suspend: a release (always without penalty) that also stores what the run waits for,
+--   `wait` in includes/durable.lua; if the signal it waits for is stored already, it is
+--   released ready now instead, its wait ended at once.
 -- dead: into the dead ZSET with the reason and last error; it keeps its body, headers
 --   and attempt count, and drops its uniqueness lock if it still owns it. One that
 --   keeps its result gets its `failed` record.
@@ -67,12 +71,14 @@
 --- @include "results"
 --- @include "limits"
 --- @include "flows"
+--- @include "durable"
 
 local waiting, leased, leases, dead, keep = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local results_key = KEYS[8]
 local base, verdicts = ARGV[1], ARGV[2]
 local ACK, RESULT, RELEASE = string.byte('a'), string.byte('A'), string.byte('r')
-local FIELDS = {[ACK] = 2, [RESULT] = 3, [RELEASE] = 6, [string.byte('d')] = 8}
+local SUSPEND = string.byte('s')
+local FIELDS = {[ACK] = 2, [RESULT] = 3, [RELEASE] = 6, [SUSPEND] = 7, [string.byte('d')] = 8}
 
 -- Each item's verdict, id and where its fields start.
 local n = #verdicts
@@ -119,13 +125,22 @@ for k = 1, n do
       now = now or now_us()
       local mkey = base .. 'm:' .. id
       local fence = fence_of(ARGV[p + 1])
-      if verdict == RELEASE then
+      if verdict == RELEASE or verdict == SUSPEND then
         released[id] = true
         if ARGV[p + 3] == '1' then
           redis.call('HINCRBY', mkey, 'attempt', -1)
         end
         push_history(mkey, now, ARGV[p + 4], fence, ARGV[p + 5])
         local delay = tonumber(ARGV[p + 2])
+        if verdict == SUSPEND then
+          local sig = ARGV[p + 6]
+          if sig ~= '' and redis.call('HEXISTS', mkey, 'g:' .. sig) == 1 then
+            delay = 0
+            redis.call('HDEL', mkey, 'wait')
+          else
+            redis.call('HSET', mkey, 'wait', fence .. ' ' .. int_text(now + delay) .. ' ' .. sig)
+          end
+        end
         local boost = tonumber(redis.call('HGET', mkey, 'boost_us'))
         if not boost then
           scores[#scores + 1] = now + delay
