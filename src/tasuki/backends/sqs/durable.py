@@ -45,13 +45,19 @@ class Durable:
         return self.sqs.steps
 
     def steps(self, queue: str, id: str) -> list[StepRecord]:
-        return self.store().steps(queue, id)
+        store = self.store()
+        store.touch(queue, id)
+        return store.steps(queue, id)
 
     def record_step(self, receipt: Receipt, record: StepRecord) -> bool:
-        return self.store().record_step(receipt, record)
+        store = self.store()
+        store.touch(receipt.queue, receipt.id)
+        return store.record_step(receipt, record)
 
     def take_signal(self, receipt: Receipt, name: str, occurrence: int) -> Taken:
-        return self.store().take_signal(receipt, name, occurrence)
+        store = self.store()
+        store.touch(receipt.queue, receipt.id)
+        return store.take_signal(receipt, name, occurrence)
 
     def waiting(self, queue: str, id: str) -> Waiting | None:
         return None if self.sqs.steps is None else self.sqs.steps.waiting(queue, id)
@@ -150,10 +156,25 @@ def admit_copies(sqs: Plumbing, info: QueueInfo, received: list[Received]) -> li
 
 
 def dropped(sqs: Plumbing, messages: Sequence[tuple[str, str]]) -> None:
-    """Messages (queue, id) gone for good (acked, cancelled, purged): their step
-    records and signals go."""
+    """Messages (queue, id) gone for good (cancelled, purged): their step records and
+    signals go."""
     if sqs.steps is not None and messages:
+        sqs.steps.untouch(messages)
         sqs.steps.drop(messages)
+
+
+def settled(
+    sqs: Plumbing, acked: Sequence[tuple[str, str]], others: Sequence[tuple[str, str]]
+) -> None:
+    """Messages (queue, id) settled: the records of the acked ones whose run here made a
+    durable call go (`StepRecords.touch`); the others' notes are forgotten (their next
+    run notes them again)."""
+    if sqs.steps is None:
+        return
+    sqs.steps.untouch(others)
+    durable = sqs.steps.untouch(acked)
+    if durable:
+        sqs.steps.drop(durable)
 
 
 def _wait_of(meta: Meta) -> int | None:

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 from tasuki.backends.base import CancelStatus, Keep, LeaseStatus, Receipt, Settle
 from tasuki.backends.sqs.codec import Meta
-from tasuki.backends.sqs.durable import dropped, placed, prepare_suspends
+from tasuki.backends.sqs.durable import dropped, placed, prepare_suspends, settled
 from tasuki.backends.sqs.options import SQS_MAX_VISIBILITY
 from tasuki.backends.sqs.plumbing import Held, Move, Plumbing, SendSteps, log
 from tasuki.backends.sqs.queues import split_token
@@ -151,7 +151,11 @@ class Settling:
             for n, ok in zip(positions, done, strict=True):
                 results[n] = ok
         self.sqs.dead_lettered(moved, finished)
-        dropped(self.sqs, [(f.queue, f.id) for f in finished])
+        settled(
+            self.sqs,
+            [(f.queue, f.id) for f in finished],
+            [(i.receipt.queue, i.receipt.id) for i in items if i.verdict != "ack"],
+        )
         placed(self.sqs, [wait for n, wait in waits.items() if results[n]])
         # The leases ended, whatever SQS answered: their concurrency slots go.
         self.sqs.free_limits(

@@ -32,6 +32,7 @@ def _text(raw: Any) -> str:
 
 class RedisDurableRecords(StepRecords):
     def __init__(self, records: RedisLeaseRecords) -> None:
+        super().__init__()
         self.records = records
         self._backend = records._backend
 

@@ -44,6 +44,7 @@ SWEEP_EVERY = 500
 
 class SQLiteStepRecords(StepRecords):
     def __init__(self, records: SQLiteLeaseRecords) -> None:
+        super().__init__()
         self.records = records
         self._drops = 0
         with records._transaction(0) as db:

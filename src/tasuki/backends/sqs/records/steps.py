@@ -14,6 +14,7 @@ its number (`admit`): the store says the wait it slept for was answered.
 from __future__ import annotations
 
 import sys
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Literal, NamedTuple
@@ -52,7 +53,28 @@ class CopyCheck(NamedTuple):
 
 class StepRecords(ABC):
     """What the lock store keeps of a message's durable run, fenced by its lease record
-    (its owner is the current lease's token) and dropped with the message."""
+    (its owner is the current lease's token) and dropped with the message.
+
+    It also notes the messages whose runs in this process made a durable call
+    (`touch`), so that an ack drops the records of those only: a plain job's ack costs
+    no lock-store call more. A durable run makes such a call on every run (its first
+    step reads the records); a message whose last run made none keeps its records until
+    they expire (the id window)."""
+
+    def __init__(self) -> None:
+        self._touched: set[tuple[str, str]] = set()
+        self._touched_mutex = threading.Lock()
+
+    def touch(self, queue: str, id: str) -> None:
+        with self._touched_mutex:
+            self._touched.add((queue, id))
+
+    def untouch(self, messages: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+        """Forget the notes of these messages (settled); those that had one."""
+        with self._touched_mutex:
+            had = [m for m in messages if m in self._touched]
+            self._touched.difference_update(messages)
+        return had
 
     @abstractmethod
     def steps(self, queue: str, id: str) -> list[StepRecord]:
