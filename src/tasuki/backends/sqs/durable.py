@@ -75,6 +75,8 @@ class Durable:
         send that fails leaves the delayed copy to wake the message at its time."""
         entry = decode_entry(wake.entry)
         entry["Id"] = "0"
+        if "MessageDeduplicationId" in entry:  # FIFO: not the sleeping copy's send again
+            entry["MessageDeduplicationId"] += f".wake{wake.seq}"
         if self.sqs.send(wake.url, [entry]):
             log.warning("sqs: the copy that wakes %s could not be sent: it wakes at its time", id)
             return
