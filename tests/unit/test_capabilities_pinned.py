@@ -72,7 +72,10 @@ _SQS = {
     "settled_counts": False,
     "reliability_counts": False,
     "transactional_steps": False,
-    **_NO_CONSOLE,
+    # Pause, workers and job stats in the lock store; nothing listed by state yet, and
+    # waiting messages never (SQS shows them only by receiving them).
+    "browsing": False,
+    "browse_waiting": False,
 }
 DIFFERS: dict[str, dict[str, Any]] = {
     "memory": {

@@ -40,11 +40,13 @@ def get(port: int, path: str) -> tuple[int, dict[str, Any]]:
 
 
 def answers(port: int) -> bool:
+    """The probes answer, and the worker's loops have started: its health server is up
+    a moment before them, when /livez has nothing to check yet."""
     try:
-        get(port, "/livez")
-        return True
+        _, live = get(port, "/livez")
     except OSError:
         return False
+    return bool(live["checks"])
 
 
 @pytest.fixture

@@ -296,3 +296,56 @@ def test_a_started_worker_whose_loop_fails_stops_itself(
     finally:
         worker.stop()
         app.close()
+
+
+def test_an_async_jobs_system_exit_is_its_error_and_the_worker_goes_on() -> None:
+    """As on a thread: a SystemExit raised by an async job fails that job (here: dead
+    after its one attempt); the event loop the other async jobs run on lives on."""
+    import tasuki
+
+    app = tasuki.App("memory://")
+
+    @app.job(retry=tasuki.Retry(max_attempts=1))
+    async def leave() -> None:
+        raise SystemExit(3)
+
+    @app.job()
+    async def stay() -> int:
+        return 1
+
+    leave.enqueue()
+    stay.enqueue()
+    try:
+        app.worker(concurrency=2).run(until_idle=True, timeout=20)
+        [dead] = app.dead_letters("default")
+        assert dead.error is not None and dead.error.type == "SystemExit"
+        assert app.stats()["ready"] == 0 and app.stats()["dead"] == 1
+    finally:
+        app.close()
+
+
+def test_an_event_loop_that_cannot_go_on_stops_the_worker(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Whatever escapes asyncio's `run_forever` leaves every async job without a loop:
+    the worker stops with status 1 instead of leasing async jobs nothing can run."""
+    import tasuki
+    from tasuki.runtime.eventloop import EventLoopThread
+
+    def broken(self: EventLoopThread) -> None:
+        raise SystemExit("the loop's own bug")
+
+    monkeypatch.setattr(EventLoopThread, "_beat", broken)
+    app = tasuki.App("memory://")
+
+    @app.job()
+    async def stay() -> int:
+        return 1
+
+    stay.enqueue()
+    worker = app.worker(concurrency=2)
+    try:
+        with pytest.raises(LoopFailed, match="asyncio loop failed: SystemExit"):
+            worker.run(timeout=20)
+    finally:
+        app.close()

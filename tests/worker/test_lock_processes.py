@@ -40,9 +40,13 @@ def test_duplicates_across_two_processes_run_once(
 ) -> None:
     app = producer(shared_url, 5.0)
     pairs = 15
-    app.jobs["dedup_work"].enqueue_many([(n, copy, 0.2) for n in range(pairs) for copy in (1, 2)])
     for _ in range(2):
         workers.append(WorkerProcess(shared_url, log, "-c", "4", vt=5.0))
+    if app.backend.capabilities.worker_registry:
+        # Both are up before the work arrives: on a busy machine one process starting
+        # seconds after the other found nothing left to take.
+        wait_until(lambda: len(app.workers()) >= 2, 60, interval=0.1)
+    app.jobs["dedup_work"].enqueue_many([(n, copy, 0.2) for n in range(pairs) for copy in (1, 2)])
     wait_until(lambda: idle(app), 60, interval=0.1)
     runs = by_n(read_log(log), "start")
     assert sorted(runs) == list(range(pairs))

@@ -25,7 +25,11 @@ BEAT_EVERY = 1.0
 class EventLoopThread:
     """One asyncio loop in its own thread; async jobs are tasks on it."""
 
-    def __init__(self, name: str = "tasuki-asyncio") -> None:
+    def __init__(
+        self,
+        name: str = "tasuki-asyncio",
+        guard: Callable[[str, Callable[[], None]], Callable[[], None]] | None = None,
+    ) -> None:
         self.loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._pending: list[Callable[[], Coroutine[Any, Any, None]]] = []
@@ -33,7 +37,11 @@ class EventLoopThread:
         self._scheduled = False
         self.tasks: set[asyncio.Task[None]] = set()
         self.pulse = Pulse("event loop")
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        # What escapes `run_forever` (asyncio re-raises a SystemExit or KeyboardInterrupt
+        # from any callback) leaves the async jobs without a loop: under the worker's
+        # `fatal.guard` that stops the worker with status 1.
+        target = self._run if guard is None else guard("asyncio", self._run)
+        self._thread = threading.Thread(target=target, name=name, daemon=True)
         self._thread.start()
         self._ready.wait()
 
@@ -41,8 +49,10 @@ class EventLoopThread:
         asyncio.set_event_loop(self.loop)
         self.loop.call_soon(self._ready.set)
         self.loop.call_soon(self._beat)
-        self.loop.run_forever()
-        self.loop.close()
+        try:
+            self.loop.run_forever()
+        finally:
+            self.loop.close()
 
     def _beat(self) -> None:
         """A loop blocked by a job that does not await beats no more (`runtime.health`)."""
@@ -133,7 +143,7 @@ class AsyncRunner:
             if task.claimed:
                 raise
             outcome.error = JobTimeout("the job was cancelled")
-        except Exception as exc:
+        except (Exception, SystemExit, KeyboardInterrupt) as exc:  # a job's, as on a thread
             outcome.error = exc
         outcome.duration = time.perf_counter() - started
         return outcome

@@ -355,7 +355,7 @@ class Worker:
 
         with self._mutex:
             if self._loop is None or self._async is None:
-                self._loop = EventLoopThread()
+                self._loop = EventLoopThread(guard=self.fatal.guard)
                 self._async = AsyncRunner(self.driver, self.finisher)
             return self._loop, self._async
 

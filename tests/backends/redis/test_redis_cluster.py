@@ -542,3 +542,16 @@ class TestWorkersOnCluster(_Workers):
 
 class TestJobStatsOnCluster(_JobStats):
     """The contract's job stats: each queue's rollups in its slot."""
+
+
+def test_capabilities_on_a_cluster_are_those_of_one_server(backend: Backend) -> None:
+    """The capabilities pin (tests/unit/test_capabilities_pinned.py) for Redis Cluster,
+    which has no entry in the shared backend table: a capability turning False on a
+    Cluster only would turn its tests there into skips."""
+    import dataclasses
+
+    from tests.unit.test_capabilities_pinned import DIFFERS, FULL
+
+    want = {**FULL, **DIFFERS["redis"]}
+    got = dataclasses.asdict(backend.capabilities)
+    assert got == want, {k: (want.get(k), got.get(k)) for k in want if got.get(k) != want.get(k)}

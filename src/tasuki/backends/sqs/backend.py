@@ -23,8 +23,9 @@ does it, all of them on one `Plumbing` (plumbing.py: the client, the batch calls
 moves, the lock store and its records): producing.py (enqueue, its claims, result
 records), leasing.py (lease), settling.py (settle, extend, keep, cancel), inspecting.py
 (inspect, from the records), flows.py (workflows), durable.py (durable steps),
-dead_letters.py (browse, redrive, purge them) and operating.py (stats, purge, ping,
-close); beside them codec.py, queues.py, levels.py, limits.py, options.py.
+dead_letters.py (browse, redrive, purge them), console.py (pause, the worker registry,
+job stats, in the lock store) and operating.py (stats, purge, ping, close); beside
+them codec.py, queues.py, levels.py, limits.py, options.py.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from tasuki.backends.base import (
     Keep,
     LeaseStatus,
     LockStore,
+    MaintenanceService,
     MessageInfo,
     QueueStats,
     Receipt,
@@ -50,6 +52,7 @@ from tasuki.backends.base import (
     Taken,
     Waiting,
 )
+from tasuki.backends.sqs.console import Console
 from tasuki.backends.sqs.dead_letters import DeadLetters
 from tasuki.backends.sqs.durable import Durable
 from tasuki.backends.sqs.flows import Flows
@@ -60,6 +63,15 @@ from tasuki.backends.sqs.options import SqsOptions
 from tasuki.backends.sqs.plumbing import Plumbing
 from tasuki.backends.sqs.producing import PENDING_CLAIM, Producing
 from tasuki.backends.sqs.settling import Settling
+from tasuki.core.console import (
+    BrowseState,
+    JobStats,
+    JobTally,
+    Listed,
+    Page,
+    WorkerInfo,
+    check_state,
+)
 from tasuki.core.flowrecords import FlowRecord, FlowStep, ResultRecord
 from tasuki.core.message import DeadLetter
 
@@ -81,6 +93,7 @@ class SqsBackend(Backend):
         self.inspecting = Inspecting(self.sqs)
         self.operating = Operating(self.sqs)
         self.durable = Durable(self.sqs)
+        self.console = Console(self.sqs)
 
     # -- producing -------------------------------------------------------------------
     def enqueue(
@@ -189,9 +202,48 @@ class SqsBackend(Backend):
     def purge(self, queue: str) -> int:
         return self.operating.purge(queue)
 
+    # -- the console (console.py) ------------------------------------------------------
+    def pause(self, queue: str) -> None:
+        self.console.pause(queue)
+
+    def resume(self, queue: str) -> None:
+        self.console.resume(queue)
+
+    def paused(self) -> set[str]:
+        return self.console.paused()
+
+    def browse(
+        self,
+        queue: str,
+        state: BrowseState,
+        *,
+        job: str | None = None,
+        newest_first: bool = False,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page[Listed]:
+        raise self.console.refuse_browse(check_state(state))
+
+    def announce(self, info: WorkerInfo, tallies: Sequence[JobTally] = ()) -> bool:
+        return self.console.announce(info, tallies)
+
+    def workers(self) -> list[WorkerInfo]:
+        return self.console.workers()
+
+    def stop_worker(self, id: str) -> bool:
+        return self.console.stop_worker(id)
+
+    def job_stats(self, queue: str, window: float) -> dict[str, JobStats]:
+        return self.console.job_stats(queue, window)
+
     @property
     def locks(self) -> LockStore:
         return self.operating.locks
+
+    def maintenance(self) -> Sequence[MaintenanceService]:
+        """The pruning of the console's records in the lock store, where they need it."""
+        console = self.sqs.console
+        return () if console is None else console.maintenance()
 
     def ping(self) -> None:
         self.operating.ping()

@@ -115,6 +115,11 @@ class Leasing:
                 asked = min(SQS_BATCH, room)
                 hold = LONG_POLL_HOLD if poll and visibility_timeout > LONG_POLL_HOLD else None
                 got = self._receive(info, asked, hold or visibility_timeout, poll)
+                if poll and got and self._paused(info.name):
+                    # Paused while the long poll waited: put back unleased (no attempt),
+                    # so that a pause holds within a second however long the poll was.
+                    self.sqs.visibility(info.url, [m["ReceiptHandle"] for m in got], 0)
+                    return leased
                 full = len(got) == asked
             admitted = self._admit(info, got, visibility_timeout, hold)
             leased.extend(admitted)
@@ -128,6 +133,12 @@ class Leasing:
                 continue
             if leased or deadline - time.monotonic() < 0.5:
                 return leased
+
+    def _paused(self, queue: str) -> bool:
+        """Whether the queue is paused now (one read of the lock store's console records,
+        made only when a long poll brought messages back)."""
+        console = self.sqs.console
+        return console is not None and queue in console.paused()
 
     def _receive(
         self, info: QueueInfo, asked: int, visibility_timeout: float, poll: int = 0

@@ -31,6 +31,7 @@ from tasuki.backends.sqs.options import (
 from tasuki.backends.sqs.queues import DEFAULT_MAX_SIZE, QueueInfo, Queues, unreachable
 from tasuki.backends.sqs.records import records_for
 from tasuki.backends.sqs.records.base import FlowRecords, IdFinish, LeaseRecords, ResultPut
+from tasuki.backends.sqs.records.console import StoreConsole, console_for
 from tasuki.backends.sqs.records.steps import StepRecords, steps_in
 from tasuki.core.flowrecords import error_json
 from tasuki.core.message import GROUP_HEADER, JOB_HEADER, ErrorInfo
@@ -122,6 +123,8 @@ class Plumbing:
         self.locks: LockStore | None = None
         self.records: LeaseRecords | None = None
         self.steps: StepRecords | None = None  # durable steps (durable.py)
+        # The console's records there (pauses, workers, job tallies), where it keeps them.
+        self.console: StoreConsole | None = None
         if options.locks:
             from tasuki.backends.urls import backend_from_url
 
@@ -129,6 +132,7 @@ class Plumbing:
             self.locks = self.lock_backend.locks
             self.records = records_for(self.lock_backend, f"tasuki-sqs:{options.prefix}", RECORDS)
             self.steps = steps_in(self.records)
+            self.console = console_for(self.lock_backend, f"tasuki-sqs:{options.prefix}")
         # Limits are admitted in the lock store after the receive (limits.py).
         self.admission = (
             Admission(self.locks, f"tasuki-sqs:{options.prefix}")
@@ -143,6 +147,7 @@ class Plumbing:
         kept = self.records is not None
         # Cancel and progress need lease records that keep them (SQLite's, Redis's).
         controls = self.records is not None and self.records.controls
+        console = self.console is not None
         return Capabilities(
             max_message_size=DEFAULT_MAX_SIZE,
             max_delay=self.options.max_delay,
@@ -170,8 +175,14 @@ class Plumbing:
             priorities=True,
             rate_limits=kept,
             concurrency_limits=kept,
-            # Step records, signals and waits in the lock store (SQLite's).
+            # Step records, signals and waits in the lock store (SQLite's, Redis's).
             durable_steps=self.steps is not None,
+            # The console's records in the lock store (records/console.py); waiting
+            # messages cannot be listed without receiving them (docs/backends/sqs.md).
+            pause=console,
+            worker_registry=console,
+            job_stats=console,
+            browse_waiting=False,
         )
 
     # -- plumbing --------------------------------------------------------------------

@@ -1,0 +1,117 @@
+"""The console on SQS (console.py, records/console.py, records/redis_console.py): pauses,
+workers and job tallies kept in the lock store, apart from whatever else that store
+holds; the listings SQS cannot make refused by capability."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tasuki.backends.urls import backend_from_url
+from tasuki.core.console import JobTally, WorkerInfo
+from tasuki.errors import Unsupported
+from tasuki.testing.contract.helpers import env
+from tasuki.testing.servers import MotoServer
+from tests.backends.sqs.support import local_url, opened
+from tests.support.deps import need
+
+need("boto3")
+
+
+def a_worker() -> WorkerInfo:
+    return WorkerInfo(
+        id=f"w-{uuid.uuid4().hex[:8]}",
+        host="h",
+        pid=1,
+        version="1",
+        queues=("q",),
+        concurrency=1,
+        started_at=time.time(),
+    )
+
+
+def test_a_long_poll_that_returns_while_paused_leases_nothing(locked_url: str) -> None:
+    backend = opened(locked_url)
+    queue = f"q-{uuid.uuid4().hex[:8]}"
+    try:
+        backend.enqueue([env(queue, "m")])
+        backend.pause(queue)
+        assert backend.lease(queue, 1, 30.0, wait=1.0) == []
+        backend.resume(queue)
+        [again] = backend.lease(queue, 1, 30.0, wait=1.0)
+        assert (again.id, again.attempt) == ("m", 1)  # put back unleased: no attempt spent
+    finally:
+        backend.close()
+
+
+def test_waiting_listings_are_refused_naming_the_capability(locked_url: str) -> None:
+    backend = opened(locked_url)
+    try:
+        caps = backend.capabilities
+        assert (caps.pause, caps.worker_registry, caps.job_stats) == (True, True, True)
+        assert (caps.browsing, caps.browse_waiting) == (False, False)
+        for state in ("ready", "delayed"):
+            with pytest.raises(Unsupported, match="browse_waiting") as refused:
+                backend.browse("q", state)  # type: ignore[arg-type]
+            assert refused.value.capability == "browse_waiting"
+        with pytest.raises(Unsupported) as refused:
+            backend.retry_now("q", "m")
+        assert refused.value.capability == "browse_waiting"
+        with pytest.raises(Unsupported) as refused:
+            backend.browse("q", "in_flight")
+        assert refused.value.capability == "browsing"
+    finally:
+        backend.close()
+
+
+def test_without_a_lock_store_the_console_is_refused(
+    sqs_server: MotoServer, tmp_path: Path
+) -> None:
+    backend = opened(local_url(sqs_server, tmp_path, locks=False))
+    try:
+        assert not backend.capabilities.pause and not backend.capabilities.worker_registry
+        with pytest.raises(Unsupported, match="locks=sqlite or redis") as refused:
+            backend.pause("q")
+        assert refused.value.capability == "pause"
+        with pytest.raises(Unsupported) as refused:
+            backend.workers()
+        assert refused.value.capability == "worker_registry"
+        with pytest.raises(Unsupported) as refused:
+            backend.job_stats("q", 60.0)
+        assert refused.value.capability == "job_stats"
+        assert backend.maintenance() == ()
+    finally:
+        backend.close()
+
+
+def test_the_console_is_apart_from_a_queue_store_in_the_same_lock_store(locked_url: str) -> None:
+    backend = opened(locked_url)
+    store = backend_from_url(backend.sqs.options.locks or "")
+    ns = backend.sqs.console.namespace  # type: ignore[union-attr]
+    queue = f"q-{uuid.uuid4().hex[:8]}"
+    try:
+        backend.pause(queue)
+        store.pause(f"{queue}-other")
+        assert queue in backend.paused() and f"{queue}-other" not in backend.paused()
+        assert queue not in store.paused() and f"{ns}{queue}" in store.paused()
+        mine, theirs = a_worker(), a_worker()
+        now = time.time()
+        tally = JobTally(queue, "job", now - now % 60.0, {"succeeded": 2, "t3": 2})
+        backend.announce(mine, [tally])
+        store.announce(theirs)
+        assert mine.id in [w.id for w in backend.workers()]
+        assert theirs.id not in [w.id for w in backend.workers()]
+        assert mine.id not in [w.id for w in store.workers()]
+        assert backend.stop_worker(theirs.id) is False
+        assert backend.stop_worker(mine.id) is True and backend.announce(mine) is True
+        assert backend.job_stats(queue, 600.0)["job"].succeeded == 2
+        assert store.job_stats(queue, 600.0) == {}
+        pruning = [s.name for s in store.maintenance() if s.name == "console"]
+        assert [s.name for s in backend.maintenance()] == pruning
+    finally:
+        backend.resume(queue)
+        store.close()
+        backend.close()
