@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from tasuki.backends.base import Settle, Taken, Wait
+from tasuki.backends.redis.slots import key_slot
 from tasuki.backends.sqs.durable import decode_entry, encode_entry
+from tasuki.backends.sqs.records.redis_steps import slot_key
 from tasuki.core.message import NOT_BEFORE_HEADER
 from tasuki.testing.contract.helpers import env
 from tasuki.testing.servers import MotoServer
@@ -73,3 +77,13 @@ def test_a_kept_send_entry_keeps_binary_attributes() -> None:
     back = decode_entry(encode_entry(entry))
     assert back["MessageAttributes"]["raw"]["BinaryValue"] == b"\x00\xff"
     assert "DelaySeconds" not in back  # the new copy is ready at once
+
+
+@pytest.mark.parametrize(
+    "key", ["tasuki:lock:ns:lease:q:m", "{tasuki}:lock:ns:lease:q:m", "x{a}y:lease:q:m"]
+)
+def test_a_messages_step_keys_share_its_lease_records_cluster_slot(key: str) -> None:
+    """One script touches the lease record with the steps, signals and wait: on a Redis
+    Cluster they must live in one slot."""
+    for suffix in ("steps", "signals", "wait"):
+        assert key_slot(slot_key(key, suffix).encode()) == key_slot(key.encode())
