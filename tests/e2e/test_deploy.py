@@ -214,12 +214,15 @@ def test_keda_scales_the_worker_on_its_queue(name: str) -> None:
 
 
 def test_the_metric_keda_reads_is_the_one_workers_serve() -> None:
+    from tasuki.core.capabilities import Capabilities
     from tasuki.middleware.metrics import QueueCollector
 
     class Stats:
         ready, in_flight, delayed, dead, oldest_ready_age = 3, 1, 0, 0, 0.0
 
     class Backend:
+        capabilities = Capabilities(max_message_size=1 << 20)  # no pause: no paused gauge read
+
         def stats(self, queue: str) -> Stats:
             return Stats()
 

@@ -32,12 +32,15 @@ def test_quickstart_runs_as_written(tmp_path: Path) -> None:
 
 
 def test_the_testing_guide_runs_as_written(tmp_path: Path) -> None:
-    """docs/testing.md includes examples/testing/ as it is; its tests pass in a pytest run
-    of their own, as in a project of a user's (no configuration of this repository)."""
+    """docs/testing.md shows examples/testing/ as it is (inlined, so it reads on GitHub
+    too: tests/unit/test_docs_inline.py holds each block to its file); its tests pass in
+    a pytest run of their own, as in a project of a user's (no configuration of this
+    repository)."""
     shutil.copytree(ROOT / "examples" / "testing", tmp_path / "shop")
     guide = (ROOT / "docs" / "testing.md").read_text()
     for name in ("shop.py", "conftest.py", "test_shop.py"):
-        assert f'--8<-- "examples/testing/{name}"' in guide, f"the guide leaves out {name}"
+        code = (ROOT / "examples" / "testing" / name).read_text().strip()
+        assert code in guide, f"the guide leaves out {name}"
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "error"],
         check=False,

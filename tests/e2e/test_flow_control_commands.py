@@ -171,7 +171,8 @@ def test_no_cancel_button_where_the_backend_cannot(tmp_path: Path) -> None:
 def test_enqueue_command_takes_a_priority(app: tasuki.App, url: str, tmp_path: Path) -> None:
     status, out = invoke("enqueue", "resize", "1", "--priority", "7", "--url", url)
     assert status == 0, out
-    assert app.inspect("default", out.strip()).priority == 7
+    message_id = out.splitlines()[0]  # then the note that no app checked the name
+    assert app.inspect("default", message_id).priority == 7
     status, out = invoke("enqueue", "resize", "1", "--priority", "10", "--url", url)
     assert status == 2 and "--priority" in out
     other = tmp_path / "elsewhere"

@@ -116,9 +116,9 @@ BACKENDS: dict[str, BackendEntry] = {
     "redis": BackendEntry(_redis, expire_lock=_redis_expire_lock),
     # The local SQS server does ~130 send+receive+delete cycles a second, fewer when deep.
     "sqs": BackendEntry(_sqs, volume=0.02),
-    # SQS with a Redis lock store runs the suites of the workflows and the console it
-    # keeps there (its other records are proven by tests/backends/sqs): the SQS suite
-    # already dominates CI.
+    # SQS with a Redis lock store runs the suites of the workflows, the durable steps and
+    # the console it keeps there (its other records are proven by tests/backends/sqs):
+    # the SQS suite already dominates CI.
     "sqs-redis": BackendEntry(
         _sqs_redis,
         cross_process=False,
@@ -126,6 +126,7 @@ BACKENDS: dict[str, BackendEntry] = {
         only=(
             "::TestFlows::",
             "tests/worker/test_flows.py::",
+            "::TestSteps::",
             "::TestPause::",
             "::TestBrowse::",
             "::TestActions::",

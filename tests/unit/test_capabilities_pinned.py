@@ -71,7 +71,6 @@ _SQS = {
     "inspection": False,
     "settled_counts": False,
     "reliability_counts": False,
-    "durable_steps": False,
     "transactional_steps": False,
     # Pause, workers and job stats in the lock store; nothing listed by state yet, and
     # waiting messages never (SQS shows them only by receiving them).

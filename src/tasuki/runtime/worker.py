@@ -255,20 +255,22 @@ class Worker:
         if until_idle and not self._started:
             self._returning = Returning(self.backend.capabilities.timer_resolution)
         self._run_thread = threading.current_thread()  # the one to shut down, if a loop fails
-        self.start()
-        if until_idle:
-            # The run ends right after the queues empty: a fetcher blocked for its whole
-            # `wait` would hold the stop up by that long.
-            for f in self.fetchers:
-                f.wait = min(f.wait, IDLE_CHECK)
-        self._running_loop = True
-        deadline = None if timeout is None else time.monotonic() + timeout
-        # The handlers cover the grace wait and the flush too: a second signal must exit
-        # at once while the shutdown waits on running jobs, not only while fetching.
+        # The handlers are in place before the worker says it started (a deploy's SIGTERM
+        # right after must be graceful, not the default's kill) and cover the grace wait
+        # and the flush too: a second signal must exit at once while the shutdown waits
+        # on running jobs, not only while fetching.
         signals = (
             graceful_signals(self.request_stop) if self.handle_signals else contextlib.nullcontext()
         )
         with signals:
+            self.start()
+            if until_idle:
+                # The run ends right after the queues empty: a fetcher blocked for its whole
+                # `wait` would hold the stop up by that long.
+                for f in self.fetchers:
+                    f.wait = min(f.wait, IDLE_CHECK)
+            self._running_loop = True
+            deadline = None if timeout is None else time.monotonic() + timeout
             try:
                 self._loop_until(until_idle, deadline)
             finally:

@@ -18,7 +18,7 @@ from tasuki.backends.postgres.archive import ArchivePruner
 from tasuki.testing.servers import PostgresServer
 
 # The maintenance services of a PostgreSQL backend without the archive.
-SERVICES = {"expired", "history", "results", "flows", "limits", "durable"}
+SERVICES = {"expired", "history", "results", "flows", "limits", "durable", "console"}
 
 
 @pytest.fixture

@@ -22,10 +22,10 @@ duplicate, never a loss.
 does it, all of them on one `Plumbing` (plumbing.py: the client, the batch calls and
 moves, the lock store and its records): producing.py (enqueue, its claims, result
 records), leasing.py (lease), settling.py (settle, extend, keep, cancel), inspecting.py
-(inspect, from the records), flows.py
-(workflows), dead_letters.py (browse, redrive, purge them), console.py (pause, the
-worker registry, job stats, in the lock store) and operating.py (stats, purge, ping,
-close); beside them codec.py, queues.py, levels.py, limits.py, options.py.
+(inspect, from the records), flows.py (workflows), durable.py (durable steps),
+dead_letters.py (browse, redrive, purge them), console.py (pause, the worker registry,
+job stats, in the lock store) and operating.py (stats, purge, ping, close); beside
+them codec.py, queues.py, levels.py, limits.py, options.py.
 """
 
 from __future__ import annotations
@@ -47,9 +47,14 @@ from tasuki.backends.base import (
     QueueStats,
     Receipt,
     Settle,
+    SignalStatus,
+    StepRecord,
+    Taken,
+    Waiting,
 )
 from tasuki.backends.sqs.console import Console
 from tasuki.backends.sqs.dead_letters import DeadLetters
+from tasuki.backends.sqs.durable import Durable
 from tasuki.backends.sqs.flows import Flows
 from tasuki.backends.sqs.inspecting import Inspecting
 from tasuki.backends.sqs.leasing import Leasing
@@ -87,6 +92,7 @@ class SqsBackend(Backend):
         self.dead = DeadLetters(self.sqs)
         self.inspecting = Inspecting(self.sqs)
         self.operating = Operating(self.sqs)
+        self.durable = Durable(self.sqs)
         self.console = Console(self.sqs)
 
     # -- producing -------------------------------------------------------------------
@@ -155,6 +161,22 @@ class SqsBackend(Backend):
 
     def flow_steps(self, steps: Sequence[FlowStep]) -> list[MessageInfo]:
         return self.flows.flow_steps(steps)
+
+    # -- durable steps (durable.py) --------------------------------------------------
+    def steps(self, queue: str, id: str) -> list[StepRecord]:
+        return self.durable.steps(queue, id)
+
+    def record_step(self, receipt: Receipt, record: StepRecord) -> bool:
+        return self.durable.record_step(receipt, record)
+
+    def take_signal(self, receipt: Receipt, name: str, occurrence: int) -> Taken:
+        return self.durable.take_signal(receipt, name, occurrence)
+
+    def signal(self, queue: str, id: str, name: str, payload: bytes) -> SignalStatus:
+        return self.durable.signal(queue, id, name, payload)
+
+    def waiting(self, queue: str, id: str) -> Waiting | None:
+        return self.durable.waiting(queue, id)
 
     # -- dead letters ----------------------------------------------------------------
     def dead_letters(self, queue: str, limit: int = 100, offset: int = 0) -> list[DeadLetter]:

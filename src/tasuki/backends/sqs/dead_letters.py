@@ -10,6 +10,7 @@ from typing import Any
 
 from tasuki.backends.sqs.codec import dead_letter
 from tasuki.backends.sqs.codec import received_meta as _received_meta
+from tasuki.backends.sqs.durable import dropped
 from tasuki.backends.sqs.plumbing import Move, Plumbing
 from tasuki.backends.sqs.queues import QueueInfo
 from tasuki.backends.sqs.records.base import IdClaim, IdFinish, ResultPut
@@ -117,6 +118,7 @@ class DeadLetters:
             if self.sqs.records.controls:
                 gone = [letter.id for (letter, _), ok in zip(found, done, strict=True) if ok]
                 self.sqs.drop_notes(queue, gone)
+                dropped(self.sqs, [(queue, id) for id in gone])
             self.sqs.records.finish_ids(
                 [
                     IdFinish(queue, letter.id, "", 0.0)

@@ -14,6 +14,7 @@ from typing import Any
 from tasuki.backends.base import Delivery
 from tasuki.backends.sqs.codec import Meta, delivery
 from tasuki.backends.sqs.codec import received_meta as _received_meta
+from tasuki.backends.sqs.durable import admit_copies
 from tasuki.backends.sqs.limits import Parked
 from tasuki.backends.sqs.options import RECORDS, SQS_BATCH, SQS_MAX_WAIT
 from tasuki.backends.sqs.plumbing import Held, Move, Plumbing, log, whole_seconds
@@ -227,6 +228,7 @@ class Leasing:
             meta, others = _received_meta(message)
             attrs = message.get("Attributes", {})
             received.append((message, meta, others, int(attrs.get("ApproximateReceiveCount", 1))))
+        received = admit_copies(self.sqs, info, received)
         if self.sqs.admission is not None:
             received = self._admit_limits(info, received, default_vt)
         # SQS's counts, or what the records granted

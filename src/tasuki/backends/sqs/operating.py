@@ -8,6 +8,7 @@ from typing import NoReturn
 
 from tasuki.backends.base import LockHolder, LockStore, QueueStats
 from tasuki.backends.sqs.codec import received_meta as _received_meta
+from tasuki.backends.sqs.durable import dropped
 from tasuki.backends.sqs.plumbing import Plumbing, error_code, log
 from tasuki.backends.sqs.queues import QueueInfo, tasuki_name
 from tasuki.backends.sqs.records.base import IdFinish
@@ -131,6 +132,7 @@ class Operating:
             records.forget([(queue, held.meta.id) for _, held in mine])
             if records.controls:
                 records.drop_results([(queue, id) for id in purged])
+            dropped(self.sqs, [(queue, id) for id in purged])
         for url in [level.url for level in levels] + [info.dead_url]:
             try:
                 self.sqs.call("purge_queue", QueueUrl=url)

@@ -32,6 +32,7 @@ from tasuki.backends.sqs.queues import DEFAULT_MAX_SIZE, QueueInfo, Queues, unre
 from tasuki.backends.sqs.records import records_for
 from tasuki.backends.sqs.records.base import FlowRecords, IdFinish, LeaseRecords, ResultPut
 from tasuki.backends.sqs.records.console import StoreConsole, console_for
+from tasuki.backends.sqs.records.steps import StepRecords, steps_in
 from tasuki.core.flowrecords import error_json
 from tasuki.core.message import GROUP_HEADER, JOB_HEADER, ErrorInfo
 from tasuki.core.records import CANCELLED_WINDOW
@@ -121,6 +122,7 @@ class Plumbing:
         self.lock_backend: Backend | None = None
         self.locks: LockStore | None = None
         self.records: LeaseRecords | None = None
+        self.steps: StepRecords | None = None  # durable steps (durable.py)
         # The console's records there (pauses, workers, job tallies), where it keeps them.
         self.console: StoreConsole | None = None
         if options.locks:
@@ -129,6 +131,7 @@ class Plumbing:
             self.lock_backend = backend_from_url(options.locks)
             self.locks = self.lock_backend.locks
             self.records = records_for(self.lock_backend, f"tasuki-sqs:{options.prefix}", RECORDS)
+            self.steps = steps_in(self.records)
             self.console = console_for(self.lock_backend, f"tasuki-sqs:{options.prefix}")
         # Limits are admitted in the lock store after the receive (limits.py).
         self.admission = (
@@ -172,6 +175,8 @@ class Plumbing:
             priorities=True,
             rate_limits=kept,
             concurrency_limits=kept,
+            # Step records, signals and waits in the lock store (SQLite's, Redis's).
+            durable_steps=self.steps is not None,
             # The console's records in the lock store (records/console.py); waiting
             # messages cannot be listed without receiving them (docs/backends/sqs.md).
             pause=console,

@@ -10,6 +10,7 @@ from dataclasses import replace
 
 from tasuki.backends.base import CancelStatus, Keep, LeaseStatus, Receipt, Settle
 from tasuki.backends.sqs.codec import Meta
+from tasuki.backends.sqs.durable import dropped, placed, prepare_suspends, settled
 from tasuki.backends.sqs.options import SQS_MAX_VISIBILITY
 from tasuki.backends.sqs.plumbing import Held, Move, Plumbing, SendSteps, log
 from tasuki.backends.sqs.queues import split_token
@@ -87,6 +88,7 @@ class Settling:
         and visibility changes (releases), moves to the dead-letter queues; then the ids
         of acked messages are kept for their window, and the records and locks of dead
         ones dropped."""
+        items, waits = prepare_suspends(self.sqs, items)
         claims, go_on = self._claim([self._end(item) for item in items])
         self._go_on(items, go_on)
         results = [False] * len(items)
@@ -149,6 +151,12 @@ class Settling:
             for n, ok in zip(positions, done, strict=True):
                 results[n] = ok
         self.sqs.dead_lettered(moved, finished)
+        settled(
+            self.sqs,
+            [(f.queue, f.id) for f in finished],
+            [(i.receipt.queue, i.receipt.id) for i in items if i.verdict != "ack"],
+        )
+        placed(self.sqs, [wait for n, wait in waits.items() if results[n]])
         # The leases ended, whatever SQS answered: their concurrency slots go.
         self.sqs.free_limits(
             [item.receipt.token for item, c in zip(items, claims, strict=True) if c]
@@ -271,6 +279,7 @@ class Settling:
         status = records.cancel(queue, id)
         if status != "unknown":
             self.sqs.free_unique(queue, id)
+            dropped(self.sqs, [(queue, id)])
         if status == "signalled" and self.sqs.admission is not None:
             # Its lease is fenced out: the concurrency slots it holds go now where this
             # process holds them (elsewhere, at the holder's next keep, or with the lease).

@@ -1,0 +1,39 @@
+-- records_durable_wait: one change of a message's wait (records_durable_signal.lua).
+--
+-- KEYS[1]  its wait
+--
+-- ARGV[1]  "placed" (its sleeping copy was sent: pending -> waiting), "resent" (the new
+--          copy of an answered wait was sent: answered -> resent), or "admit" (a copy
+--          that slept for wait ARGV[2] is received; ARGV[3] "1" if it is due)
+-- ARGV[2]  the wait's number
+--
+-- Returns 1, or for "admit" 0 if the copy is to be deleted: its wait was answered and
+-- a new copy sent, or a later wait superseded it. A due copy ends its wait.
+
+local w = redis.call('HMGET', KEYS[1], 'seq', 'state')
+if not w[1] then
+  return 1
+end
+local cur, seq, state = tonumber(w[1]), tonumber(ARGV[2]), w[2]
+if ARGV[1] == 'placed' then
+  if cur == seq and state == 'pending' then
+    redis.call('HSET', KEYS[1], 'state', 'waiting')
+  end
+  return 1
+end
+if ARGV[1] == 'resent' then
+  if cur == seq and state == 'answered' then
+    redis.call('HSET', KEYS[1], 'state', 'resent', 'entry', '')
+  end
+  return 1
+end
+if cur < seq then
+  return 1
+end
+if cur > seq or state == 'resent' then
+  return 0
+end
+if ARGV[3] == '1' and (state == 'pending' or state == 'waiting') then
+  redis.call('HSET', KEYS[1], 'state', 'ended', 'entry', '')
+end
+return 1

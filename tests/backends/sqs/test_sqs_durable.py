@@ -1,0 +1,89 @@
+"""Durable steps on SQS (backends/sqs/durable.py): what the contract suite cannot see,
+on either lock store. A signal that wakes a waiting message sends a new copy, since SQS
+cannot make the delayed one visible early: the delayed copy must be deleted when it is
+received, never run a second time; a sleep past `max_delay` hops without ending its
+wait."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tasuki.backends.base import Settle, Taken, Wait
+from tasuki.backends.redis.slots import key_slot
+from tasuki.backends.sqs.durable import decode_entry, encode_entry
+from tasuki.backends.sqs.records.redis_steps import slot_key
+from tasuki.core.message import NOT_BEFORE_HEADER
+from tasuki.testing.contract.helpers import env
+from tasuki.testing.servers import MotoServer
+from tests.backends.sqs.support import local_url, opened
+
+
+def test_the_delayed_copy_of_an_answered_wait_is_deleted_not_run(locked_url: str) -> None:
+    backend = opened(locked_url)
+    try:
+        backend.enqueue([env("q", "w")])
+        [d] = backend.lease("q", 1, 30.0)
+        assert backend.settle([Settle.suspend(d.receipt, 2.0, Wait("go"))]) == [True]
+        assert backend.signal("q", "w", "go", b"1") == "delivered"
+        [woken] = backend.lease("q", 1, 30.0, wait=3.0)
+        assert backend.take_signal(woken.receipt, "go", 1) == Taken(True, b"1")
+        assert backend.settle([Settle.ack(woken.receipt)]) == [True]
+        time.sleep(2.5)  # the delayed copy is visible now
+        assert backend.lease("q", 10, 30.0, wait=2.0) == []
+        s = backend.stats("q")
+        assert (s.ready, s.in_flight, s.delayed) == (0, 0, 0)  # deleted, not hidden
+    finally:
+        backend.close()
+
+
+def test_a_sleep_past_max_delay_hops_and_still_waits(locked_url: str) -> None:
+    backend = opened(locked_url + "&max_delay=1")
+    try:
+        backend.enqueue([env("q", "h")])
+        [d] = backend.lease("q", 1, 30.0)
+        assert backend.settle([Settle.suspend(d.receipt, 60.0, Wait("go"))]) == [True]
+        [hop] = backend.lease("q", 1, 30.0, wait=3.0)  # the first hop, early
+        assert float(hop.headers[NOT_BEFORE_HEADER]) > time.time() + 50
+        waiting = backend.waiting("q", "h")
+        assert waiting is not None and waiting.signal == "go"  # an early hop ends no wait
+        assert backend.settle([Settle.release(hop.receipt, 59.0, penalty=False)]) == [True]
+        assert backend.signal("q", "h", "go", b"2") == "delivered"
+        [woken] = backend.lease("q", 1, 30.0, wait=3.0)
+        assert NOT_BEFORE_HEADER not in woken.headers
+        assert woken.attempt == 1
+    finally:
+        backend.close()
+
+
+def test_without_a_lock_store_durable_steps_are_refused(
+    sqs_server: MotoServer, tmp_path: object
+) -> None:
+    backend = opened(local_url(sqs_server, tmp_path, locks=False))  # type: ignore[arg-type]
+    try:
+        assert not backend.capabilities.durable_steps
+        assert backend.waiting("q", "x") is None
+    finally:
+        backend.close()
+
+
+def test_a_kept_send_entry_keeps_binary_attributes() -> None:
+    entry = {
+        "MessageBody": "b",
+        "MessageAttributes": {"raw": {"DataType": "Binary", "BinaryValue": b"\x00\xff"}},
+        "DelaySeconds": 5,
+    }
+    back = decode_entry(encode_entry(entry))
+    assert back["MessageAttributes"]["raw"]["BinaryValue"] == b"\x00\xff"
+    assert "DelaySeconds" not in back  # the new copy is ready at once
+
+
+@pytest.mark.parametrize(
+    "key", ["tasuki:lock:ns:lease:q:m", "{tasuki}:lock:ns:lease:q:m", "x{a}y:lease:q:m"]
+)
+def test_a_messages_step_keys_share_its_lease_records_cluster_slot(key: str) -> None:
+    """One script touches the lease record with the steps, signals and wait: on a Redis
+    Cluster they must live in one slot."""
+    for suffix in ("steps", "signals", "wait"):
+        assert key_slot(slot_key(key, suffix).encode()) == key_slot(key.encode())
