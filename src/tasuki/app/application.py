@@ -285,7 +285,8 @@ class App:
 
     def inspect(self, queue: str, message_id: str) -> MessageInfo:
         """What happened to one message: state, attempts, lease, fencing number, history,
-        and the workflow it is a step of."""
+        the workflow it is a step of, and its job and arguments where the backend reads
+        the body back (decoded as listings decode them)."""
         queue = check_queue(queue)
         info, body, headers = self.backend.inspect_body(queue, message_id)
         if body is not None:
