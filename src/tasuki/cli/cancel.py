@@ -45,9 +45,9 @@ def cancel(
 
     Exits with status 1 when there was nothing to cancel.
     """
-    app = app_from_options(app_spec, url, existing=True)
     if every == (message_id is not None):
         raise click.UsageError("give a MESSAGE_ID or --all (with its filter), not both")
+    app = app_from_options(app_spec, url, existing=True)
     if every:
         run_bulk(app, "cancel", queue, state, job, matches(pairs), yes)
         return

@@ -152,9 +152,9 @@ def retry(
 
     Exits with status 1 when the message is no longer delayed.
     """
-    app = app_from_options(app_spec, url, existing=True)
     if every == (message_id is not None):
         raise click.UsageError("give a MESSAGE_ID or --all (with its filter), not both")
+    app = app_from_options(app_spec, url, existing=True)
     if every:
         run_bulk(app, "retry", queue, state, job, matches(pairs), yes)
         return
