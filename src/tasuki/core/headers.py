@@ -28,6 +28,8 @@ from tasuki.errors import InvalidArgument
 PREFIX = "tasuki-"
 UNIQUE_HEADER = "tasuki-unique"
 UNIQUE_PENDING_HEADER = "tasuki-unique-pending"
+# The number of the durable wait a re-sent copy sleeps for (SQS: `sqs/durable.py`).
+WAIT_HEADER = "tasuki-wait"
 MAX_NAME = 1000  # a job name
 MAX_VALUE = 1024  # a unique key, and any other short header
 MAX_GROUP = 128  # an SQS FIFO message group id
@@ -89,6 +91,11 @@ def _pending(value: str) -> str | None:
     return None if value == "1" else "is not 1"
 
 
+def _wait(value: str) -> str | None:
+    ok = value.isascii() and value.isdigit() and len(value) <= 20
+    return None if ok else "is not a wait's number"
+
+
 def _other(value: str) -> str | None:
     return f"is longer than {MAX_OTHER} characters" if len(value) > MAX_OTHER else None
 
@@ -102,6 +109,7 @@ RULES: Mapping[str, Callable[[str], str | None]] = {
     FLOW_HEADER: _flow,
     UNIQUE_HEADER: _unique,
     UNIQUE_PENDING_HEADER: _pending,
+    WAIT_HEADER: _wait,
 }
 
 

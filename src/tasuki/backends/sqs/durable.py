@@ -19,7 +19,8 @@ from tasuki.backends.base import SignalStatus
 from tasuki.backends.sqs.codec import Meta
 from tasuki.backends.sqs.plumbing import Move, Plumbing, log
 from tasuki.backends.sqs.queues import QueueInfo
-from tasuki.backends.sqs.records.steps import WAIT_HEADER, CopyCheck, StepRecords, Wake
+from tasuki.backends.sqs.records.steps import CopyCheck, StepRecords, Wake
+from tasuki.core.headers import WAIT_HEADER
 from tasuki.core.message import NOT_BEFORE_HEADER
 from tasuki.core.records import Receipt, Settle, StepRecord, Taken, Waiting
 

@@ -5,10 +5,11 @@ yet consumed, and its wait (`StepRecords`). SQLite keeps them in tables of their
 (redis_steps.py); other stores keep none (the backend refuses `durable_steps`).
 
 A wait is numbered (`seq`, one more per suspend of the message) and its number rides
-in the header WAIT_HEADER of the copy re-sent to sleep. A signal that answers a wait
-sends a new copy of the message at once, from the send entry kept with the wait, since
-SQS cannot make a delayed copy visible early; the delayed copy, met later, is refused by
-its number (`admit`): the store says the wait it slept for was answered.
+in the header `tasuki-wait` (`core/headers.WAIT_HEADER`) of the copy re-sent to sleep.
+A signal that answers a wait sends a new copy of the message at once, from the send
+entry kept with the wait, since SQS cannot make a delayed copy visible early; the
+delayed copy, met later, is refused by its number (`admit`): the store says the wait it
+slept for was answered.
 """
 
 from __future__ import annotations
@@ -21,9 +22,6 @@ from typing import Literal, NamedTuple
 
 from tasuki.backends.base import SignalStatus
 from tasuki.core.records import Receipt, StepRecord, Taken, Waiting
-
-# The header of a copy re-sent to sleep: the number of the wait it sleeps for.
-WAIT_HEADER = "tasuki-wait"
 
 # A wait's state: recorded by a suspend whose copy is being re-sent ("pending"), then
 # sent ("waiting"): a signal may wake it in either; its copy woke and runs ("ended"); a
