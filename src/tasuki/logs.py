@@ -58,7 +58,10 @@ class Facts:
         self.fields = fields
 
     def __str__(self) -> str:
-        return " ".join(f"{k}={_value(v)}" for k, v in self.fields.items())
+        # Encodable by any handler (a file's, a test runner's that ships it to another
+        # process): a lone surrogate from a job's text is escaped here, not only by
+        # tasuki's own formats.
+        return _utf8(" ".join(f"{k}={_value(v)}" for k, v in self.fields.items()))  # type: ignore[no-any-return]
 
 
 def event(name: str, /, exc: BaseException | None = None, **fields: Any) -> None:
@@ -84,7 +87,7 @@ def event(name: str, /, exc: BaseException | None = None, **fields: Any) -> None
         # integration) would report the job's exception a second time.
         fn, lno, func, _ = logger.findCaller(stacklevel=2)
         record = logger.makeRecord(logger.name, level, fn, lno, msg, args, None, func, extra)
-        record.exc_text = job_traceback(exc).rstrip("\n")
+        record.exc_text = _utf8(job_traceback(exc).rstrip("\n"))
         logger.handle(record)
 
 

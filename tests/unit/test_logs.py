@@ -86,3 +86,29 @@ def test_a_field_named_like_a_record_attribute_stays_in_the_dict() -> None:
     assert record.name == "tasuki" and record.process != "mine"
     assert record.tasuki == {"queue": "q", "process": "mine", "name": "x"}  # type: ignore[attr-defined]
     assert record.getMessage() == "dead-lettered queue=q process=mine name=x"
+
+
+def test_a_record_any_handler_gets_can_be_encoded() -> None:
+    """A job's text with a lone surrogate reaches the message and the traceback escaped:
+    a user's file handler, or a test runner shipping captured logs to another process
+    (pytest-xdist: it crashed the worker), cannot encode a lone surrogate."""
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    handler = Keep()
+    logs.logger.addHandler(handler)
+    try:
+        try:
+            raise ValueError("bad \ud800 text")
+        except ValueError as exc:
+            logs.event("dead-lettered", exc=exc, queue="q", id="m", reason="bad \udfff")
+    finally:
+        logs.logger.removeHandler(handler)
+    [record] = records
+    record.getMessage().encode("utf-8")
+    assert record.exc_text is not None
+    record.exc_text.encode("utf-8")
+    assert "\\udfff" in record.getMessage() and "\\ud800" in record.exc_text
