@@ -250,11 +250,11 @@ def configure(level: str | int = "INFO", fmt: str = "plain", worker: int | None 
 
 
 def configured_elsewhere() -> bool:
-    """Whether something besides tasuki gave logging a handler (an app module's
-    `logging.basicConfig(...)` at import): the worker then leaves logging as it is."""
-    if logging.getLogger().handlers:
-        return True
-    return any(not isinstance(h, logging.NullHandler) for h in logger.handlers)
+    """Whether the app configured logging at import (`logging.basicConfig(...)`, a
+    handler on the root logger): the worker then leaves logging as it is. A handler added
+    to the `tasuki` logger alone (an error reporter, a test's probe) is an addition, not
+    a configuration: tasuki's own output still goes to stderr beside it."""
+    return bool(logging.getLogger().handlers)
 
 
 def configure_from_file(path: str) -> None:

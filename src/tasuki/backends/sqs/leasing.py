@@ -31,7 +31,9 @@ LEVEL_POLL = 5.0
 # lease once admitted. A long poll can outlive its process (SIGKILLed mid-poll, SQS still
 # answers it): what it receives then is nobody's, and comes back after this, not after
 # a whole lease. Short polls return at once and receive for the whole lease.
-LONG_POLL_HOLD = 5.0
+# 2 s: ample for the one request that follows, and within the chaos run's redelivery
+# bound (5 s put a dead poll's messages past it).
+LONG_POLL_HOLD = 2.0
 
 
 class Leasing:
