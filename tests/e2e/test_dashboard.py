@@ -258,6 +258,7 @@ def test_counts_dead_letter_traceback_and_redrive(
     # The bug is fixed; re-drive by clicks: a confirmation first, then the worker runs it.
     stack.fix.touch()
     page.click("#redrive")
+    page.wait_for_selector("text=Are you sure?")  # the next page, not the one between
     assert "Are you sure?" in page.content()
     assert stack.app.stats("billing")["dead"] == 1  # nothing happened yet
     page.click("#confirm")
@@ -369,7 +370,7 @@ def test_purge_asks_first(stack: Stack, page: Any) -> None:
         assert f"\t{d.fencing_token}\t" in text
         assert re.search(r"\(in (2\d|30)s\)", text), text  # the job's 30 s lease
     page.click("#purge")
-    page.wait_for_load_state()  # the confirm page has arrived, not the page in between
+    page.wait_for_selector("text=Are you sure?")  # the next page, not the one between
     assert "Are you sure?" in page.content()
     assert "Delete EVERY message of the queue" in page.content()
     page.screenshot(path=str(stack.shots / "purge-confirm.png"), full_page=True)
@@ -400,6 +401,7 @@ def test_requests_without_the_token_are_refused(stack: Stack, page: Any) -> None
     assert "/login" in page.url
     page.fill("input[name=token]", "guess")
     page.click("button.primary")
+    page.wait_for_selector("text=not the dashboard's token")  # the next page, not the one between
     assert "not the dashboard's token" in page.content()
     assert page.context.cookies() == []
 
@@ -524,6 +526,7 @@ def test_a_failed_flow_its_steps_and_the_redrive_that_resumes_it(stack: Stack, p
     # Fixed; the failed step re-driven by clicks resumes the flow where it stopped.
     fixed.set()
     page.click("#redrive-step")
+    page.wait_for_selector("text=Are you sure?")  # the next page, not the one between
     assert "Are you sure?" in page.content()
     page.click("#confirm")
     assert "re-drove 1 message(s)" in page.locator(".notice").inner_text()
