@@ -128,6 +128,36 @@ def test_lost_notification_session_falls_back_to_polling(
     producer.close()
 
 
+def test_a_listener_session_that_fails_with_any_error_reconnects(
+    url: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not only psycopg's errors: the thread that died of another one left every wait
+    asleep until its timeout, a worker that looked idle with work waiting."""
+    real = psycopg.connect
+    failed: list[str] = []
+
+    def connect(*args: object, **kwargs: object) -> object:
+        if threading.current_thread().name == "tasuki-postgres-listen" and not failed:
+            failed.append("once")
+            raise RuntimeError("not a psycopg error")
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(psycopg, "connect", connect)
+    consumer, producer = from_url(url), from_url(url)
+    consumer.lease("q", 1, wait=0.01)
+    deadline = time.monotonic() + 10
+    while not consumer.postgres.listener._listening:
+        assert time.monotonic() < deadline, "the listener never came back"
+        time.sleep(0.05)
+    assert failed and any("not a psycopg error" in r.getMessage() for r in caplog.records)
+    sent = time.monotonic()
+    threading.Timer(0.3, lambda: producer.enqueue([Envelope("q", "a", b"x")])).start()
+    assert [d.id for d in consumer.lease("q", 1, 30.0, wait=10.0)] == ["a"]
+    assert time.monotonic() - sent < 5.0
+    consumer.close()
+    producer.close()
+
+
 def test_a_plain_enqueue_is_one_statement_that_wakes_the_listeners(
     url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -99,7 +99,7 @@ class Listener:
                     while not self._closed:
                         for _ in conn.notifies(timeout=1.0):
                             self._bump()
-            except psycopg.Error as exc:
+            except Exception as exc:  # not only psycopg's: a dead thread would stall waiters
                 if self._closed:
                     return
                 self._listening = False
@@ -110,6 +110,7 @@ class Listener:
                         "until it reconnects",
                         exc,
                         FALLBACK_POLL,
+                        exc_info=not isinstance(exc, psycopg.Error),
                     )
                     lost_logged = True
                 time.sleep(1.0)
