@@ -334,6 +334,38 @@ def test_cancel_flow_stops_what_follows(app: tasuki.App, calls: Calls) -> None:
         app.flow_result(flow_id, timeout=1.0)
 
 
+@pytest.mark.parametrize("how", ["one", "matching"])
+def test_cancelling_a_waiting_step_cancels_its_flow(
+    app: tasuki.App, calls: Calls, how: str
+) -> None:
+    """Else the flow waits for a step that never ends, `running` for ever."""
+    if how == "matching" and not app.backend.capabilities.browse_waiting:
+        pytest.skip("waiting messages cannot be listed here (browse_waiting)")
+
+    @app.job()
+    def first(n: int) -> int:
+        calls.add("first", n)
+        return n
+
+    @app.job()
+    def second(n: int) -> None:
+        calls.add("second", n)
+
+    flow_id = tasuki.chain(first.step(1), second.step()).enqueue()
+    plain = first.enqueue(7)
+    [step, _] = app.flow(flow_id).steps
+    if how == "one":
+        assert app.cancel(step.queue, step.message_id) == "removed"
+    else:
+        assert app.cancel_matching(step.queue, "ready", match={"0": 1}) == 1
+    assert app.flow(flow_id).state == "cancelled"
+    with pytest.raises(FlowCancelled):
+        app.flow_result(flow_id, timeout=1.0)
+    drain(app)
+    assert calls.of("first") == [7] and calls.of("second") == []
+    assert app.cancel("default", plain) == "unknown"
+
+
 def test_a_redelivered_member_and_a_twin_never_fire_the_chord_twice(
     app: tasuki.App, calls: Calls
 ) -> None:

@@ -17,7 +17,7 @@ from tasuki.backends.base import DEFAULT_VISIBILITY_TIMEOUT, Backend, LockStore
 from tasuki.backends.urls import DEFAULT_URL, backend_from_url, redact
 from tasuki.core.admission import check_aging
 from tasuki.core.codec import Codec, Serializer
-from tasuki.core.console import JobStats, Listed, Page, WorkerInfo
+from tasuki.core.console import BrowseState, JobStats, Listed, Page, WorkerInfo
 from tasuki.core.flows import FlowState
 from tasuki.core.job import Executor, Job, check_delay, check_message_id, check_queue
 from tasuki.core.message import DeadLetter, Message
@@ -333,9 +333,14 @@ class App:
     def cancel(self, queue: str, message_id: str) -> CancelStatus:
         """Cancel a message: "removed" (it was waiting), "signalled" (it runs: its job sees
         `ctx.cancelled` at its next heartbeat, and nothing of that run is kept), or
-        "unknown" (finished, dead, already cancelled, or never enqueued)."""
+        "unknown" (finished, dead, already cancelled, or never enqueued). A step of a
+        workflow cancels its flow with it: left alone, the flow would wait for a step
+        that never ends, `running` for ever."""
         self.backend.require("cancel", "cancel a message")
-        return self.backend.cancel(check_queue(queue), check_message_id(message_id))
+        status = self.backend.cancel(check_queue(queue), check_message_id(message_id))
+        if status != "unknown":
+            flows.cancel_flow_of(self.backend, self.producer, queue, message_id)
+        return status
 
     def redrive(self, queue: str | None = None, ids: Sequence[str] | None = None) -> int:
         """Send dead letters back to the queue with attempts reset; all of them by default."""
@@ -344,7 +349,9 @@ class App:
         return self.backend.redrive(check_queue(queue or self.default_queue), ids)
 
     def purge(self, queue: str | None = None) -> int:
-        """Remove every message of the queue, whatever its state."""
+        """Remove every message of the queue, whatever its state. The flows whose steps
+        it removes are not told (cancel them first, `cancel_flow`): a purge is for a
+        queue's contents, not for the workflows that pass through it."""
         return self.backend.purge(check_queue(queue or self.default_queue))
 
     def purge_dead(self, queue: str | None = None) -> int:
@@ -419,9 +426,18 @@ class App:
         match: Mapping[str, Any] | None = None,
     ) -> int:
         """Cancel every message the filter matches (a dead one: removed), in batches, each
-        only if still in `state`; returns how many."""
+        only if still in `state`; returns how many. Steps of workflows cancel their
+        flows, as `cancel` does."""
+
+        def cancel_many(queue: str, ids: Sequence[str], state: BrowseState) -> list[bool]:
+            changed = self.backend.cancel_many(queue, ids, state)
+            for message_id, done in zip(ids, changed, strict=True):
+                if done:
+                    flows.cancel_flow_of(self.backend, self.producer, queue, message_id)
+            return changed
+
         return console.act_on_matching(
-            self.backend, self.codec, queue, state, self.backend.cancel_many, job=job, match=match
+            self.backend, self.codec, queue, state, cancel_many, job=job, match=match
         )
 
     def workers(self) -> list[WorkerInfo]:

@@ -63,6 +63,22 @@ def cancel(backend: Backend, producer: Producer, flow_id: str) -> FlowState:
     return state(backend, producer, flow_id)
 
 
+def cancel_flow_of(backend: Backend, producer: Producer, queue: str, message_id: str) -> None:
+    """Cancel the flow `message_id` is a step of, if it is one (its `on_failure` step
+    is not: that runs when the flow has already failed). Cheap for other messages: an
+    id without a step path reads no record."""
+    if not backend.capabilities.workflows:
+        return
+    for flow_id, _path in flows.step_candidates(message_id):
+        record = backend.flow(flow_id)
+        if record is not None and any(
+            (s.queue, s.message_id) == (queue, message_id) for s in record.steps
+        ):
+            if not (record.cancelled or record.failure or record.result is not None):
+                cancel(backend, producer, flow_id)
+            return
+
+
 def place(backend: Backend, info: MessageInfo) -> MessageInfo:
     """`info` with the flow it is a step of and its place there, when it is one: its id
     reads as `<flow id>.<path>` and that flow's record lists it (see `step_candidates`)."""
