@@ -222,7 +222,29 @@ class SqsBackend(Backend):
         limit: int = 50,
         cursor: str | None = None,
     ) -> Page[Listed]:
-        raise self.console.refuse_browse(check_state(state))
+        return self.console.browse(
+            queue,
+            check_state(state),
+            job=job,
+            newest_first=newest_first,
+            limit=limit,
+            cursor=cursor,
+        )
+
+    def cancel_many(self, queue: str, ids: Sequence[str], state: BrowseState) -> list[bool]:
+        """In flight: cancelled where `inspect` finds it in flight and the cancel finds
+        its lease running (its holder is fenced out; a lease settled in between is not
+        cancelled unless the message went back to wait in that instant). Dead: removed
+        from the dead-letter queue where it is still there."""
+        refused = self.console.refuse_browse(check_state(state))
+        if refused is not None:
+            raise refused
+        if state == "dead":
+            return self.dead.remove(queue, ids)
+        return [
+            self.inspect(queue, id).state == "in_flight" and self.cancel(queue, id) == "signalled"
+            for id in ids
+        ]
 
     def announce(self, info: WorkerInfo, tallies: Sequence[JobTally] = ()) -> bool:
         return self.console.announce(info, tallies)

@@ -105,15 +105,33 @@ class DeadLetters:
             if done:
                 self.sqs.levels.used(queue, level)
             self.sqs.delete(info.dead_url, [move.message["ReceiptHandle"] for move in done])
+            self.sqs.unlist_dead(queue, [move.meta.id for move in done])
             sent += len(done)
         return sent
 
     def purge_dead(self, queue: str) -> int:
+        return len(self._drop(queue, None))
+
+    def remove(self, queue: str, ids: Sequence[str]) -> list[bool]:
+        """Delete these dead letters (cancelled from the console): True for each one
+        found in the dead-letter queue and deleted."""
+        gone = set(self._drop(queue, set(ids)))
+        return [id in gone for id in ids]
+
+    def _drop(self, queue: str, wanted: set[str] | None) -> list[str]:
+        """Delete the dead letters `wanted` (every one for None), the others shown again:
+        the ids deleted."""
         info = self.sqs.queues.get(queue, create=False)
         if info is None:
-            return 0
+            return []
         found = self._letters(info)
+        if wanted is not None:
+            self._show_again(info, [m for letter, m in found if letter.id not in wanted])
+            found = [(letter, m) for letter, m in found if letter.id in wanted]
         done = self.sqs.delete(info.dead_url, [m["ReceiptHandle"] for _, m in found])
+        self.sqs.unlist_dead(
+            queue, [letter.id for (letter, _), ok in zip(found, done, strict=True) if ok]
+        )
         if self.sqs.records is not None:
             if self.sqs.records.controls:
                 gone = [letter.id for (letter, _), ok in zip(found, done, strict=True) if ok]
@@ -126,4 +144,4 @@ class DeadLetters:
                     if ok
                 ]
             )
-        return sum(done)
+        return [letter.id for (letter, _), ok in zip(found, done, strict=True) if ok]

@@ -41,7 +41,7 @@ class Inspecting:
             )  # fmt: skip
         holder = self.sqs.locks.holder(self.sqs.dead_note(queue, id))
         if holder is not None:
-            return _dead(queue, id, holder.owner)
+            return dead_info(queue, id, holder.owner)
         leased = bool(owner) and not str(owner).startswith(UNSENT_OWNER)
         if leased and view.id_owner is not None and view.lease_until > time.time():
             return MessageInfo(
@@ -58,7 +58,8 @@ class Inspecting:
         return MessageInfo(queue, id, "ready", view.receives, fencing_token=view.fence)
 
 
-def _dead(queue: str, id: str, note: str) -> MessageInfo:
+def dead_info(queue: str, id: str, note: str) -> MessageInfo:
+    """A dead letter as its note tells it (`Plumbing.dead_note_text`)."""
     try:
         doc = orjson.loads(note)
     except orjson.JSONDecodeError:
