@@ -1,6 +1,7 @@
 """The console on SQS (console.py, records/console.py, records/redis_console.py): pauses,
 workers and job tallies kept in the lock store, apart from whatever else that store
-holds; the listings SQS cannot make refused by capability."""
+holds; the listings of in-flight and dead messages kept there (records/listing.py);
+the listings SQS cannot make refused by capability."""
 
 from __future__ import annotations
 
@@ -52,7 +53,7 @@ def test_waiting_listings_are_refused_naming_the_capability(locked_url: str) -> 
     try:
         caps = backend.capabilities
         assert (caps.pause, caps.worker_registry, caps.job_stats) == (True, True, True)
-        assert (caps.browsing, caps.browse_waiting) == (False, False)
+        assert (caps.browsing, caps.browse_waiting) == (True, False)
         for state in ("ready", "delayed"):
             with pytest.raises(Unsupported, match="browse_waiting") as refused:
                 backend.browse("q", state)  # type: ignore[arg-type]
@@ -60,9 +61,8 @@ def test_waiting_listings_are_refused_naming_the_capability(locked_url: str) -> 
         with pytest.raises(Unsupported) as refused:
             backend.retry_now("q", "m")
         assert refused.value.capability == "browse_waiting"
-        with pytest.raises(Unsupported) as refused:
-            backend.browse("q", "in_flight")
-        assert refused.value.capability == "browsing"
+        assert backend.browse("q", "in_flight").items == []  # listed from the lock store
+        assert backend.browse("q", "dead").items == []
     finally:
         backend.close()
 
@@ -82,6 +82,9 @@ def test_without_a_lock_store_the_console_is_refused(
         with pytest.raises(Unsupported) as refused:
             backend.job_stats("q", 60.0)
         assert refused.value.capability == "job_stats"
+        with pytest.raises(Unsupported, match="locks=sqlite or redis") as refused:
+            backend.browse("q", "in_flight")
+        assert refused.value.capability == "browsing"
         assert backend.maintenance() == ()
     finally:
         backend.close()

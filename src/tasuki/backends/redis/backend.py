@@ -216,6 +216,11 @@ class RedisBackend(Backend):
     def inspect(self, queue: str, id: str) -> MessageInfo:
         return operating.inspect(self.redis, queue, id)
 
+    def inspect_body(
+        self, queue: str, id: str
+    ) -> tuple[MessageInfo, bytes | None, Mapping[str, str]]:
+        return operating.inspect_body(self.redis, queue, id)
+
     def redrive(self, queue: str, ids: Sequence[str] | None = None) -> int:
         return operating.redrive(self.redis, queue, ids)
 

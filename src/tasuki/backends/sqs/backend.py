@@ -30,7 +30,7 @@ them codec.py, queues.py, levels.py, limits.py, options.py.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from tasuki.backends.base import (
     DEFAULT_VISIBILITY_TIMEOUT,
@@ -141,6 +141,11 @@ class SqsBackend(Backend):
 
     def cancel(self, queue: str, id: str) -> CancelStatus:
         return self.settling.cancel(queue, id)
+
+    def inspect_body(
+        self, queue: str, id: str
+    ) -> tuple[MessageInfo, bytes | None, Mapping[str, str]]:
+        return self.inspecting.inspect_body(queue, id)
 
     def inspect(self, queue: str, id: str) -> MessageInfo:
         """From the lock store's records, as far as they tell (inspecting.py)."""

@@ -18,7 +18,7 @@ import orjson
 from tasuki.backends.sqs.inspecting import dead_info
 from tasuki.backends.sqs.plumbing import Plumbing
 from tasuki.backends.sqs.records.console import StoreConsole
-from tasuki.backends.sqs.records.listing import ListedAt, ListEntry
+from tasuki.backends.sqs.records.listing import ListedAt, ListEntry, listed_headers
 from tasuki.core.console import BrowseState, JobStats, JobTally, Listed, Page, WorkerInfo
 from tasuki.core.records import MessageInfo
 
@@ -74,7 +74,7 @@ class Console:
             now=time.time(),
         )
         items = [
-            Listed(_info(state, entry), entry.body, _headers(entry.headers), _cursor(entry))
+            Listed(_info(state, entry), entry.body, listed_headers(entry.headers), _cursor(entry))
             for entry in entries
         ]
         return Page(items, items[-1].cursor if more and items else None)
@@ -120,14 +120,6 @@ def _info(state: BrowseState, entry: ListEntry) -> MessageInfo:
         enqueued_at=doc.get("t") or None,
         lease_expires_at=entry.at,
     )
-
-
-def _headers(text: str) -> dict[str, str]:
-    try:
-        doc = orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return {}
-    return {str(k): str(v) for k, v in doc.items()} if isinstance(doc, dict) else {}
 
 
 def _cursor(entry: ListEntry) -> str:

@@ -186,6 +186,30 @@ class TestBrowse:
         assert backend.cancel_many(queue, [dead[1], "never"], "dead") == [True, False]
         assert every_id(backend, queue, "dead") == dead[2:]
 
+    def test_inspect_carries_job_and_arguments(self, backend: Backend, queue: str) -> None:
+        """In flight and dead on every backend that lists them; waiting where the backend
+        can read a waiting message (SQS cannot: None, as for any body not read)."""
+        app = App(backend=backend)
+
+        @app.job(queue=queue)
+        def bill(amount: int, customer: str = "") -> None: ...
+
+        bill.enqueue(7, customer="acme")
+        [leased] = backend.lease(queue, 1, 60.0)
+        want = ("bill", (7,), {"customer": "acme"})
+        info = app.inspect(queue, leased.id)
+        assert (info.state, info.job, info.args, info.kwargs) == ("in_flight", *want)
+        assert backend.settle([Settle.dead(leased.receipt, "broken")]) == [True]
+        info = app.inspect(queue, leased.id)
+        assert (info.state, info.job, info.args, info.kwargs) == ("dead", *want)
+        waiting = bill.options(delay=3600).enqueue(8)
+        info = app.inspect(queue, waiting)
+        if backend.capabilities.browse_waiting:
+            assert (info.job, info.args, info.kwargs) == ("bill", (8,), {})
+        else:
+            assert (info.job, info.args, info.kwargs) == (None, None, None)
+        assert app.inspect(queue, "never").job is None
+
     @pytest.mark.requires("browse_waiting")
     def test_each_state_oldest_and_newest_first_paged_by_cursor(
         self, backend: Backend, queue: str, console_states: dict[str, list[str]]

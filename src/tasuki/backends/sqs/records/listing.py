@@ -83,6 +83,15 @@ def headers_json(headers: dict[str, str]) -> str:
     return orjson.dumps(headers).decode()
 
 
+def listed_headers(text: str) -> dict[str, str]:
+    """An entry's headers, read back (any that are not a JSON object: none)."""
+    try:
+        doc = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return {}
+    return {str(k): str(v) for k, v in doc.items()} if isinstance(doc, dict) else {}
+
+
 def listed_body(body: bytes) -> bytes:
     """What an entry keeps of a body: all of it, or nothing past LISTED_BODY_MAX."""
     return body if len(body) <= LISTED_BODY_MAX else b""
@@ -126,6 +135,10 @@ class Listing(ABC):
         """Up to `limit` entries of the queue in `state` (of `job` only, if given) after
         `after`, in order; in flight only those whose lease has not expired by `now`.
         And whether more follow."""
+
+    @abstractmethod
+    def find(self, state: ListedState, queue: str, id: str) -> ListEntry | None:
+        """The message's entry in `state`, or None (one read)."""
 
     @abstractmethod
     def clear(self, queue: str) -> None:

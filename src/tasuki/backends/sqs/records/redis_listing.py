@@ -84,6 +84,17 @@ class RedisListing(Listing):
                 if not more or not entries:
                     break
 
+    def find(self, state: ListedState, queue: str, id: str) -> ListEntry | None:
+        key = f"{self._tag(queue)}:{state}:e:{id}"
+        got = self._backend._command("HMGET", key, "at", "job", "token", "body", "headers", "info")
+        if not got or got[0] is None:
+            return None
+        at, job, token, body, headers, info = got
+        return ListEntry(
+            queue, id, float(_text(at)), _text(job), _text(token), _bytes(body),
+            _text(headers), _text(info),
+        )  # fmt: skip
+
     def page(
         self,
         state: ListedState,

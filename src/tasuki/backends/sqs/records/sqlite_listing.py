@@ -5,6 +5,7 @@ records' connection, each page one range of an index."""
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Sequence
 
@@ -31,6 +32,7 @@ QUERY_NAMES = (
     "page_newest",
     "page_job_oldest",
     "page_job_newest",
+    "find",
 )
 SQL = load_queries("tasuki.backends.sqs.records", "sqlite_listing.sql", QUERY_NAMES)
 # Expired entries are swept every this many writes.
@@ -101,6 +103,12 @@ class SQLiteListing(Listing):
     def clear(self, queue: str) -> None:
         self._run("clear", [{"queue": self.namespace + queue}])
 
+    def find(self, state: ListedState, queue: str, id: str) -> ListEntry | None:
+        params = {"queue": self.namespace + queue, "state": state, "id": id}
+        with self.records._mutex:
+            row = self.records._db.execute(SQL["find"], params).fetchone()
+        return None if row is None else _entry(queue, row)
+
     def page(
         self,
         state: ListedState,
@@ -128,17 +136,17 @@ class SQLiteListing(Listing):
         }
         with self.records._mutex:
             rows = self.records._db.execute(SQL[name], params).fetchall()
-        entries = [
-            ListEntry(
-                queue,
-                row["id"],
-                row["at"],
-                row["job"],
-                row["token"],
-                bytes(row["body"]),
-                row["headers"],
-                row["info"],
-            )
-            for row in rows[:limit]
-        ]
-        return entries, len(rows) > limit
+        return [_entry(queue, row) for row in rows[:limit]], len(rows) > limit
+
+
+def _entry(queue: str, row: sqlite3.Row) -> ListEntry:
+    return ListEntry(
+        queue,
+        row["id"],
+        row["at"],
+        row["job"],
+        row["token"],
+        bytes(row["body"]),
+        row["headers"],
+        row["info"],
+    )

@@ -68,3 +68,7 @@ SELECT id, at, job, token, body, headers, info FROM tasuki_sqs_listed
 WHERE queue = :queue AND state = :state AND job = :job AND at > :floor
     AND (at, id) < (:at, :id)
 ORDER BY at DESC, id DESC LIMIT :limit;
+
+-- name: find
+SELECT id, at, job, token, body, headers, info FROM tasuki_sqs_listed
+WHERE queue = :queue AND state = :state AND id = :id;
