@@ -236,6 +236,17 @@ class SqsBackend(Backend):
             cursor=cursor,
         )
 
+    def retry_many(self, queue: str, ids: Sequence[str], state: BrowseState) -> list[bool]:
+        """Dead letters: redriven where still in the dead-letter queue. A delayed message
+        is refused (`browse_waiting`): SQS cannot make it visible early."""
+        if check_state(state) != "dead":
+            return super().retry_many(queue, ids, state)
+        refused = self.console.refuse_browse(state)
+        if refused is not None:
+            raise refused
+        sent = set(self.dead.redriven(queue, list(dict.fromkeys(ids))))
+        return [id in sent for id in ids]
+
     def cancel_many(self, queue: str, ids: Sequence[str], state: BrowseState) -> list[bool]:
         """In flight: cancelled where `inspect` finds it in flight and the cancel finds
         its lease running (its holder is fenced out; a lease settled in between is not

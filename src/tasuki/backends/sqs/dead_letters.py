@@ -52,9 +52,13 @@ class DeadLetters:
         return [letter for letter, _ in found[offset : offset + limit]]
 
     def redrive(self, queue: str, ids: Sequence[str] | None = None) -> int:
+        return len(self.redriven(queue, ids))
+
+    def redriven(self, queue: str, ids: Sequence[str] | None = None) -> list[str]:
+        """Redrive the dead letters `ids` (all for None): the ids sent back."""
         info = self.sqs.queues.get(queue, create=False)
         if info is None:
-            return 0
+            return []
         wanted = None if ids is None else set(ids)
         moves: list[Move] = []
         others: list[dict[str, Any]] = []
@@ -96,7 +100,7 @@ class DeadLetters:
         by_level: dict[int, list[Move]] = {}
         for move in moves:
             by_level.setdefault(move.meta.priority, []).append(move)
-        sent = 0
+        sent: list[str] = []
         for level, part in by_level.items():
             target = self.sqs.info(queue, level)
             entries = [self.sqs.entry(target, n, move) for n, move in enumerate(part)]
@@ -106,7 +110,7 @@ class DeadLetters:
                 self.sqs.levels.used(queue, level)
             self.sqs.delete(info.dead_url, [move.message["ReceiptHandle"] for move in done])
             self.sqs.unlist_dead(queue, [move.meta.id for move in done])
-            sent += len(done)
+            sent.extend(move.meta.id for move in done)
         return sent
 
     def purge_dead(self, queue: str) -> int:

@@ -185,6 +185,8 @@ class TestBrowse:
         assert every_id(backend, queue, "in_flight") == [ids[1]]
         assert backend.cancel_many(queue, [dead[1], "never"], "dead") == [True, False]
         assert every_id(backend, queue, "dead") == dead[2:]
+        assert backend.retry_many(queue, [dead[2], "never"], "dead") == [True, False]
+        assert every_id(backend, queue, "dead") == []
 
     def test_inspect_carries_job_and_arguments(self, backend: Backend, queue: str) -> None:
         """In flight and dead on every backend that lists them; waiting where the backend
