@@ -252,6 +252,23 @@ class RedisBackend(Backend):
     ) -> Page[Listed]:
         return console.browse(self.redis, queue, state, job, newest_first, limit, cursor)
 
+    def browse_matching(
+        self,
+        queue: str,
+        state: BrowseState,
+        match: Mapping[str, Any],
+        *,
+        job: str | None = None,
+        newest_first: bool = False,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page[Listed] | None:
+        """Filtered in browse.lua as it walks, at most `console.JOB_WALK` messages a call."""
+        rules = console.match_rules(match)
+        if not rules:
+            return None
+        return console.browse(self.redis, queue, state, job, newest_first, limit, cursor, rules)
+
     def retry_many(self, queue: str, ids: Sequence[str], state: BrowseState) -> list[bool]:
         return console.retry_many(self.redis, queue, ids, state)
 
