@@ -12,7 +12,6 @@ import orjson
 import pytest
 
 import tasuki
-
 from tasuki.backends.base import Effects, Envelope, FlowFailure, Settle
 from tasuki.backends.redis import RedisBackend, console
 from tasuki.backends.urls import backend_from_url
