@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tasuki.backends.base import Settle
+from tasuki.backends.sqs.records.listing import LISTED_BODY_MAX
 from tasuki.backends.urls import backend_from_url
 from tasuki.core.console import JobTally, WorkerInfo
 from tasuki.errors import Unsupported
@@ -117,4 +119,37 @@ def test_the_console_is_apart_from_a_queue_store_in_the_same_lock_store(locked_u
     finally:
         backend.resume(queue)
         store.close()
+        backend.close()
+
+
+def test_the_listings_follow_a_lapsed_lease_a_purge_and_a_large_body(locked_url: str) -> None:
+    """A lease that lapsed (its worker gone) is not listed in flight; a purge empties
+    both listings; a body over LISTED_BODY_MAX is listed without it."""
+    backend = opened(locked_url)
+    queue = f"q-{uuid.uuid4().hex[:8]}"
+    try:
+        big = b"x" * (LISTED_BODY_MAX + 1)
+        backend.enqueue([env(queue, "short"), env(queue, "big", body=big), env(queue, "dies")])
+        leased = {}
+        for _ in range(100):
+            leased.update({d.id: d for d in backend.lease(queue, 3, 60.0)})
+            if len(leased) == 3:
+                break
+        assert backend.settle([Settle.dead(leased["dies"].receipt, "broken")]) == [True]
+        assert sorted(i.info.id for i in backend.browse(queue, "in_flight").items) == [
+            "big",
+            "short",
+        ]
+        [big_item] = [i for i in backend.browse(queue, "in_flight").items if i.info.id == "big"]
+        assert big_item.body == b""
+        # Its lease made to lapse: gone from the listing without a settle.
+        listing = backend.sqs.listing
+        assert listing is not None
+        listing.renew([(queue, "short", leased["short"].receipt.token)], time.time() - 1.0)
+        assert [i.info.id for i in backend.browse(queue, "in_flight").items] == ["big"]
+        assert [i.info.id for i in backend.browse(queue, "dead").items] == ["dies"]
+        backend.purge(queue)
+        assert backend.browse(queue, "in_flight").items == []
+        assert backend.browse(queue, "dead").items == []
+    finally:
         backend.close()
