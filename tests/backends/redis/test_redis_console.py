@@ -78,9 +78,9 @@ def _bill(queue: str, id: str, *args: object, **kwargs: object) -> Envelope:
 def test_a_match_is_filtered_in_the_script_within_a_bounded_walk(
     backend: RedisBackend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Only what may match comes back; past `JOB_WALK` messages walked a page ends short
-    with a cursor, and the listing goes on from there."""
-    monkeypatch.setattr(console, "JOB_WALK", 10)
+    """Only what may match comes back; past `MATCH_WALK` messages walked a page ends
+    short with a cursor, and the listing goes on from there."""
+    monkeypatch.setattr(console, "MATCH_WALK", 10)
     app = tasuki.App(backend=backend)
     backend.enqueue([_bill("q", f"a{n:02}", n, customer="other") for n in range(25)])
     backend.enqueue([_bill("q", "acme", 99, customer="acme")])

@@ -263,7 +263,7 @@ class RedisBackend(Backend):
         limit: int = 50,
         cursor: str | None = None,
     ) -> Page[Listed] | None:
-        """Filtered in browse.lua as it walks, at most `console.JOB_WALK` messages a call."""
+        """Filtered in browse.lua as it walks, at most `console.MATCH_WALK` messages a call."""
         rules = console.match_rules(match)
         if not rules:
             return None

@@ -44,8 +44,11 @@ from tasuki.core.console import (
 from tasuki.core.message import CONTENT_TYPE_HEADER, JOB_HEADER
 from tasuki.errors import InvalidArgument
 
-# At most this many messages walked by one browse call that filters (by job, by match).
+# At most this many messages walked by one browse call that filters by job.
 JOB_WALK = 2000
+# ... that filters by arguments (each one's body decoded in the script: about 5 µs of
+# Redis's time a message).
+MATCH_WALK = 1000
 
 
 def match_rules(match: Mapping[str, Any]) -> list[list[Any]]:
@@ -90,7 +93,8 @@ def browse(
     rules: Sequence[Sequence[Any]] = (),
 ) -> Page[Listed]:
     """A page of the listing; with `rules` (`match_rules`), of the messages whose
-    arguments may match, filtered in the script as it walks (at most JOB_WALK a call)."""
+    arguments may match, filtered in the script as it walks (at most MATCH_WALK a call,
+    else JOB_WALK with a job filter)."""
     check_limit(limit)
     _check_cursor(cursor)
     keys = redis.keys.queue(queue)
@@ -102,7 +106,7 @@ def browse(
         cursor or "",
         job or "",
         JOB_HEADER,
-        JOB_WALK,
+        MATCH_WALK if rules else JOB_WALK,
         orjson.dumps(list(rules)).decode() if rules else "",
         CONTENT_TYPE_HEADER,
     ]

@@ -162,11 +162,13 @@ end
 -- Whether a message's arguments may match: every key's value equal (the caller checks
 -- again, by its own rules, what passes). A body that is not JSON passes.
 local function may_match(headers, body)
-  local ok, decoded = pcall(cjson.decode, headers)
-  if ok and type(decoded) == 'table' then
-    local kind = decoded[type_header]
-    if kind ~= nil and kind ~= 'json' then
-      return true
+  if string.find(headers, type_header, 1, true) then
+    local ok, decoded = pcall(cjson.decode, headers)
+    if ok and type(decoded) == 'table' then
+      local kind = decoded[type_header]
+      if kind ~= nil and kind ~= 'json' then
+        return true
+      end
     end
   end
   local fine, payload = pcall(cjson.decode, body)
