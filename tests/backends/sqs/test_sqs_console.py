@@ -148,6 +148,9 @@ def test_the_listings_follow_a_lapsed_lease_a_purge_and_a_large_body(locked_url:
         listing.renew([(queue, "short", leased["short"].receipt.token)], time.time() - 1.0)
         assert [i.info.id for i in backend.browse(queue, "in_flight").items] == ["big"]
         assert [i.info.id for i in backend.browse(queue, "dead").items] == ["dies"]
+        assert backend.purge_dead(queue) == 1
+        assert backend.browse(queue, "dead").items == []
+        assert [i.info.id for i in backend.browse(queue, "in_flight").items] == ["big"]
         backend.purge(queue)
         assert backend.browse(queue, "in_flight").items == []
         assert backend.browse(queue, "dead").items == []

@@ -114,7 +114,12 @@ class DeadLetters:
         return sent
 
     def purge_dead(self, queue: str) -> int:
-        return len(self._drop(queue, None))
+        """Every dead letter SQS hands out deleted, and the dead listing emptied (with the
+        entries of any letter a short poll missed)."""
+        gone = self._drop(queue, None)
+        if self.sqs.listing is not None:
+            self.sqs.listing.clear(queue, ("dead",))
+        return len(gone)
 
     def remove(self, queue: str, ids: Sequence[str]) -> list[bool]:
         """Delete these dead letters (cancelled from the console): True for each one

@@ -141,8 +141,8 @@ class Listing(ABC):
         """The message's entry in `state`, or None (one read)."""
 
     @abstractmethod
-    def clear(self, queue: str) -> None:
-        """Drop every entry of the queue (purged)."""
+    def clear(self, queue: str, states: Sequence[ListedState] = ("in_flight", "dead")) -> None:
+        """Drop every entry of the queue in `states` (purged)."""
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release what the listing holds of its own."""

@@ -73,8 +73,8 @@ class RedisListing(Listing):
         ttl = max(ms(until + FLIGHT_SLACK - time.time()), 1)
         self._drop("in_flight", items, [repr(until), ttl])
 
-    def clear(self, queue: str) -> None:
-        for state in ("in_flight", "dead"):
+    def clear(self, queue: str, states: Sequence[ListedState] = ("in_flight", "dead")) -> None:
+        for state in states:
             while True:
                 entries, more = self.page(
                     state, queue, job=None, newest_first=False, limit=500, after=None,

@@ -100,8 +100,8 @@ class SQLiteListing(Listing):
             ],
         )
 
-    def clear(self, queue: str) -> None:
-        self._run("clear", [{"queue": self.namespace + queue}])
+    def clear(self, queue: str, states: Sequence[ListedState] = ("in_flight", "dead")) -> None:
+        self._run("clear", [{"queue": self.namespace + queue, "state": s} for s in states])
 
     def find(self, state: ListedState, queue: str, id: str) -> ListEntry | None:
         params = {"queue": self.namespace + queue, "state": state, "id": id}

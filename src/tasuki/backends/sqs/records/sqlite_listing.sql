@@ -41,7 +41,7 @@ UPDATE tasuki_sqs_listed SET at = :until, expires = :expires
 WHERE queue = :queue AND state = 'in_flight' AND id = :id AND token = :token;
 
 -- name: clear
-DELETE FROM tasuki_sqs_listed WHERE queue = :queue;
+DELETE FROM tasuki_sqs_listed WHERE queue = :queue AND state = :state;
 
 -- name: sweep_listed
 DELETE FROM tasuki_sqs_listed WHERE expires <= :now;
