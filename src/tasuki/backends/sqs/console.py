@@ -19,7 +19,15 @@ from tasuki.backends.sqs.inspecting import dead_info
 from tasuki.backends.sqs.plumbing import Plumbing
 from tasuki.backends.sqs.records.console import StoreConsole
 from tasuki.backends.sqs.records.listing import ListedAt, ListEntry, listed_headers
-from tasuki.core.console import BrowseState, JobStats, JobTally, Listed, Page, WorkerInfo
+from tasuki.core.console import (
+    BrowseState,
+    JobStats,
+    JobTally,
+    Listed,
+    Page,
+    WorkerInfo,
+    check_limit,
+)
 from tasuki.core.records import MessageInfo
 
 LOCKS_ADVICE = "give it a lock store that keeps them: locks=sqlite or redis"
@@ -60,6 +68,7 @@ class Console:
     ) -> Page[Listed]:
         """A page of the queue's in-flight messages (by lease expiry; only leases not
         expired) or dead letters (by when they died), from the lock store's listings."""
+        check_limit(limit)
         refused = self.refuse_browse(state)
         listing = self.sqs.listing
         if refused is not None or listing is None or state not in ("in_flight", "dead"):
