@@ -7,6 +7,9 @@ with `--depth` ready messages of two jobs ("a" and "b", alternating), 1,000 dela
 the ZSETs the lease keeps, and a job filter walks past the other job's messages (at most
 `console.JOB_WALK` a call), so "ready of job b" reads about two messages per one shown.
 A last line times one call that walks `JOB_WALK` messages of another job and finds none.
+A `match` is filtered in browse.lua as it walks, at most `JOB_WALK` messages a call
+(`RedisBackend.browse_matching`); its CPU per call, this process's and Redis's own, is
+printed last (figures a loaded machine moves less than times).
 """
 
 from __future__ import annotations
@@ -70,13 +73,39 @@ def main(argv: list[str] | None = None) -> int:
         results["job c: JOB_WALK walked, none found"] = median_ms(
             lambda: app.messages("default", job="c", limit=PAGE), args.calls
         )
+        cpu = cpu_per_match(app, args.calls)
         app.close()
     print(f"\na page of {PAGE} at {args.depth:,} ready (+{SIDE:,} delayed, +{SIDE:,} dead),")
     print(f"median of {args.calls} calls, in ms (target <= 50 ms); {os.cpu_count()} cores")
     for name, ms in results.items():
         print(f"{name:40}{ms:12.2f}")
     print(f"JOB_WALK = {console.JOB_WALK}")
+    print(
+        f"match, per call: {cpu[0]:.2f} ms of this process's CPU, {cpu[1]:.2f} ms of"
+        " Redis's own time (INFO commandstats: the scripts' usec)"
+    )
     return 0
+
+
+def cpu_per_match(app: tasuki.App, calls: int) -> tuple[float, float]:
+    """The match page's cost in CPU, less bound to the machine's load than its time: this
+    process's CPU seconds (`time.process_time`) and Redis's own time in the scripts it
+    ran, each per call, in ms."""
+
+    def script_usec() -> int:
+        text = app.backend._command("INFO", "commandstats")  # type: ignore[attr-defined]
+        text = text.decode() if isinstance(text, bytes) else str(text)
+        total = 0
+        for line in text.splitlines():
+            if line.startswith(("cmdstat_eval:", "cmdstat_evalsha:")):
+                total += int(line.split("usec=", 1)[1].split(",", 1)[0])
+        return total
+
+    before_cpu, before_redis = time.process_time(), script_usec()
+    for _ in range(calls):
+        app.messages("default", match={"customer": "c7"}, limit=PAGE)
+    own = (time.process_time() - before_cpu) / calls * 1000
+    return own, (script_usec() - before_redis) / calls / 1000
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """`app.inspect` carries the job and arguments where the backend reads the body back in
-the same query (memory, SQLite, PostgreSQL: `Backend.inspect_body`), decoded as the
+the same query (memory, SQLite, PostgreSQL, Redis: `Backend.inspect_body`), decoded as the
 console's listings decode them; the dashboard's message page shows them."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import tasuki
 from tests.support.backends import URL_FACTORIES
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgresql"])
+@pytest.fixture(params=["memory", "sqlite", "postgresql", "redis"])
 def app(request: pytest.FixtureRequest, tmp_path: Path) -> tasuki.App:
     return tasuki.App(URL_FACTORIES[request.param](request, tmp_path))
 

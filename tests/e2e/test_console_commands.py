@@ -4,7 +4,9 @@ jobs, and `dead list` across every queue."""
 from __future__ import annotations
 
 import time
+import uuid
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -108,4 +110,41 @@ def test_dead_list_without_a_queue_lists_every_queue(tmp_path: Path) -> None:
     assert sorted((d["queue"], d["id"]) for d in listed) == [("a", "dead-a"), ("b", "dead-b")]
     table = tasuki_cli("dead", "list", "--url", url).stdout
     assert "every queue: 2 in all" in table
+    app.close()
+
+
+def test_ls_on_sqs_lists_in_flight_and_dead_and_refuses_what_waits(
+    tmp_path: Path, sqs_server: Any
+) -> None:
+    """SQS with a lock store: `ls` shows in-flight and dead messages with their job and
+    arguments, and refuses ready and delayed ones naming the capability."""
+    prefix = f"ls{uuid.uuid4().hex[:8]}-"
+    url = (
+        f"sqs://us-east-1?endpoint_url={sqs_server.endpoint}&prefix={prefix}"
+        f"&locks=sqlite:///{tmp_path / 'locks.db'}"
+    )
+    app = tasuki.App(url)
+
+    @app.job()
+    def bill(amount: int, customer: str = "") -> None: ...
+
+    bill.enqueue(1, customer="acme")
+    bill.enqueue(2)
+    leased = []
+    for _ in range(100):
+        leased += app.backend.lease("default", 2 - len(leased), 60.0)
+        if len(leased) == 2:
+            break
+    dying, flying = sorted(leased, key=lambda d: d.id)
+    assert app.backend.settle([Settle.dead(dying.receipt, "broken")]) == [True]
+    shown = tasuki_cli("ls", "default", "--state", "in_flight", "--json", "--url", url)
+    assert shown.returncode == 0, shown.stderr
+    assert [(m["id"], m["job"]) for m in orjson.loads(shown.stdout)["items"]] == [
+        (flying.id, "bill")
+    ]
+    dead = tasuki_cli("ls", "default", "--state", "dead", "--url", url)
+    assert dying.id in dead.stdout and "bill" in dead.stdout
+    for state in ("ready", "delayed"):
+        refused = tasuki_cli("ls", "default", "--state", state, "--url", url)
+        assert refused.returncode != 0 and "browse_waiting" in refused.stdout + refused.stderr
     app.close()

@@ -11,7 +11,7 @@ import pytest
 from starlette.testclient import TestClient
 
 import tasuki
-from tasuki.backends.base import Delivery, Envelope
+from tasuki.backends.base import Delivery, Envelope, Settle
 from tasuki.web import create_app
 from tests.support.backends import CONTRACT, URL_FACTORIES
 
@@ -100,4 +100,34 @@ def test_console_pages_answer_or_say_what_the_backend_lacks(url: str) -> None:
             assert ('id="refused"' in page.text) is not able, path
         queue_page = client.get("/queues/billing").text
         assert ('id="pause"' in queue_page) is caps.pause
+    app.close()
+
+
+def test_where_only_in_flight_and_dead_are_listed_the_browser_opens_on_them(url: str) -> None:
+    """SQS (with a lock store) lists in-flight and dead messages only: the browser opens
+    on in-flight ones, shows both with their job, and says why ready and delayed ones
+    are not listed, naming the capability."""
+    app = tasuki.App(url)
+    caps = app.backend.capabilities
+    if not caps.browsing or caps.browse_waiting:
+        app.close()
+        pytest.skip("lists every state, or none")
+
+    @app.job(name="bill", queue="billing")
+    def bill(amount: int) -> None: ...
+
+    bill.enqueue(5)
+    [leased] = app.backend.lease("billing", 1, 60.0)
+    client = TestClient(create_app(app), base_url="http://127.0.0.1")
+    with client:
+        first = client.get("/queues/billing/browse").text
+        assert f'data-id="{leased.id}"' in first and 'data-state="in_flight"' in first
+        assert 'id="cancel-matching"' in first
+        assert app.backend.settle([Settle.dead(leased.receipt, "broken")]) == [True]
+        dead = client.get("/queues/billing/browse?state=dead").text
+        assert f'data-id="{leased.id}"' in dead and 'id="retry-matching"' in dead
+        for state in ("ready", "delayed"):
+            page = client.get(f"/queues/billing/browse?state={state}")
+            assert page.status_code == 200 and 'id="refused"' in page.text
+            assert "browse_waiting" in page.text
     app.close()

@@ -72,9 +72,8 @@ _SQS = {
     "settled_counts": False,
     "reliability_counts": False,
     "transactional_steps": False,
-    # Pause, workers and job stats in the lock store; nothing listed by state yet, and
-    # waiting messages never (SQS shows them only by receiving them).
-    "browsing": False,
+    # Pause, workers, job stats and the listings of in-flight and dead messages in the
+    # lock store; waiting messages never (SQS shows them only by receiving them).
     "browse_waiting": False,
 }
 DIFFERS: dict[str, dict[str, Any]] = {

@@ -98,6 +98,18 @@ def messages(
             queue, chosen, job=job, newest_first=newest_first, limit=limit, cursor=cursor
         )
         return Page([decoded(codec, queue, item) for item in page.items], page.cursor)
+    # Where the backend filters as it walks (Redis), one call: what it found, checked
+    # again here by `matching`, and where it stopped.
+    filtered = backend.browse_matching(
+        queue, chosen, match, job=job, newest_first=newest_first, limit=limit, cursor=cursor
+    )
+    if filtered is not None:
+        kept = [
+            decoded(codec, queue, item, args)
+            for item in filtered.items
+            if (args := arguments(codec, queue, item)) is not None and matching(args, match)
+        ]
+        return Page(kept, filtered.cursor)
     found: list[MessageInfo] = []
     read = 0
     while True:

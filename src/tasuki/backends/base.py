@@ -445,6 +445,25 @@ class Backend(ABC):
         """
         raise self.refusal("browsing", "list a queue's messages")
 
+    def browse_matching(
+        self,
+        queue: str,
+        state: BrowseState,
+        match: Mapping[str, Any],
+        *,
+        job: str | None = None,
+        newest_first: bool = False,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page[Listed] | None:
+        """`browse`, leaving out messages whose arguments do not equal `match` (see
+        `app.messages`), filtered by the backend as it walks the listing: at most a
+        bounded number of messages per call, so a page may hold fewer than `limit`, even
+        none, with a cursor to go on from. A prefilter: the caller checks each item again
+        by its own rules. None where the backend does not filter (the caller filters the
+        pages it reads)."""
+        return None
+
     def retry_many(self, queue: str, ids: Sequence[str], state: BrowseState) -> list[bool]:
         """Make each message ready now, but only if it is still in `state` ("delayed":
         its delay or backoff is cut short, attempts kept; "dead": re-driven, attempts

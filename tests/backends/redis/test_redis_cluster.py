@@ -39,7 +39,7 @@ from tasuki.backends.base import (
     UniqueClaim,
     Wait,
 )
-from tasuki.backends.sqs.records import records_for
+from tasuki.backends.sqs.records import listing_in, records_for
 from tasuki.backends.sqs.records.base import (
     ACKED_TAKE,
     Granted,
@@ -49,6 +49,7 @@ from tasuki.backends.sqs.records.base import (
     LeaseTake,
     RecordLifetimes,
 )
+from tasuki.backends.sqs.records.listing import ListedAt, ListEntry
 from tasuki.backends.urls import backend_from_url
 from tasuki.core.console import JobTally, WorkerInfo
 from tasuki.core.message import FLOW_HEADER, ErrorInfo
@@ -406,6 +407,52 @@ def test_lease_records_across_slots(backend: Backend) -> None:
     assert records.claim_ids(claims) == [False] * 20
     records.finish_ids([IdFinish("q", f"m{i}", "o", 0.0) for i in range(20)])
     assert records.claim_ids(claims) == [True] * 20
+
+
+def test_sqs_listings_on_a_cluster(backend: Backend) -> None:
+    """The console's listings SQS keeps in a Redis lock store (`records/listing.py`): a
+    queue's keys share one hash tag, so each call is one script on one slot, whatever
+    the queues of a batch."""
+    records = records_for(backend, f"ns-{uuid.uuid4().hex[:6]}:", RecordLifetimes(60, 60))
+    listing = listing_in(records)
+    assert listing is not None
+    now = time.time()
+
+    def entry(name: str, n: int, job: str = "a") -> ListEntry:
+        return ListEntry(name, f"m{n}", now + 60 + n, job, f"t{n}", b"body", "{}", "{}")
+
+    queues = [f"q{i}" for i in range(4)]
+    listing.put(
+        "in_flight", [entry(q, n, "b" if n == 1 else "a") for q in queues for n in range(3)]
+    )
+    for q in queues:
+        got, more = listing.page(
+            "in_flight", q, job=None, newest_first=False, limit=2, after=None, now=now
+        )
+        assert [e.id for e in got] == ["m0", "m1"] and more
+        after = ListedAt(got[-1].at, got[-1].id)
+        got, more = listing.page(
+            "in_flight", q, job=None, newest_first=False, limit=2, after=after, now=now
+        )
+        assert [e.id for e in got] == ["m2"] and not more
+        got, _ = listing.page(
+            "in_flight", q, job="b", newest_first=True, limit=5, after=None, now=now
+        )
+        assert [e.id for e in got] == ["m1"]
+    listing.renew([("q0", "m0", "t0"), ("q0", "m1", "stale")], now + 600)
+    listing.drop("in_flight", [("q1", "m0", "t0"), ("q1", "m1", "stale")])
+    got, _ = listing.page(
+        "in_flight", "q0", job=None, newest_first=False, limit=5, after=None, now=now
+    )
+    assert [e.id for e in got] == ["m1", "m2", "m0"]
+    got, _ = listing.page(
+        "in_flight", "q1", job=None, newest_first=False, limit=5, after=None, now=now
+    )
+    assert [e.id for e in got] == ["m1", "m2"]
+    found = listing.find("in_flight", "q2", "m1")
+    assert found is not None and (found.job, found.body) == ("b", b"body")
+    listing.clear("q2")
+    assert listing.find("in_flight", "q2", "m1") is None
 
 
 def test_sqs_refuses_workflows_on_a_cluster_lock_store(

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import orjson
 import pytest
 
+import tasuki
 from tasuki.backends.base import Effects, Envelope, FlowFailure, Settle
 from tasuki.backends.redis import RedisBackend, console
 from tasuki.backends.urls import backend_from_url
@@ -67,6 +68,54 @@ def test_a_job_filter_walks_a_bounded_stretch_and_goes_on_by_cursor(
         pages += 1
     assert found == ["rare"]
     assert pages == 3  # 10 + 10 walked past, then the last 5 and the rare one
+
+
+def _bill(queue: str, id: str, *args: object, **kwargs: object) -> Envelope:
+    body = orjson.dumps({"args": list(args), "kwargs": kwargs})
+    return Envelope(queue, id, body, headers={JOB_HEADER: "bill"})
+
+
+def test_a_match_is_filtered_in_the_script_within_a_bounded_walk(
+    backend: RedisBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only what may match comes back; past `MATCH_WALK` messages walked a page ends
+    short with a cursor, and the listing goes on from there."""
+    monkeypatch.setattr(console, "MATCH_WALK", 10)
+    app = tasuki.App(backend=backend)
+    backend.enqueue([_bill("q", f"a{n:02}", n, customer="other") for n in range(25)])
+    backend.enqueue([_bill("q", "acme", 99, customer="acme")])
+    page = backend.browse_matching("q", "ready", {"customer": "acme"}, limit=5)
+    assert page is not None and page.items == [] and page.cursor is not None
+    assert _every_match(app, {"customer": "acme"}) == ["acme"]
+    assert _every_match(app, {"0": 99}) == ["acme"]
+    assert _every_match(app, {"0": 3, "customer": "other"}) == ["a03"]
+
+
+def _every_match(app: tasuki.App, match: dict[str, object]) -> list[str]:
+    found: list[str] = []
+    cursor = None
+    for _ in range(20):
+        page = app.messages("q", match=match, limit=5, cursor=cursor)
+        found += [m.id for m in page.items]
+        if page.cursor is None:
+            return found
+        cursor = page.cursor
+    raise AssertionError("the listing did not end")
+
+
+def test_a_match_the_script_cannot_compare_is_left_to_the_app(backend: RedisBackend) -> None:
+    """0 and 1 equal False and True in Python, not in Lua; None, lists and objects are
+    not compared there: those keys are checked by the app only, as on every backend."""
+    assert console.match_rules({"a": "x", "b": 7, "c": 1, "d": True, "e": None}) == [
+        ["a", "x", -1],
+        ["b", 7, -1],
+    ]
+    app = tasuki.App(backend=backend)
+    backend.enqueue([_bill("q", "t", flag=True, n=7), _bill("q", "f", flag=False, n=7)])
+    assert [m.id for m in app.messages("q", match={"flag": 1, "n": 7}).items] == ["t"]
+    assert [m.id for m in app.messages("q", match={"flag": True}).items] == ["t"]
+    assert [m.id for m in app.messages("q", match={"n": 7.0}).items] == ["t", "f"]
+    assert app.messages("q", match={"n": "7"}).items == []
 
 
 def test_a_priority_message_is_ready_at_its_visible_time_in_either_zset(

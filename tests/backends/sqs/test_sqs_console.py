@@ -1,6 +1,7 @@
 """The console on SQS (console.py, records/console.py, records/redis_console.py): pauses,
 workers and job tallies kept in the lock store, apart from whatever else that store
-holds; the listings SQS cannot make refused by capability."""
+holds; the listings of in-flight and dead messages kept there (records/listing.py);
+the listings SQS cannot make refused by capability."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tasuki.backends.base import Settle
+from tasuki.backends.sqs.records.listing import LISTED_BODY_MAX
 from tasuki.backends.urls import backend_from_url
 from tasuki.core.console import JobTally, WorkerInfo
 from tasuki.errors import Unsupported
@@ -52,7 +55,7 @@ def test_waiting_listings_are_refused_naming_the_capability(locked_url: str) -> 
     try:
         caps = backend.capabilities
         assert (caps.pause, caps.worker_registry, caps.job_stats) == (True, True, True)
-        assert (caps.browsing, caps.browse_waiting) == (False, False)
+        assert (caps.browsing, caps.browse_waiting) == (True, False)
         for state in ("ready", "delayed"):
             with pytest.raises(Unsupported, match="browse_waiting") as refused:
                 backend.browse("q", state)  # type: ignore[arg-type]
@@ -60,9 +63,8 @@ def test_waiting_listings_are_refused_naming_the_capability(locked_url: str) -> 
         with pytest.raises(Unsupported) as refused:
             backend.retry_now("q", "m")
         assert refused.value.capability == "browse_waiting"
-        with pytest.raises(Unsupported) as refused:
-            backend.browse("q", "in_flight")
-        assert refused.value.capability == "browsing"
+        assert backend.browse("q", "in_flight").items == []  # listed from the lock store
+        assert backend.browse("q", "dead").items == []
     finally:
         backend.close()
 
@@ -82,6 +84,9 @@ def test_without_a_lock_store_the_console_is_refused(
         with pytest.raises(Unsupported) as refused:
             backend.job_stats("q", 60.0)
         assert refused.value.capability == "job_stats"
+        with pytest.raises(Unsupported, match="locks=sqlite or redis") as refused:
+            backend.browse("q", "in_flight")
+        assert refused.value.capability == "browsing"
         assert backend.maintenance() == ()
     finally:
         backend.close()
@@ -114,4 +119,40 @@ def test_the_console_is_apart_from_a_queue_store_in_the_same_lock_store(locked_u
     finally:
         backend.resume(queue)
         store.close()
+        backend.close()
+
+
+def test_the_listings_follow_a_lapsed_lease_a_purge_and_a_large_body(locked_url: str) -> None:
+    """A lease that lapsed (its worker gone) is not listed in flight; a purge empties
+    both listings; a body over LISTED_BODY_MAX is listed without it."""
+    backend = opened(locked_url)
+    queue = f"q-{uuid.uuid4().hex[:8]}"
+    try:
+        big = b"x" * (LISTED_BODY_MAX + 1)
+        backend.enqueue([env(queue, "short"), env(queue, "big", body=big), env(queue, "dies")])
+        leased = {}
+        for _ in range(100):
+            leased.update({d.id: d for d in backend.lease(queue, 3, 60.0)})
+            if len(leased) == 3:
+                break
+        assert backend.settle([Settle.dead(leased["dies"].receipt, "broken")]) == [True]
+        assert sorted(i.info.id for i in backend.browse(queue, "in_flight").items) == [
+            "big",
+            "short",
+        ]
+        [big_item] = [i for i in backend.browse(queue, "in_flight").items if i.info.id == "big"]
+        assert big_item.body == b""
+        # Its lease made to lapse: gone from the listing without a settle.
+        listing = backend.sqs.listing
+        assert listing is not None
+        listing.renew([(queue, "short", leased["short"].receipt.token)], time.time() - 1.0)
+        assert [i.info.id for i in backend.browse(queue, "in_flight").items] == ["big"]
+        assert [i.info.id for i in backend.browse(queue, "dead").items] == ["dies"]
+        assert backend.purge_dead(queue) == 1
+        assert backend.browse(queue, "dead").items == []
+        assert [i.info.id for i in backend.browse(queue, "in_flight").items] == ["big"]
+        backend.purge(queue)
+        assert backend.browse(queue, "in_flight").items == []
+        assert backend.browse(queue, "dead").items == []
+    finally:
         backend.close()

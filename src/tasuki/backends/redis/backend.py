@@ -216,6 +216,11 @@ class RedisBackend(Backend):
     def inspect(self, queue: str, id: str) -> MessageInfo:
         return operating.inspect(self.redis, queue, id)
 
+    def inspect_body(
+        self, queue: str, id: str
+    ) -> tuple[MessageInfo, bytes | None, Mapping[str, str]]:
+        return operating.inspect_body(self.redis, queue, id)
+
     def redrive(self, queue: str, ids: Sequence[str] | None = None) -> int:
         return operating.redrive(self.redis, queue, ids)
 
@@ -246,6 +251,23 @@ class RedisBackend(Backend):
         cursor: str | None = None,
     ) -> Page[Listed]:
         return console.browse(self.redis, queue, state, job, newest_first, limit, cursor)
+
+    def browse_matching(
+        self,
+        queue: str,
+        state: BrowseState,
+        match: Mapping[str, Any],
+        *,
+        job: str | None = None,
+        newest_first: bool = False,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page[Listed] | None:
+        """Filtered in browse.lua as it walks, at most `console.MATCH_WALK` messages a call."""
+        rules = console.match_rules(match)
+        if not rules:
+            return None
+        return console.browse(self.redis, queue, state, job, newest_first, limit, cursor, rules)
 
     def retry_many(self, queue: str, ids: Sequence[str], state: BrowseState) -> list[bool]:
         return console.retry_many(self.redis, queue, ids, state)

@@ -88,6 +88,28 @@ def inspect(redis: Plumbing, queue: str, id: str) -> MessageInfo:
     return codec.message_info(queue, id, reply)
 
 
+def inspect_body(
+    redis: Plumbing, queue: str, id: str
+) -> tuple[MessageInfo, bytes | None, dict[str, str]]:
+    """`inspect`, with a stored message's body and headers read by the same script call
+    (None and {} for a message no longer stored: finished, cancelled, unknown)."""
+    keys = redis.keys.queue(queue)
+    script_keys = [keys.waiting, keys.leased, keys.dead, keys.delayed]
+    reply = redis.eval("inspect", script_keys, [keys.base, id, "1"])
+    if reply[1] in (b"waiting", b"leased", b"dead"):
+        body, headers = reply[-2], reply[-1]
+        return codec.message_info(queue, id, reply[:-2]), bytes(body), _headers(headers)
+    return codec.message_info(queue, id, reply), None, {}
+
+
+def _headers(raw: bytes) -> dict[str, str]:
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return {}
+    return {str(k): str(v) for k, v in doc.items()} if isinstance(doc, dict) else {}
+
+
 def redrive(redis: Plumbing, queue: str, ids: Sequence[str] | None = None) -> int:
     keys = redis.keys.queue(queue)
     if ids is None:  # the oldest dead first, a chunk per call

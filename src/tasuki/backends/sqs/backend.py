@@ -30,7 +30,7 @@ them codec.py, queues.py, levels.py, limits.py, options.py.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from tasuki.backends.base import (
     DEFAULT_VISIBILITY_TIMEOUT,
@@ -142,6 +142,11 @@ class SqsBackend(Backend):
     def cancel(self, queue: str, id: str) -> CancelStatus:
         return self.settling.cancel(queue, id)
 
+    def inspect_body(
+        self, queue: str, id: str
+    ) -> tuple[MessageInfo, bytes | None, Mapping[str, str]]:
+        return self.inspecting.inspect_body(queue, id)
+
     def inspect(self, queue: str, id: str) -> MessageInfo:
         """From the lock store's records, as far as they tell (inspecting.py)."""
         return self.inspecting.inspect(queue, id)
@@ -222,7 +227,40 @@ class SqsBackend(Backend):
         limit: int = 50,
         cursor: str | None = None,
     ) -> Page[Listed]:
-        raise self.console.refuse_browse(check_state(state))
+        return self.console.browse(
+            queue,
+            check_state(state),
+            job=job,
+            newest_first=newest_first,
+            limit=limit,
+            cursor=cursor,
+        )
+
+    def retry_many(self, queue: str, ids: Sequence[str], state: BrowseState) -> list[bool]:
+        """Dead letters: redriven where still in the dead-letter queue. A delayed message
+        is refused (`browse_waiting`): SQS cannot make it visible early."""
+        if check_state(state) != "dead":
+            return super().retry_many(queue, ids, state)
+        refused = self.console.refuse_browse(state)
+        if refused is not None:
+            raise refused
+        sent = set(self.dead.redriven(queue, list(dict.fromkeys(ids))))
+        return [id in sent for id in ids]
+
+    def cancel_many(self, queue: str, ids: Sequence[str], state: BrowseState) -> list[bool]:
+        """In flight: cancelled where `inspect` finds it in flight and the cancel finds
+        its lease running (its holder is fenced out; a lease settled in between is not
+        cancelled unless the message went back to wait in that instant). Dead: removed
+        from the dead-letter queue where it is still there."""
+        refused = self.console.refuse_browse(check_state(state))
+        if refused is not None:
+            raise refused
+        if state == "dead":
+            return self.dead.remove(queue, ids)
+        return [
+            self.inspect(queue, id).state == "in_flight" and self.cancel(queue, id) == "signalled"
+            for id in ids
+        ]
 
     def announce(self, info: WorkerInfo, tallies: Sequence[JobTally] = ()) -> bool:
         return self.console.announce(info, tallies)

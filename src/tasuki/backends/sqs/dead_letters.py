@@ -52,9 +52,13 @@ class DeadLetters:
         return [letter for letter, _ in found[offset : offset + limit]]
 
     def redrive(self, queue: str, ids: Sequence[str] | None = None) -> int:
+        return len(self.redriven(queue, ids))
+
+    def redriven(self, queue: str, ids: Sequence[str] | None = None) -> list[str]:
+        """Redrive the dead letters `ids` (all for None): the ids sent back."""
         info = self.sqs.queues.get(queue, create=False)
         if info is None:
-            return 0
+            return []
         wanted = None if ids is None else set(ids)
         moves: list[Move] = []
         others: list[dict[str, Any]] = []
@@ -96,7 +100,7 @@ class DeadLetters:
         by_level: dict[int, list[Move]] = {}
         for move in moves:
             by_level.setdefault(move.meta.priority, []).append(move)
-        sent = 0
+        sent: list[str] = []
         for level, part in by_level.items():
             target = self.sqs.info(queue, level)
             entries = [self.sqs.entry(target, n, move) for n, move in enumerate(part)]
@@ -105,15 +109,38 @@ class DeadLetters:
             if done:
                 self.sqs.levels.used(queue, level)
             self.sqs.delete(info.dead_url, [move.message["ReceiptHandle"] for move in done])
-            sent += len(done)
+            self.sqs.unlist_dead(queue, [move.meta.id for move in done])
+            sent.extend(move.meta.id for move in done)
         return sent
 
     def purge_dead(self, queue: str) -> int:
+        """Every dead letter SQS hands out deleted, and the dead listing emptied (with the
+        entries of any letter a short poll missed)."""
+        gone = self._drop(queue, None)
+        if self.sqs.listing is not None:
+            self.sqs.listing.clear(queue, ("dead",))
+        return len(gone)
+
+    def remove(self, queue: str, ids: Sequence[str]) -> list[bool]:
+        """Delete these dead letters (cancelled from the console): True for each one
+        found in the dead-letter queue and deleted."""
+        gone = set(self._drop(queue, set(ids)))
+        return [id in gone for id in ids]
+
+    def _drop(self, queue: str, wanted: set[str] | None) -> list[str]:
+        """Delete the dead letters `wanted` (every one for None), the others shown again:
+        the ids deleted."""
         info = self.sqs.queues.get(queue, create=False)
         if info is None:
-            return 0
+            return []
         found = self._letters(info)
+        if wanted is not None:
+            self._show_again(info, [m for letter, m in found if letter.id not in wanted])
+            found = [(letter, m) for letter, m in found if letter.id in wanted]
         done = self.sqs.delete(info.dead_url, [m["ReceiptHandle"] for _, m in found])
+        self.sqs.unlist_dead(
+            queue, [letter.id for (letter, _), ok in zip(found, done, strict=True) if ok]
+        )
         if self.sqs.records is not None:
             if self.sqs.records.controls:
                 gone = [letter.id for (letter, _), ok in zip(found, done, strict=True) if ok]
@@ -126,4 +153,4 @@ class DeadLetters:
                     if ok
                 ]
             )
-        return sum(done)
+        return [letter.id for (letter, _), ok in zip(found, done, strict=True) if ok]

@@ -11,6 +11,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import orjson
+
 from tasuki.backends.base import Delivery
 from tasuki.backends.sqs.codec import Meta, delivery
 from tasuki.backends.sqs.codec import received_meta as _received_meta
@@ -20,6 +22,8 @@ from tasuki.backends.sqs.options import RECORDS, SQS_BATCH, SQS_MAX_WAIT
 from tasuki.backends.sqs.plumbing import Held, Move, Plumbing, log, whole_seconds
 from tasuki.backends.sqs.queues import QueueInfo, level_token
 from tasuki.backends.sqs.records.base import ACKED_TAKE, UNSENT_TAKE, Granted, IdFinish, LeaseTake
+from tasuki.backends.sqs.records.listing import ListEntry, headers_json, listed_body
+from tasuki.core.message import JOB_HEADER
 from tasuki.core.reasons import ATTEMPTS_EXHAUSTED, LEASE_EXPIRED, exhausted
 
 # ReceiveMessage calls one lease keeps in flight at once when a backlog fills them.
@@ -34,6 +38,28 @@ LEVEL_POLL = 5.0
 # 2 s: ample for the one request that follows, and within the chaos run's redelivery
 # bound (5 s put a dead poll's messages past it).
 LONG_POLL_HOLD = 2.0
+
+
+def flying(leased: Delivery, now: float) -> ListEntry:
+    """A delivery's in-flight entry (records/listing.py): listed until its lease ends."""
+    info = orjson.dumps(
+        {
+            "attempt": leased.attempt,
+            "max": leased.max_attempts,
+            "fence": leased.fencing_token,
+            "t": leased.enqueued_at,
+        }
+    ).decode()
+    return ListEntry(
+        leased.queue,
+        leased.id,
+        now + leased.visibility_timeout,
+        leased.headers.get(JOB_HEADER, ""),
+        leased.token,
+        listed_body(leased.body),
+        headers_json(dict(leased.headers)),
+        info,
+    )
 
 
 class Leasing:
@@ -267,6 +293,7 @@ class Leasing:
                     self.sqs.records.take(takes), received, strict=True
                 )
             ]
+        now_at = time.time()
         deliveries: list[Delivery] = []
         dead: list[Move] = []
         cancelled: list[tuple[dict[str, Any], Meta]] = []
@@ -335,6 +362,8 @@ class Leasing:
                 self.sqs.take_held(token)
             unheld.extend(d.token for d in deliveries if d.token in gone)
             deliveries = [d for d in deliveries if d.token not in gone]
+        if self.sqs.listing is not None and deliveries:
+            self.sqs.list_flying([flying(d, now_at) for d in deliveries])
         if dead:
             self.sqs.dead_letter_moves(info, dead)
         if cancelled:

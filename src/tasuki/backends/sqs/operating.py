@@ -128,6 +128,8 @@ class Operating:
                 purged.append(held.meta.id)
         if self.sqs.admission is not None:
             self.sqs.admission.release([token for token, _ in mine])
+        if self.sqs.listing is not None:
+            self.sqs.listing.clear(queue)
         if records is not None:
             records.forget([(queue, held.meta.id) for _, held in mine])
             if records.controls:

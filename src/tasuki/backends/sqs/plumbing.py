@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from tasuki.backends.base import Backend, Capabilities, Envelope, LockStore
-from tasuki.backends.sqs.codec import Meta, attributes, attributes_size
+from tasuki.backends.sqs.codec import Meta, attributes, attributes_size, decode_body
 from tasuki.backends.sqs.levels import Levels
 from tasuki.backends.sqs.limits import Admission
 from tasuki.backends.sqs.options import (
@@ -29,10 +29,17 @@ from tasuki.backends.sqs.options import (
     SqsOptions,
 )
 from tasuki.backends.sqs.queues import DEFAULT_MAX_SIZE, QueueInfo, Queues, unreachable
-from tasuki.backends.sqs.records import records_for
-from tasuki.backends.sqs.records.base import FlowRecords, IdFinish, LeaseRecords, ResultPut
+from tasuki.backends.sqs.records import (
+    LeaseRecords,
+    Listing,
+    StepRecords,
+    listing_in,
+    records_for,
+    steps_in,
+)
+from tasuki.backends.sqs.records.base import FlowRecords, IdFinish, ResultPut
 from tasuki.backends.sqs.records.console import StoreConsole, console_for
-from tasuki.backends.sqs.records.steps import StepRecords, steps_in
+from tasuki.backends.sqs.records.listing import ListEntry, headers_json, listed_body
 from tasuki.core.flowrecords import error_json
 from tasuki.core.message import GROUP_HEADER, JOB_HEADER, ErrorInfo
 from tasuki.core.records import CANCELLED_WINDOW
@@ -123,6 +130,8 @@ class Plumbing:
         self.locks: LockStore | None = None
         self.records: LeaseRecords | None = None
         self.steps: StepRecords | None = None  # durable steps (durable.py)
+        # The console's listings of messages in flight and dead (records/listing.py).
+        self.listing: Listing | None = None
         # The console's records there (pauses, workers, job tallies), where it keeps them.
         self.console: StoreConsole | None = None
         if options.locks:
@@ -132,6 +141,7 @@ class Plumbing:
             self.locks = self.lock_backend.locks
             self.records = records_for(self.lock_backend, f"tasuki-sqs:{options.prefix}", RECORDS)
             self.steps = steps_in(self.records)
+            self.listing = listing_in(self.records)
             self.console = console_for(self.lock_backend, f"tasuki-sqs:{options.prefix}")
         # Limits are admitted in the lock store after the receive (limits.py).
         self.admission = (
@@ -182,6 +192,8 @@ class Plumbing:
             pause=console,
             worker_registry=console,
             job_stats=console,
+            # In flight and dead from the listings there (records/listing.py).
+            browsing=self.listing is not None,
             browse_waiting=False,
         )
 
@@ -370,12 +382,71 @@ class Plumbing:
 
     def dead_letter_moves(self, info: QueueInfo, moves: list[Move]) -> list[bool]:
         done = self.move(info, info.url, info.dead_url, moves)
-        self.dead_lettered([(info.name, m.meta) for m, ok in zip(moves, done, strict=True) if ok])
+        gone = [m for m, ok in zip(moves, done, strict=True) if ok]
+        self.dead_lettered([(info.name, m.meta) for m in gone])
+        self.unlist_flying([(info.name, m.meta.id, "") for m in gone])  # its lapsed lease
+        self.list_dead(info.name, gone)
         return done
+
+    def list_flying(self, entries: Sequence[ListEntry]) -> None:
+        """Messages just leased: listed in flight (records/listing.py)."""
+        if self.listing is not None and entries:
+            self.listing.put("in_flight", entries)
+
+    def unlist_flying(self, leases: Sequence[tuple[str, str, str]]) -> None:
+        """Leases (queue, id, token) settled or cancelled ('' for any): no longer listed
+        in flight."""
+        if self.listing is not None and leases:
+            self.listing.drop("in_flight", leases)
+
+    def list_dead(self, queue: str, moves: Sequence[Move]) -> None:
+        """Messages this process moved to the dead-letter queue: listed dead, with what
+        `inspect` tells of them (its note, `note_dead`)."""
+        if self.listing is None or not moves:
+            return
+        entries = []
+        for move in moves:
+            meta = move.meta
+            entries.append(
+                ListEntry(
+                    queue,
+                    meta.id,
+                    meta.died_at,
+                    meta.headers.get(JOB_HEADER, ""),
+                    "",
+                    listed_body(decode_body(move.message["Body"], meta.encoding)),
+                    headers_json(meta.headers),
+                    self.dead_note_text(meta),
+                )
+            )
+        self.listing.put("dead", entries)
+
+    def unlist_dead(self, queue: str, ids: Sequence[str]) -> None:
+        """Dead letters redriven or purged: no longer listed dead."""
+        if self.listing is not None and ids:
+            self.listing.drop("dead", [(queue, id, "") for id in ids])
 
     def dead_note(self, queue: str, id: str) -> str:
         """The lock whose owner tells `inspect` of a dead letter (inspecting.py)."""
         return f"tasuki-sqs:{self.options.prefix}dead-of:{queue}:{id}"
+
+    @staticmethod
+    def dead_note_text(meta: Meta) -> str:
+        """What a dead letter's note keeps (JSON; inspecting.py reads it)."""
+        error = meta.error
+        return orjson.dumps(
+            {
+                "reason": meta.reason,
+                "error": None
+                if error is None
+                else [error.type, error.message, error.traceback[-TRACEBACK_KEPT:]],
+                "at": meta.died_at,
+                "attempt": meta.died_attempt,
+                "max": meta.max_attempts,
+                "fence": meta.fence_before,
+                "t": meta.enqueued_at,
+            }
+        ).decode()
 
     def note_dead(self, gone: Sequence[tuple[str, Meta]]) -> None:
         """Dead-lettered: what `inspect` tells of each (kept as long as its id)."""
@@ -383,20 +454,7 @@ class Plumbing:
         if locks is None:
             return
         for queue, meta in gone:
-            error = meta.error
-            note = orjson.dumps(
-                {
-                    "reason": meta.reason,
-                    "error": None
-                    if error is None
-                    else [error.type, error.message, error.traceback[-TRACEBACK_KEPT:]],
-                    "at": meta.died_at,
-                    "attempt": meta.died_attempt,
-                    "max": meta.max_attempts,
-                    "fence": meta.fence_before,
-                    "t": meta.enqueued_at,
-                }
-            ).decode()
+            note = self.dead_note_text(meta)
             key = self.dead_note(queue, meta.id)
             if not locks.acquire(key, note, RECORDS.id):
                 holder = locks.holder(key)

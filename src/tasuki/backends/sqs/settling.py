@@ -90,6 +90,14 @@ class Settling:
         ones dropped."""
         items, waits = prepare_suspends(self.sqs, items)
         claims, go_on = self._claim([self._end(item) for item in items])
+        # Settled: no longer in flight, whatever SQS answers (the lease record is settled).
+        self.sqs.unlist_flying(
+            [
+                (item.receipt.queue, item.receipt.id, item.receipt.token)
+                for item, claim in zip(items, claims, strict=True)
+                if claim is not False
+            ]
+        )
         self._go_on(items, go_on)
         results = [False] * len(items)
         now = time.time()
@@ -145,6 +153,8 @@ class Settling:
                 results[n] = ok
                 if ok and dead:
                     moved.append((queue, move.meta))
+            if dead:
+                self.sqs.list_dead(queue, [m for (_, m), ok in zip(part, done, strict=True) if ok])
         for (queue, level, delay), positions in hide.items():
             url = self.sqs.info(queue, level).url
             done = self.sqs.visibility(url, [handles[n] for n in positions], delay)
@@ -212,6 +222,7 @@ class Settling:
             changed = self._change([items[n].receipt for n in held], vt)
             for n, ok in zip(held, changed, strict=True):
                 out[n] = "held" if ok else "lost"
+            self._relist([items[n].receipt for n in held], vt)
         self._delete_cancelled([items[n].receipt for n, s in enumerate(out) if s == "cancelled"])
         return out
 
@@ -279,6 +290,7 @@ class Settling:
         status = records.cancel(queue, id)
         if status != "unknown":
             self.sqs.free_unique(queue, id)
+            self.sqs.unlist_flying([(queue, id, "")])
             dropped(self.sqs, [(queue, id)])
         if status == "signalled" and self.sqs.admission is not None:
             # Its lease is fenced out: the concurrency slots it holds go now where this
@@ -306,4 +318,10 @@ class Settling:
         changed = self._change([receipts[n] for n in positions], visibility_timeout)
         for n, ok in zip(positions, changed, strict=True):
             results[n] = ok
+        self._relist([receipts[n] for n in positions], visibility_timeout)
         return results
+
+    def _relist(self, receipts: Sequence[Receipt], vt: float) -> None:
+        """Renewed leases: their in-flight entries move on to the new expiry."""
+        if self.sqs.listing is not None and receipts:
+            self.sqs.listing.renew([(r.queue, r.id, r.token) for r in receipts], time.time() + vt)

@@ -144,6 +144,74 @@ class TestBrowse:
         assert [i.info.id for i in backend.browse(queue, "in_flight", job="a").items] == ["f0"]
         assert backend.browse(queue, "in_flight", job="b").items == []
 
+    def test_in_flight_and_dead_in_order_paged_by_cursor_and_kept_in_step(
+        self, backend: Backend, queue: str
+    ) -> None:
+        """Listed by lease expiry (in flight) and by time of death (dead), both ways, a
+        message a page; a settle, a renewal, a redrive and a cancel are followed."""
+        backend.enqueue([job_env(queue, f"m{n}", "b" if n in (1, 4) else "a") for n in range(6)])
+        leased: list[Any] = []
+        for _ in range(200):  # one at a time, so each lease expires after the last
+            leased.extend(backend.lease(queue, 1, 60.0))
+            if len(leased) == 6:
+                break
+            time.sleep(0.02)
+        ids = [d.id for d in leased]
+        assert sorted(ids) == [f"m{n}" for n in range(6)]
+        for d in leased[3:]:  # dead one after the other
+            time.sleep(0.02)
+            assert backend.settle([Settle.dead(d.receipt, "broken")]) == [True]
+        flying, dead = ids[:3], ids[3:]
+        for state, want in (("in_flight", flying), ("dead", dead)):
+            chosen = check_state(state)
+            assert every_id(backend, queue, chosen) == want, state
+            assert every_id(backend, queue, chosen, newest_first=True) == want[::-1], state
+            of_b = [i for i in want if i in ("m1", "m4")]
+            assert every_id(backend, queue, chosen, job="b") == of_b, state
+            assert every_id(backend, queue, chosen, job="b", newest_first=True) == of_b[::-1]
+        [listed] = backend.browse(queue, "dead", limit=1).items
+        assert (listed.info.state, listed.info.reason, listed.body) == (
+            "dead",
+            "broken",
+            f"body-{dead[0]}".encode(),
+        )
+        # Settled: gone from the listing; renewed: listed by its new expiry.
+        assert backend.settle([Settle.ack(leased[0].receipt)]) == [True]
+        assert backend.extend([leased[1].receipt], 120.0) == [True]
+        assert every_id(backend, queue, "in_flight") == [ids[2], ids[1]]
+        assert backend.redrive(queue, [dead[0]]) == 1
+        assert every_id(backend, queue, "dead") == dead[1:]
+        assert backend.cancel_many(queue, [ids[2], "never"], "in_flight") == [True, False]
+        assert every_id(backend, queue, "in_flight") == [ids[1]]
+        assert backend.cancel_many(queue, [dead[1], "never"], "dead") == [True, False]
+        assert every_id(backend, queue, "dead") == dead[2:]
+        assert backend.retry_many(queue, [dead[2], "never"], "dead") == [True, False]
+        assert every_id(backend, queue, "dead") == []
+
+    def test_inspect_carries_job_and_arguments(self, backend: Backend, queue: str) -> None:
+        """In flight and dead on every backend that lists them; waiting where the backend
+        can read a waiting message (SQS cannot: None, as for any body not read)."""
+        app = App(backend=backend)
+
+        @app.job(queue=queue)
+        def bill(amount: int, customer: str = "") -> None: ...
+
+        bill.enqueue(7, customer="acme")
+        [leased] = backend.lease(queue, 1, 60.0)
+        want = ("bill", (7,), {"customer": "acme"})
+        info = app.inspect(queue, leased.id)
+        assert (info.state, info.job, info.args, info.kwargs) == ("in_flight", *want)
+        assert backend.settle([Settle.dead(leased.receipt, "broken")]) == [True]
+        info = app.inspect(queue, leased.id)
+        assert (info.state, info.job, info.args, info.kwargs) == ("dead", *want)
+        waiting = bill.options(delay=3600).enqueue(8)
+        info = app.inspect(queue, waiting)
+        if backend.capabilities.browse_waiting:
+            assert (info.job, info.args, info.kwargs) == ("bill", (8,), {})
+        else:
+            assert (info.job, info.args, info.kwargs) == (None, None, None)
+        assert app.inspect(queue, "never").job is None
+
     @pytest.mark.requires("browse_waiting")
     def test_each_state_oldest_and_newest_first_paged_by_cursor(
         self, backend: Backend, queue: str, console_states: dict[str, list[str]]

@@ -29,11 +29,12 @@ COUNT_LIMIT = 100_000
 BULK = {"retry": "Retry now", "cancel": "Cancel"}
 
 
-def filters(request: Request) -> dict[str, str]:
-    """The listing's filter as the query string has it (empty values dropped)."""
+def filters(request: Request, first: str = "ready") -> dict[str, str]:
+    """The listing's filter as the query string has it (empty values dropped); the state
+    `first` where it names none."""
     q = request.query_params
     raw = {
-        "state": q.get("state", "ready") or "ready",
+        "state": q.get("state", first) or first,
         "job": q.get("job", "").strip(),
         "match": q.get("match", "").strip(),
         "order": "newest" if q.get("order") == "newest" else "oldest",
@@ -61,7 +62,10 @@ def routes(kit: Kit) -> list[Route]:
 
     async def browse_page(request: Request) -> Response:
         queue = check_queue(request.path_params["queue"])
-        chosen = filters(request)
+        caps = app.backend.capabilities
+        # A backend that cannot list what waits (SQS) opens on what it can list.
+        first = "in_flight" if caps.browsing and not caps.browse_waiting else "ready"
+        chosen = filters(request, first)
         cursor = request.query_params.get("cursor") or None
 
         def read() -> tuple[Any, str | None]:
@@ -80,7 +84,7 @@ def routes(kit: Kit) -> list[Route]:
             return page, None
 
         page, refused = await run_in_threadpool(read)
-        caps = app.backend.capabilities
+        listed = chosen["state"] in ("in_flight", "dead")
         return kit.render(
             request,
             "browse.html",
@@ -94,8 +98,10 @@ def routes(kit: Kit) -> list[Route]:
             if page is not None and page.cursor
             else None,
             first_query=urlencode(chosen),
-            can_retry=caps.browse_waiting,
-            can_cancel=caps.cancel and caps.browse_waiting,
+            # Where the backend acts on what it lists: every state, or (SQS) in-flight
+            # and dead messages only.
+            can_retry=caps.browse_waiting or (caps.browsing and chosen["state"] == "dead"),
+            can_cancel=caps.cancel and (caps.browse_waiting or (caps.browsing and listed)),
         )
 
     async def bulk_confirm(request: Request) -> Response:

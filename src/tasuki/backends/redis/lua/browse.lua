@@ -12,7 +12,12 @@
 -- ARGV[5]  cursor ('' = from the start): `<score>:<id>` of the last message walked
 -- ARGV[6]  job name ('' = any job)
 -- ARGV[7]  the job's header (`tasuki-job`)
--- ARGV[8]  how many messages one call walks at most when it filters by job
+-- ARGV[8]  how many messages one call walks at most when it filters (by job, by match)
+-- ARGV[9]  the arguments to match ('' = none): a JSON list of [key, want, index], `want`
+--          a JSON string or number the argument must equal: the keyword argument `key`,
+--          else (index >= 0) the positional one at `index` (0-based). A prefilter: a
+--          message whose body is not JSON passes it, and the caller checks what passes.
+-- ARGV[10] the content type's header (`tasuki-content-type`)
 --
 -- Each listing walks the ZSETs the lease already keeps, in their order (score, then id):
 -- ready is `waiting` and `delayed` up to now (a rank in `waiting`: visible time -
@@ -21,6 +26,8 @@
 -- them. With a job name, messages of other jobs are walked past, at most ARGV[8] of them
 -- per call: a page may then hold fewer messages than asked, even none, with a cursor
 -- to go on from (no index per job: enqueue, lease and settle pay nothing for listings).
+-- With arguments to match, the same: each message walked has its body decoded here
+-- (cjson) and compared, so what does not match costs no reply.
 --
 -- Returns {now µs, the cursor to continue from ('' = the end), then a `listed` record
 -- per message}: its id, the score its cursor holds, the state's time (visible time,
@@ -32,6 +39,11 @@
 local base, state, newest = ARGV[1], ARGV[2], ARGV[3] == '1'
 local limit = tonumber(ARGV[4])
 local job, job_header, budget = ARGV[6], ARGV[7], tonumber(ARGV[8])
+local match, type_header = nil, ARGV[10]
+if ARGV[9] and ARGV[9] ~= '' then
+  match = cjson.decode(ARGV[9])
+end
+local filtered = job ~= '' or match ~= nil
 local now = now_us()
 
 -- The ranges walked: a ZSET, its bounds (numbers, inclusive) and whether its score is a
@@ -147,12 +159,44 @@ local function job_of(headers)
   return nil
 end
 
+-- Whether a message's arguments may match: every key's value equal (the caller checks
+-- again, by its own rules, what passes). A body that is not JSON passes.
+local function may_match(headers, body)
+  if string.find(headers, type_header, 1, true) then
+    local ok, decoded = pcall(cjson.decode, headers)
+    if ok and type(decoded) == 'table' then
+      local kind = decoded[type_header]
+      if kind ~= nil and kind ~= 'json' then
+        return true
+      end
+    end
+  end
+  local fine, payload = pcall(cjson.decode, body)
+  if not fine or type(payload) ~= 'table' then
+    return true
+  end
+  local args, kwargs = payload['args'], payload['kwargs']
+  if type(args) ~= 'table' then args = {} end
+  if type(kwargs) ~= 'table' then kwargs = {} end
+  for _, rule in ipairs(match) do
+    local key, want, index = rule[1], rule[2], rule[3]
+    local value = kwargs[key]
+    if value == nil and index >= 0 then
+      value = args[index + 1]
+    end
+    if value == nil or value ~= want then
+      return false
+    end
+  end
+  return true
+end
+
 local found, walked = {}, 0
 local s, i = after_score, after_id
 local ended = false
 while #found <= limit do
   local want = limit + 1 - #found
-  if job ~= '' then
+  if filtered then
     want = math.max(want, math.min(100, budget - walked))
   end
   if want <= 0 then
@@ -168,6 +212,10 @@ while #found <= limit do
       -- Walking past another job's message reads its headers only.
       wanted = job_of(redis.call('HGET', mkey, 'headers') or '{}') == job
     end
+    if wanted and match then
+      local got = redis.call('HMGET', mkey, 'headers', 'body')
+      wanted = got[2] ~= false and may_match(got[1] or '{}', got[2])
+    end
     if wanted then
       local f = redis.call('HMGET', mkey, 'body', 'headers', 'attempt', 'max_attempts',
         'fence', 'enqueued_us', 'reason', 'error_type', 'error_message', 'error_traceback',
@@ -179,7 +227,7 @@ while #found <= limit do
         end
       end
     end
-    if job ~= '' and walked >= budget then
+    if filtered and walked >= budget then
       break
     end
   end
@@ -187,7 +235,7 @@ while #found <= limit do
     ended = #found <= limit
     break
   end
-  if job ~= '' and walked >= budget then
+  if filtered and walked >= budget then
     break
   end
 end

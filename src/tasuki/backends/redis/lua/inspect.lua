@@ -7,12 +7,14 @@
 --
 -- ARGV[1]  queue key base, `<prefix>{<queue>}:`
 -- ARGV[2]  message id
+-- ARGV[3]  '1': the message's body and headers too (`inspect_body`), after its record
 --
 -- Returns {now µs, where, ...}: `where` is 'waiting' (in `waiting` or `delayed`),
 -- 'leased' or 'dead', followed by the time (visible time, lease expiry, death time, µs)
 -- and the message's `message` record ('' for a field the hash lacks); or 'done',
 -- followed by the remaining window (ms) and the history kept with the finished id; or
--- 'cancelled', followed by the remaining window (ms); or 'none'. Read-only.
+-- 'cancelled', followed by the remaining window (ms); or 'none'. Read-only. With
+-- ARGV[3] '1', a stored message's record is followed by its body and headers (JSON).
 --- @reply message: attempt max_attempts fence enqueued_us reason error_type error_message error_traceback hist priority progress
 
 --- @include "clock"
@@ -39,6 +41,11 @@ if where then
   local out = {int_text(now), where, score}
   for i = 1, 11 do
     out[#out + 1] = f[i] or ''
+  end
+  if ARGV[3] == '1' then
+    local stored = redis.call('HMGET', base .. 'm:' .. id, 'body', 'headers')
+    out[#out + 1] = stored[1] or ''
+    out[#out + 1] = stored[2] or '{}'
   end
   return out
 end

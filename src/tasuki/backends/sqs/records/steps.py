@@ -2,7 +2,8 @@
 records that fence them: each message's step records, the signals sent to it and not
 yet consumed, and its wait (`StepRecords`). SQLite keeps them in tables of their own
 (sqlite_steps.py), Redis as keys in each lease record's slot
-(redis_steps.py); other stores keep none (the backend refuses `durable_steps`).
+(redis_steps.py), picked by `records.steps_in`; other stores keep none (the backend
+refuses `durable_steps`).
 
 A wait is numbered (`seq`, one more per suspend of the message) and its number rides
 in the header `tasuki-wait` (`core/headers.WAIT_HEADER`) of the copy re-sent to sleep.
@@ -14,7 +15,6 @@ slept for was answered.
 
 from __future__ import annotations
 
-import sys
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -127,20 +127,3 @@ class StepRecords(ABC):
         """The messages (queue, id) are gone (acked, cancelled, purged): their steps and
         signals go; of their wait only what refuses a delayed copy is kept, until it
         would have woken."""
-
-
-def steps_in(records: object) -> StepRecords | None:
-    """The step records kept beside `records` (the lease records of SQS's `locks=`
-    store), or None where that store keeps none. A store's module is imported only when
-    its records are in use (records_for imported it)."""
-    sqlite = sys.modules.get("tasuki.backends.sqs.records.sqlite")
-    if sqlite is not None and isinstance(records, sqlite.SQLiteLeaseRecords):
-        from tasuki.backends.sqs.records.sqlite_steps import SQLiteStepRecords
-
-        return SQLiteStepRecords(records)
-    redis = sys.modules.get("tasuki.backends.sqs.records.redis")
-    if redis is not None and isinstance(records, redis.RedisLeaseRecords):
-        from tasuki.backends.sqs.records.redis_steps import RedisDurableRecords
-
-        return RedisDurableRecords(records)
-    return None
