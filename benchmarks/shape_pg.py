@@ -50,7 +50,7 @@ def _tasuki(cfg: Config, ctx: Context) -> Peer:
             return {**super().worker_env(), POSTGRES_ENV: postgres_url()}
 
     peer = TasukiShape(ctx, concurrency=cfg.conc)
-    peer.job = peer.app.jobs["shape"]
+    peer.job = peer.app.jobs["shape_async" if cfg.kind == "async" else "shape"]
     return peer
 
 

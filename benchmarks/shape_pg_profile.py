@@ -28,6 +28,7 @@ import argparse
 import contextlib
 import json
 import os
+import shlex
 import sys
 import tempfile
 import time
@@ -39,8 +40,8 @@ import psycopg
 from benchmarks import procs, shape_pg
 from benchmarks.marks import Marks
 from benchmarks.measure import Bench, Settings, fill
-from benchmarks.peers.base import REDIS_ENV, Context
-from benchmarks.peers.tasuki_runner import postgres_url
+from benchmarks.peers.base import REDIS_ENV, Context, Peer, SyncPeer
+from benchmarks.peers.tasuki_runner import POSTGRES_ENV, postgres_url
 from benchmarks.pg_wire import Proxy
 from benchmarks.redis_server import RedisServer
 from benchmarks.shape_jobs import SHAPE_ENV
@@ -56,6 +57,11 @@ BEST = {
     "dbos": (2, 32),
 }
 TICK = os.sysconf("SC_CLK_TCK")
+#: the job alone, no queue: on 2 x 32 threads (tasuki's sync job) and 2 x 32 tasks
+FLOORS = {
+    "floor": Config("floor", "2 x 32 threads", 2, 32),
+    "floor-async": Config("floor", "2 x 32 tasks", 2, 32, "async"),
+}
 
 
 def backend_cpu(ports: list[int]) -> float:
@@ -89,9 +95,42 @@ def sample(proxy: Proxy, worker: Any, marks: Marks, n: int) -> dict[str, float]:
     }
 
 
+class Floor(SyncPeer):
+    """The job alone (`benchmarks/peers/pg_floor.py`): nothing to enqueue or drain."""
+
+    name = "floor"
+    has_bulk = True
+
+    def __init__(self, ctx: Context, cfg: Config, jobs: int) -> None:
+        super().__init__(ctx)
+        self.cfg, self.jobs = cfg, jobs
+
+    def enqueue(self, i: int) -> None:
+        pass
+
+    def enqueue_bulk(self, indices: Any) -> None:
+        pass
+
+    def worker_argv(self) -> list[str]:
+        one = [sys.executable, "-m", "benchmarks.peers.pg_floor", str(self.jobs)]
+        kind = [self.cfg.kind] if self.cfg.kind else []
+        rest = [str(self.cfg.procs), str(self.cfg.conc), *kind]
+        loop = " & ".join(shlex.join([*one, str(k), *rest]) for k in range(self.cfg.procs))
+        return ["sh", "-c", f"{loop} & wait"]
+
+    def worker_env(self) -> dict[str, str]:
+        return {POSTGRES_ENV: postgres_url()}
+
+    def pending(self) -> int:
+        return 0
+
+
 def profile(bench: Bench, cfg: Config, ctx: Context) -> dict[str, Any]:
     row: dict[str, Any] = {"system": cfg.system, "config": cfg.label}
-    peer = shape_pg.make(cfg, ctx)
+    if cfg.system == "floor":
+        peer: Peer = Floor(ctx, cfg, bench.settings.messages)
+    else:
+        peer = shape_pg.make(cfg, ctx)
     proxy = Proxy(int(postgres_url().rsplit(":", 1)[1].split("/")[0]))
     direct = f":{proxy.upstream[1]}/"
     env = peer.worker_env
@@ -162,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-c", "--concurrency", type=int, help="concurrency for every system")
     p.add_argument("--out", type=Path, help="write the rows as JSON here")
     args = p.parse_args(argv)
-    systems = args.only.split(",") if args.only else list(shape_pg.SYSTEMS)
+    systems = args.only.split(",") if args.only else [*shape_pg.SYSTEMS, *FLOORS]
     os.environ[SHAPE_ENV] = "pg"
     rows = []
     load_before = os.getloadavg()
@@ -175,6 +214,10 @@ def main(argv: list[str] | None = None) -> int:
             ctx = Context(redis_url=server.url, tmpdir=workdir)
             bench = Bench(server, marks, Settings(messages=args.jobs), workdir)
             for system in systems:
+                if system in FLOORS:
+                    rows.append(profile(bench, FLOORS[system], ctx))
+                    print(line(rows[-1]), file=sys.stderr, flush=True)
+                    continue
                 procs_, conc = BEST[system]
                 procs_, conc = args.procs or procs_, args.concurrency or conc
                 label = shape_pg.configs(system)[0].label
