@@ -17,8 +17,11 @@ from benchmarks.peers.base import ROOT
 
 PACKAGES = [
     "tasuki", "redis", "hiredis", "orjson", "celery", "kombu", "dramatiq", "rq", "arq",
-    "huey", "taskiq", "taskiq-redis", "saq", "matplotlib",
+    "huey", "taskiq", "taskiq-redis", "saq", "matplotlib", "procrastinate", "pgqueuer",
+    "chancy", "dbos", "psycopg", "oban",
 ]  # fmt: skip
+#: packages installed in `.venv-bench-3.12` only (they need Python 3.12)
+VENV_312 = ROOT / ".venv-bench-3.12"
 
 
 def cpu_model() -> str:
@@ -38,8 +41,14 @@ def versions() -> dict[str, str | None]:
         try:
             out[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
-            out[name] = None
+            found = [d.version for d in metadata.distributions(path=_site_312()) if
+                     (d.metadata["Name"] or "").lower() == name]  # fmt: skip
+            out[name] = found[0] if found else None
     return out
+
+
+def _site_312() -> list[str]:
+    return [str(p) for p in VENV_312.glob("lib/python3.*/site-packages")]
 
 
 #: what a run executes: a change here makes its figures the figures of no commit

@@ -4,8 +4,9 @@ the grid of `shape_peers.py` (processes 1/2 x concurrency 8/32), in its own word
 tasuki `--workers P -c C`; procrastinate `--concurrency C`; PgQueuer `batch_size=C`
 (jobs per dequeue, each run as a task of its own: its `max_concurrent_tasks` cap, tried
 first, ran about 32 jobs/s at 8 and timed out); Chancy the queue's `concurrency=C`
-(async executor). Where a system has no flag for more processes, P
-copies of its worker run side by side (`spawn`).
+(async executor); Oban (oban-py, in `.venv-bench-3.12`) the queue's limit C; DBOS
+queues the queue's `worker_concurrency=C` (a sync workflow on DBOS's threads). Where a
+system has no flag for more processes, P copies of its worker run side by side (`spawn`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 from benchmarks.peers.base import Context, Peer
 from benchmarks.shape_peers import Config, grid, spawn
 
-SYSTEMS = ("tasuki", "procrastinate", "pgqueuer", "chancy")
+SYSTEMS = ("tasuki", "procrastinate", "pgqueuer", "chancy", "oban", "dbos")
 
 
 def configs(system: str) -> list[Config]:
@@ -26,6 +27,8 @@ def configs(system: str) -> list[Config]:
         "procrastinate": lambda p, c: f"{p} x --concurrency {c}",
         "pgqueuer": lambda p, c: f"{p} x batch_size={c}",
         "chancy": lambda p, c: f"{p} x concurrency={c}",
+        "oban": lambda p, c: f"{p} x queues={{'default': {c}}}",
+        "dbos": lambda p, c: f"{p} x worker_concurrency={c}",
     }
     return grid(system, labels[system])
 
@@ -47,7 +50,7 @@ def _tasuki(cfg: Config, ctx: Context) -> Peer:
             return {**super().worker_env(), POSTGRES_ENV: postgres_url()}
 
     peer = TasukiShape(ctx, concurrency=cfg.conc)
-    peer.job = peer.app.jobs["shape"]
+    peer.job = peer.app.jobs["shape_async" if cfg.kind == "async" else "shape"]
     return peer
 
 
@@ -116,9 +119,35 @@ def _chancy(cfg: Config, ctx: Context) -> Peer:
     return peer
 
 
+def _oban(cfg: Config, ctx: Context) -> Peer:
+    from benchmarks.peers.oban_runner import ObanPeer
+
+    class ObanShape(ObanPeer):
+        entrypoint = "shape"
+
+        def worker_argv(self) -> list[str]:
+            return spawn(cfg.procs, super().worker_argv())
+
+    return ObanShape(ctx, limit=cfg.conc)
+
+
+def _dbos(cfg: Config, ctx: Context) -> Peer:
+    from benchmarks.peers.dbos_runner import DBOSPeer
+
+    class DBOSShape(DBOSPeer):
+        workflow = "shape"
+
+        def worker_argv(self) -> list[str]:
+            return spawn(cfg.procs, super().worker_argv())
+
+    return DBOSShape(ctx, concurrency=cfg.conc)
+
+
 _MAKERS: dict[str, Callable[[Config, Context], Any]] = {
     "tasuki": _tasuki,
     "procrastinate": _procrastinate,
     "pgqueuer": _pgqueuer,
     "chancy": _chancy,
+    "oban": _oban,
+    "dbos": _dbos,
 }

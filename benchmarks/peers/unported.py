@@ -21,6 +21,7 @@ class ObanPy(_Unported):
     name = "oban-py"
     module = "oban"
     why = (
-        "oban-py needs Python 3.12 or later; the benchmark runs on this machine's "
-        "Python (3.11: Debian 12 has no 3.12, and no interpreter can be downloaded here)"
+        "oban-py needs Python 3.12 or later, so its client cannot load in this table's "
+        "harness (3.11), which enqueues with each system's own client while it times "
+        "latency; `./dev bench shapes postgres` runs it from .venv-bench-3.12"
     )

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from tasuki import errors
-from tasuki.backends.base import Delivery, Envelope
+from tasuki.backends.base import Delivery, Envelope, Settle
 from tasuki.backends.postgres import PostgresBackend, from_url
 from tasuki.backends.postgres.schema import migrations
 from tasuki.cli.main import cli
@@ -235,3 +235,40 @@ def test_a_plain_enqueue_in_the_callers_transaction_is_announced_on_commit(url: 
     assert [d.id for d in consumer.lease("q", 1)] == ["a"]
     consumer.close()
     producer.close()
+
+
+def test_a_connection_given_back_is_ready_at_once_in_the_callers_thread(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hot path's connections go back to the pool in the thread that used them: no
+    task for psycopg_pool's maintenance thread (a queue put and a thread woken per lease
+    and per settle), and the next use within the idle window runs no check query."""
+    backend = from_url(url)
+    backend.enqueue([Envelope("q", "warm", b"x")])  # migrations, the pool opened
+    [d] = backend.lease("q", 1)  # its connection used once since
+    assert backend.settle([Settle.release(d.receipt, penalty=False)]) == [True]
+    pool = backend.postgres.pool()
+    tasks: list[object] = []
+    run_task = type(pool).run_task
+
+    def counting(self: object, task: object) -> None:
+        tasks.append(task)
+        run_task(self, task)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(type(pool), "run_task", counting)
+    sent: list[object] = []
+    execute = psycopg.Connection.execute
+
+    def recording(self: psycopg.Connection[object], query: object, *args: object) -> object:
+        sent.append(query)
+        return execute(self, query, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(psycopg.Connection, "execute", recording)
+    for _ in range(5):
+        [d] = backend.lease("q", 1)
+        assert pool.get_stats()["pool_available"] >= 1, "given back before the call returned"
+        assert backend.settle([Settle.release(d.receipt, penalty=False)]) == [True]
+    monkeypatch.undo()
+    assert tasks == []
+    assert "" not in sent, "an idle check on a connection just given back"
+    backend.close()

@@ -201,7 +201,6 @@ class PostgresDialect:
                     open=True,
                     name=f"tasuki-{self.schema}",
                     timeout=connections.POOL_WAIT,
-                    reset=self._returned,
                 )
                 self._pid = os.getpid()
             return self._pool
@@ -218,9 +217,6 @@ class PostgresDialect:
         except Exception:
             return False
         return True
-
-    def _returned(self, conn: psycopg.Connection[Any]) -> None:
-        self._idle_since[conn] = time.monotonic()
 
     @contextlib.contextmanager
     def _connection(self) -> Iterator[psycopg.Connection[Any]]:
@@ -240,6 +236,11 @@ class PostgresDialect:
         try:
             yield conn
         finally:
+            # Stamped here, in the caller's thread: a `reset=` hook would make psycopg_pool
+            # hand every connection given back to its maintenance thread (a queue put and
+            # a thread woken per lease and per settle; the connection unusable until that
+            # thread ran): a fifth of a worker's CPU per job on one-query jobs.
+            self._idle_since[conn] = time.monotonic()
             pool.putconn(conn)
 
     @contextlib.contextmanager
