@@ -7,14 +7,19 @@ wait."""
 from __future__ import annotations
 
 import time
+import uuid
+from typing import Any
 
 import pytest
 
+import tasuki
 from tasuki.backends.base import Settle, Taken, Wait
 from tasuki.backends.redis.slots import key_slot
+from tasuki.backends.sqs import SqsBackend
 from tasuki.backends.sqs.durable import decode_entry, encode_entry
 from tasuki.backends.sqs.records.redis_steps import slot_key
 from tasuki.core.message import NOT_BEFORE_HEADER
+from tasuki.core.policies import Retry
 from tasuki.testing.contract.helpers import env
 from tasuki.testing.servers import MotoServer
 from tests.backends.sqs.support import local_url, opened
@@ -87,3 +92,68 @@ def test_a_messages_step_keys_share_its_lease_records_cluster_slot(key: str) -> 
     Cluster they must live in one slot."""
     for suffix in ("steps", "signals", "wait"):
         assert key_slot(slot_key(key, suffix).encode()) == key_slot(key.encode())
+
+
+def test_a_durable_job_completes_on_a_fifo_queue(locked_url: str) -> None:
+    """A step, a sleep and a wait for a signal on a `.fifo` queue: SQS has no per-message
+    delay there, and every re-send (the sleeping copy, the one a signal sends) needs its
+    message group and a deduplication id of its own, or SQS drops it as a duplicate of
+    the copy it replaces. Each step's function runs once and the job gets to its end."""
+    queue = f"d-{uuid.uuid4().hex[:8]}.fifo"
+    app = tasuki.App(locked_url)
+    calls: list[str] = []
+    ended: list[Any] = []
+    runs: list[float] = []
+    woke: list[float] = []
+
+    def mark(what: str) -> str:
+        calls.append(what)
+        return what
+
+    @app.job(queue=queue, group=lambda args, kwargs: "g1", retry=Retry(1))
+    def durable(n: int) -> None:
+        ctx = tasuki.current()
+        runs.append(time.time())
+        ctx.step("a", mark, f"a{n}")
+        ctx.sleep(1.0)
+        woke.append(time.time())
+        ctx.step("b", mark, f"b{n}")
+        got = ctx.wait_for_signal("go", timeout=60.0)
+        ended.append((n, ctx.step("c", mark, f"c{n}"), got))
+
+    backend = app.backend
+    assert isinstance(backend, SqsBackend)
+    sent: list[tuple[str, str]] = []  # (group, deduplication id) of every copy sent
+
+    def note(params: dict[str, Any], **_: Any) -> None:
+        sent.extend((e["MessageGroupId"], e["MessageDeduplicationId"]) for e in params["Entries"])
+
+    backend.sqs.client.meta.events.register("before-parameter-build.sqs.SendMessageBatch", note)
+    durable.options(message_id="f1").enqueue(1)
+    worker = app.worker(queues=[queue], concurrency=2, wait=0.2)
+    worker.start()
+    try:
+        deadline = time.monotonic() + 30.0
+        while time.monotonic() < deadline:
+            waiting = backend.waiting(queue, "f1")
+            if waiting is not None and waiting.signal == "go":
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError(f"never waited for its signal; ran {calls}")
+        assert backend.stats(queue).in_flight == 0
+        assert app.signal(queue, "f1", "go", {"ok": 1}) == "delivered"
+        deadline = time.monotonic() + 30.0
+        while not ended and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        worker.stop()
+        app.close()
+    assert ended == [(1, "c1", {"ok": 1})]
+    assert calls == ["a1", "b1", "c1"]
+    assert len(sent) >= 3 and {group for group, _ in sent} == {"g1"}
+    ids = [dedup for _, dedup in sent]
+    assert len(set(ids)) == len(ids), ids  # none dropped as a duplicate of another
+    # The sleep lasted (SQS has no delay on a FIFO queue: the re-sent copy is visible at
+    # once, and each early run finds its wake-up time recorded and sleeps again).
+    assert woke[0] - runs[0] >= 1.0 - 0.05
