@@ -157,3 +157,71 @@ def test_a_durable_job_completes_on_a_fifo_queue(locked_url: str) -> None:
     # The sleep lasted (SQS has no delay on a FIFO queue: the re-sent copy is visible at
     # once, and each early run finds its wake-up time recorded and sleeps again).
     assert woke[0] - runs[0] >= 1.0 - 0.05
+
+
+def test_a_worker_that_dies_between_a_waits_record_and_its_resend_loses_nothing(
+    locked_url: str,
+) -> None:
+    """The wait is recorded under the lease, then the worker dies before the settle
+    re-sends the copy: the copy it leased, which carries the message's previous wait, is
+    the message's only copy. When it comes back it runs (a newer wait that no copy
+    carries does not make it stale, or the message would be lost), and from then on a
+    signal does not wake that wait (it would send a second copy of a running message)."""
+    backend = opened(locked_url)
+    store = backend.sqs.steps
+    assert store is not None
+    try:
+        backend.enqueue([env("q", "die")])
+        [first] = backend.lease("q", 1, 30.0)
+        assert backend.settle([Settle.suspend(first.receipt, 0.5, Wait())]) == [True]
+        [woken] = backend.lease("q", 1, 1.0, wait=5.0)  # carries wait 1, which it ends
+        suspend = store.suspend
+
+        def then_die(*args: Any, **kwargs: Any) -> int | None:
+            suspend(*args, **kwargs)  # wait 2 recorded under the lease...
+            raise SystemExit("killed")  # ...and the worker gone before the re-send
+
+        store.suspend = then_die  # type: ignore[method-assign]
+        with pytest.raises(SystemExit):
+            backend.settle([Settle.suspend(woken.receipt, 60.0, Wait("go"))])
+        store.suspend = suspend  # type: ignore[method-assign]
+        [again] = backend.lease("q", 10, 30.0, wait=5.0)  # the leased copy, back
+        assert (again.id, again.fencing_token) == ("die", woken.fencing_token + 1)
+        assert backend.signal("q", "die", "go", b"1") == "delivered"  # kept, wakes nothing
+        assert backend.take_signal(again.receipt, "go", 1) == Taken(True, b"1")
+        assert backend.settle([Settle.ack(again.receipt)]) == [True]
+        assert backend.lease("q", 10, 30.0, wait=1.0) == []  # no second copy was sent
+    finally:
+        backend.close()
+
+
+def test_a_suspend_refused_for_a_lost_lease_leaves_no_wait_to_wake(locked_url: str) -> None:
+    """The lease is lost between the wait's record and the settle (another lease took
+    the message): the settle is refused and sends nothing, and the wait it recorded is
+    void: a signal no longer sends a copy for it while the message runs elsewhere."""
+    backend = opened(locked_url)
+    store = backend.sqs.steps
+    assert store is not None
+    try:
+        backend.enqueue([env("q", "lost")])
+        [old] = backend.lease("q", 1, 1.0)
+        suspend = store.suspend
+        taken: list[Any] = []
+
+        def then_lose(*args: Any, **kwargs: Any) -> int | None:
+            seq = suspend(*args, **kwargs)  # wait 1 recorded under the lease...
+            taken.extend(backend.lease("q", 1, 30.0, wait=5.0))  # ...which lapses: taken
+            return seq
+
+        store.suspend = then_lose  # type: ignore[method-assign]
+        assert backend.settle([Settle.suspend(old.receipt, 60.0, Wait("go"))]) == [False]
+        store.suspend = suspend  # type: ignore[method-assign]
+        [new] = taken
+        assert new.fencing_token == old.fencing_token + 1
+        assert backend.waiting("q", "lost") is None
+        assert backend.signal("q", "lost", "go", b"1") == "delivered"  # kept, wakes nothing
+        assert backend.take_signal(new.receipt, "go", 1) == Taken(True, b"1")
+        assert backend.settle([Settle.ack(new.receipt)]) == [True]
+        assert backend.lease("q", 10, 30.0, wait=1.0) == []  # no copy was sent for it
+    finally:
+        backend.close()

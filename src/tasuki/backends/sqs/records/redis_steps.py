@@ -112,6 +112,10 @@ class RedisDurableRecords(StepRecords):
         for queue, id, seq in waits:
             self._eval("records_durable_wait", [self._keys(queue, id)[3]], ["placed", seq, 0])
 
+    def void(self, waits: Sequence[tuple[str, str, int]]) -> None:
+        for queue, id, seq in waits:
+            self._eval("records_durable_wait", [self._keys(queue, id)[3]], ["void", seq, 0])
+
     def waiting(self, queue: str, id: str) -> Waiting | None:
         state, signal, until = self._backend._command(
             "HMGET", self._keys(queue, id)[3], "state", "signal", "until"
