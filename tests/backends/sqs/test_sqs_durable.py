@@ -225,3 +225,35 @@ def test_a_suspend_refused_for_a_lost_lease_leaves_no_wait_to_wake(locked_url: s
         assert backend.lease("q", 10, 30.0, wait=1.0) == []  # no copy was sent for it
     finally:
         backend.close()
+
+
+def test_a_signal_after_the_wait_is_due_sends_no_second_copy(locked_url: str) -> None:
+    """A signal that comes once the wait's time has passed finds the delayed copy
+    visible already (SQS rounds the delay up), maybe being received that moment: it is
+    kept for that copy's run, and no new copy is sent, which would run the message a
+    second time after the first ends. (Here the delayed copy is received and admitted
+    while the signal's new copy is being sent, the window this closes.)"""
+    backend = opened(locked_url)
+    store = backend.sqs.steps
+    assert store is not None
+    try:
+        backend.enqueue([env("q", "due")])
+        [d] = backend.lease("q", 1, 30.0)
+        assert backend.settle([Settle.suspend(d.receipt, 1.0, Wait("go"))]) == [True]
+        time.sleep(1.5)  # its time has come: the delayed copy is visible, not yet received
+        resent = store.resent
+        taken: list[Any] = []
+
+        def receive_first(*args: Any) -> None:
+            taken.extend(backend.lease("q", 1, 30.0, wait=3.0))  # the delayed copy, due
+            resent(*args)
+
+        store.resent = receive_first  # type: ignore[method-assign]
+        assert backend.signal("q", "due", "go", b"1") == "delivered"
+        store.resent = resent  # type: ignore[method-assign]
+        [woken] = taken or backend.lease("q", 1, 30.0, wait=3.0)
+        assert backend.take_signal(woken.receipt, "go", 1) == Taken(True, b"1")
+        assert backend.settle([Settle.ack(woken.receipt)]) == [True]
+        assert backend.lease("q", 10, 30.0, wait=1.5) == []  # no second copy to run
+    finally:
+        backend.close()

@@ -131,6 +131,7 @@ class SQLiteStepRecords(StepRecords):
                 or wait["state"] not in ("pending", "waiting")
                 or wait["signal"] != name
                 or not wait["entry"]
+                or wait["until"] <= now  # its delayed copy is visible: it wakes the message
             ):
                 return "delivered", None
             db.execute(
