@@ -1,7 +1,8 @@
 """`./dev bench steps`: what a recorded durable step costs, against a plain job, and DBOS.
 
 On every backend that has `durable_steps` (asked of the backend, not known by name:
-memory, SQLite, PostgreSQL, and whichever gain them), each in a store of its own, in one
+memory, SQLite, PostgreSQL, Redis, SQS against a local moto_server with a SQLite lock
+store, whose costs are moto's and not AWS's), each in a store of its own, in one
 process: `--jobs` jobs of three recorded no-op steps (`ctx.step` three times), against as
 many plain no-op jobs. Each side is timed as enqueue (one `job.enqueue()` per job) plus
 drain (`worker.run(until_idle=True)`), per job; a step's cost is what the 3-step job

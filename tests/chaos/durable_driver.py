@@ -19,7 +19,7 @@ import psycopg
 
 import tasuki
 from tasuki.errors import BackendUnavailable
-from tests.chaos.backends import PostgresService, Service, SQLiteService
+from tests.chaos.backends import PostgresService, Service, SQLiteService, SqsService
 from tests.chaos.durable import EFFECTS, payload
 
 
@@ -119,3 +119,21 @@ def effects(service: Service) -> dict[int, int]:
 
 def _dsn(service: PostgresService) -> str:
     return service.url.split("?", 1)[0]
+
+
+def stale_copies(service: Service) -> int:
+    """How many copies the backend left in its queues on purpose, to be deleted unrun
+    when met: on SQS, the delayed copy of each wait a signal answered (SQS cannot make
+    a delayed copy visible early, so the signal sent a new one), which sleeps until the
+    wait's time or a hop of `max_delay` (15 minutes). The lock store keeps each such
+    wait as `resent` (an upper bound once some were met). 0 elsewhere."""
+    if not isinstance(service, SqsService) or not service.locks.exists():
+        return 0
+    conn = sqlite3.connect(service.locks)
+    try:
+        row = conn.execute("SELECT count(*) FROM tasuki_sqs_waits WHERE state = 'resent'")
+        return int(row.fetchone()[0])
+    except sqlite3.OperationalError:  # no durable call was ever made: no such table
+        return 0
+    finally:
+        conn.close()

@@ -7,14 +7,19 @@ wait."""
 from __future__ import annotations
 
 import time
+import uuid
+from typing import Any
 
 import pytest
 
+import tasuki
 from tasuki.backends.base import Settle, Taken, Wait
 from tasuki.backends.redis.slots import key_slot
+from tasuki.backends.sqs import SqsBackend
 from tasuki.backends.sqs.durable import decode_entry, encode_entry
 from tasuki.backends.sqs.records.redis_steps import slot_key
 from tasuki.core.message import NOT_BEFORE_HEADER
+from tasuki.core.policies import Retry
 from tasuki.testing.contract.helpers import env
 from tasuki.testing.servers import MotoServer
 from tests.backends.sqs.support import local_url, opened
@@ -87,3 +92,168 @@ def test_a_messages_step_keys_share_its_lease_records_cluster_slot(key: str) -> 
     Cluster they must live in one slot."""
     for suffix in ("steps", "signals", "wait"):
         assert key_slot(slot_key(key, suffix).encode()) == key_slot(key.encode())
+
+
+def test_a_durable_job_completes_on_a_fifo_queue(locked_url: str) -> None:
+    """A step, a sleep and a wait for a signal on a `.fifo` queue: SQS has no per-message
+    delay there, and every re-send (the sleeping copy, the one a signal sends) needs its
+    message group and a deduplication id of its own, or SQS drops it as a duplicate of
+    the copy it replaces. Each step's function runs once and the job gets to its end."""
+    queue = f"d-{uuid.uuid4().hex[:8]}.fifo"
+    app = tasuki.App(locked_url)
+    calls: list[str] = []
+    ended: list[Any] = []
+    runs: list[float] = []
+    woke: list[float] = []
+
+    def mark(what: str) -> str:
+        calls.append(what)
+        return what
+
+    @app.job(queue=queue, group=lambda args, kwargs: "g1", retry=Retry(1))
+    def durable(n: int) -> None:
+        ctx = tasuki.current()
+        runs.append(time.time())
+        ctx.step("a", mark, f"a{n}")
+        ctx.sleep(1.0)
+        woke.append(time.time())
+        ctx.step("b", mark, f"b{n}")
+        got = ctx.wait_for_signal("go", timeout=60.0)
+        ended.append((n, ctx.step("c", mark, f"c{n}"), got))
+
+    backend = app.backend
+    assert isinstance(backend, SqsBackend)
+    sent: list[tuple[str, str]] = []  # (group, deduplication id) of every copy sent
+
+    def note(params: dict[str, Any], **_: Any) -> None:
+        sent.extend((e["MessageGroupId"], e["MessageDeduplicationId"]) for e in params["Entries"])
+
+    backend.sqs.client.meta.events.register("before-parameter-build.sqs.SendMessageBatch", note)
+    durable.options(message_id="f1").enqueue(1)
+    worker = app.worker(queues=[queue], concurrency=2, wait=0.2)
+    worker.start()
+    try:
+        deadline = time.monotonic() + 30.0
+        while time.monotonic() < deadline:
+            waiting = backend.waiting(queue, "f1")
+            if waiting is not None and waiting.signal == "go":
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError(f"never waited for its signal; ran {calls}")
+        assert backend.stats(queue).in_flight == 0
+        assert app.signal(queue, "f1", "go", {"ok": 1}) == "delivered"
+        deadline = time.monotonic() + 30.0
+        while not ended and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        worker.stop()
+        app.close()
+    assert ended == [(1, "c1", {"ok": 1})]
+    assert calls == ["a1", "b1", "c1"]
+    assert len(sent) >= 3 and {group for group, _ in sent} == {"g1"}
+    ids = [dedup for _, dedup in sent]
+    assert len(set(ids)) == len(ids), ids  # none dropped as a duplicate of another
+    # The sleep lasted (SQS has no delay on a FIFO queue: the re-sent copy is visible at
+    # once, and each early run finds its wake-up time recorded and sleeps again).
+    assert woke[0] - runs[0] >= 1.0 - 0.05
+
+
+def test_a_worker_that_dies_between_a_waits_record_and_its_resend_loses_nothing(
+    locked_url: str,
+) -> None:
+    """The wait is recorded under the lease, then the worker dies before the settle
+    re-sends the copy: the copy it leased, which carries the message's previous wait, is
+    the message's only copy. When it comes back it runs (a newer wait that no copy
+    carries does not make it stale, or the message would be lost), and from then on a
+    signal does not wake that wait (it would send a second copy of a running message)."""
+    backend = opened(locked_url)
+    store = backend.sqs.steps
+    assert store is not None
+    try:
+        backend.enqueue([env("q", "die")])
+        [first] = backend.lease("q", 1, 30.0)
+        assert backend.settle([Settle.suspend(first.receipt, 0.5, Wait())]) == [True]
+        [woken] = backend.lease("q", 1, 1.0, wait=5.0)  # carries wait 1, which it ends
+        suspend = store.suspend
+
+        def then_die(*args: Any, **kwargs: Any) -> int | None:
+            suspend(*args, **kwargs)  # wait 2 recorded under the lease...
+            raise SystemExit("killed")  # ...and the worker gone before the re-send
+
+        store.suspend = then_die  # type: ignore[method-assign]
+        with pytest.raises(SystemExit):
+            backend.settle([Settle.suspend(woken.receipt, 60.0, Wait("go"))])
+        store.suspend = suspend  # type: ignore[method-assign]
+        [again] = backend.lease("q", 10, 30.0, wait=5.0)  # the leased copy, back
+        assert (again.id, again.fencing_token) == ("die", woken.fencing_token + 1)
+        assert backend.signal("q", "die", "go", b"1") == "delivered"  # kept, wakes nothing
+        assert backend.take_signal(again.receipt, "go", 1) == Taken(True, b"1")
+        assert backend.settle([Settle.ack(again.receipt)]) == [True]
+        assert backend.lease("q", 10, 30.0, wait=1.0) == []  # no second copy was sent
+    finally:
+        backend.close()
+
+
+def test_a_suspend_refused_for_a_lost_lease_leaves_no_wait_to_wake(locked_url: str) -> None:
+    """The lease is lost between the wait's record and the settle (another lease took
+    the message): the settle is refused and sends nothing, and the wait it recorded is
+    void: a signal no longer sends a copy for it while the message runs elsewhere."""
+    backend = opened(locked_url)
+    store = backend.sqs.steps
+    assert store is not None
+    try:
+        backend.enqueue([env("q", "lost")])
+        [old] = backend.lease("q", 1, 1.0)
+        suspend = store.suspend
+        taken: list[Any] = []
+
+        def then_lose(*args: Any, **kwargs: Any) -> int | None:
+            seq = suspend(*args, **kwargs)  # wait 1 recorded under the lease...
+            taken.extend(backend.lease("q", 1, 30.0, wait=5.0))  # ...which lapses: taken
+            return seq
+
+        store.suspend = then_lose  # type: ignore[method-assign]
+        assert backend.settle([Settle.suspend(old.receipt, 60.0, Wait("go"))]) == [False]
+        store.suspend = suspend  # type: ignore[method-assign]
+        [new] = taken
+        assert new.fencing_token == old.fencing_token + 1
+        assert backend.waiting("q", "lost") is None
+        assert backend.signal("q", "lost", "go", b"1") == "delivered"  # kept, wakes nothing
+        assert backend.take_signal(new.receipt, "go", 1) == Taken(True, b"1")
+        assert backend.settle([Settle.ack(new.receipt)]) == [True]
+        assert backend.lease("q", 10, 30.0, wait=1.0) == []  # no copy was sent for it
+    finally:
+        backend.close()
+
+
+def test_a_signal_after_the_wait_is_due_sends_no_second_copy(locked_url: str) -> None:
+    """A signal that comes once the wait's time has passed finds the delayed copy
+    visible already (SQS rounds the delay up), maybe being received that moment: it is
+    kept for that copy's run, and no new copy is sent, which would run the message a
+    second time after the first ends. (Here the delayed copy is received and admitted
+    while the signal's new copy is being sent, the window this closes.)"""
+    backend = opened(locked_url)
+    store = backend.sqs.steps
+    assert store is not None
+    try:
+        backend.enqueue([env("q", "due")])
+        [d] = backend.lease("q", 1, 30.0)
+        assert backend.settle([Settle.suspend(d.receipt, 1.0, Wait("go"))]) == [True]
+        time.sleep(1.5)  # its time has come: the delayed copy is visible, not yet received
+        resent = store.resent
+        taken: list[Any] = []
+
+        def receive_first(*args: Any) -> None:
+            taken.extend(backend.lease("q", 1, 30.0, wait=3.0))  # the delayed copy, due
+            resent(*args)
+
+        store.resent = receive_first  # type: ignore[method-assign]
+        assert backend.signal("q", "due", "go", b"1") == "delivered"
+        store.resent = resent  # type: ignore[method-assign]
+        [woken] = taken or backend.lease("q", 1, 30.0, wait=3.0)
+        assert backend.take_signal(woken.receipt, "go", 1) == Taken(True, b"1")
+        assert backend.settle([Settle.ack(woken.receipt)]) == [True]
+        assert backend.lease("q", 10, 30.0, wait=1.5) == []  # no second copy to run
+    finally:
+        backend.close()

@@ -127,10 +127,17 @@ def prepare_suspends(
     return out, waits
 
 
-def placed(sqs: Plumbing, waits: Sequence[tuple[str, str, int]]) -> None:
-    """The suspended messages' sleeping copies were sent: they wait from now on."""
+def placed(
+    sqs: Plumbing, waits: Sequence[tuple[str, str, int]], failed: Sequence[tuple[str, str, int]]
+) -> None:
+    """The suspended messages' sleeping copies were sent: they wait from now on. Those of
+    `failed` were not (the lease was lost, or SQS refused): no copy carries their waits,
+    so no signal may wake them (it would send a copy of a message that runs elsewhere,
+    or whose leased copy comes back)."""
     if sqs.steps is not None and waits:
         sqs.steps.placed(waits)
+    if sqs.steps is not None and failed:
+        sqs.steps.void(failed)
 
 
 def admit_copies(sqs: Plumbing, info: QueueInfo, received: list[Received]) -> list[Received]:

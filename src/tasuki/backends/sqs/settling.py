@@ -166,7 +166,11 @@ class Settling:
             [(f.queue, f.id) for f in finished],
             [(i.receipt.queue, i.receipt.id) for i in items if i.verdict != "ack"],
         )
-        placed(self.sqs, [wait for n, wait in waits.items() if results[n]])
+        placed(
+            self.sqs,
+            [wait for n, wait in waits.items() if results[n]],
+            [wait for n, wait in waits.items() if not results[n]],
+        )
         # The leases ended, whatever SQS answered: their concurrency slots go.
         self.sqs.free_limits(
             [item.receipt.token for item, c in zip(items, claims, strict=True) if c]

@@ -86,7 +86,11 @@ class RedisDurableRecords(StepRecords):
         if not owner:
             return "unknown", None
         _, _, signals, wait = self._keys(queue, id)
-        reply = self._eval("records_durable_signal", [signals, wait], [name, payload, self._ttl()])
+        reply = self._eval(
+            "records_durable_signal",
+            [signals, wait],
+            [name, payload, self._ttl(), repr(time.time())],
+        )
         if len(reply) < 4:
             return "delivered", None
         return "delivered", Wake(int(reply[1]), _text(reply[2]), _text(reply[3]))
@@ -111,6 +115,10 @@ class RedisDurableRecords(StepRecords):
     def placed(self, waits: Sequence[tuple[str, str, int]]) -> None:
         for queue, id, seq in waits:
             self._eval("records_durable_wait", [self._keys(queue, id)[3]], ["placed", seq, 0])
+
+    def void(self, waits: Sequence[tuple[str, str, int]]) -> None:
+        for queue, id, seq in waits:
+            self._eval("records_durable_wait", [self._keys(queue, id)[3]], ["void", seq, 0])
 
     def waiting(self, queue: str, id: str) -> Waiting | None:
         state, signal, until = self._backend._command(

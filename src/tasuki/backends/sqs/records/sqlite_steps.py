@@ -131,6 +131,7 @@ class SQLiteStepRecords(StepRecords):
                 or wait["state"] not in ("pending", "waiting")
                 or wait["signal"] != name
                 or not wait["entry"]
+                or wait["until"] <= now  # its delayed copy is visible: it wakes the message
             ):
                 return "delivered", None
             db.execute(
@@ -192,6 +193,22 @@ class SQLiteStepRecords(StepRecords):
             for queue, id, seq in waits:
                 db.execute(SQL["placed"], {"key": self.key(queue, id), "seq": seq})
 
+    def void(self, waits: Sequence[tuple[str, str, int]]) -> None:
+        if not waits:
+            return
+        with self.records._transaction(len(waits)) as db:
+            for queue, id, seq in waits:
+                db.execute(
+                    SQL["set_wait"],
+                    {
+                        "key": self.key(queue, id),
+                        "seq": seq,
+                        "was": "pending",
+                        "state": "void",
+                        "entry": "",
+                    },
+                )
+
     def waiting(self, queue: str, id: str) -> Waiting | None:
         with self.records._transaction(0) as db:
             row = db.execute(SQL["read_wait"], {"key": self.key(queue, id)}).fetchone()
@@ -208,6 +225,19 @@ class SQLiteStepRecords(StepRecords):
                 key = self.key(copy.queue, copy.id)
                 wait = db.execute(SQL["read_wait"], {"key": key}).fetchone()
                 if wait is None or wait["seq"] < copy.seq:
+                    out.append(True)
+                elif wait["seq"] > copy.seq and wait["state"] in ("pending", "void"):
+                    # A later wait no copy carries: this copy is the message's own.
+                    db.execute(
+                        SQL["set_wait"],
+                        {
+                            "key": key,
+                            "seq": wait["seq"],
+                            "was": "pending",
+                            "state": "void",
+                            "entry": "",
+                        },
+                    )
                     out.append(True)
                 elif wait["seq"] > copy.seq or wait["state"] == "resent":
                     out.append(False)

@@ -26,8 +26,10 @@ from tasuki.core.records import Receipt, StepRecord, Taken, Waiting
 # A wait's state: recorded by a suspend whose copy is being re-sent ("pending"), then
 # sent ("waiting"): a signal may wake it in either; its copy woke and runs ("ended"); a
 # signal answered it and its new copy is being sent ("answered"); that copy was sent, so
-# the delayed one is refused when met ("resent").
-WaitState = Literal["pending", "waiting", "ended", "answered", "resent"]
+# the delayed one is refused when met ("resent"); its copy was never sent ("void": the
+# settle was refused, or the worker died and the copy it leased came back), so the
+# message's older copy is its live one, and no signal wakes it.
+WaitState = Literal["pending", "waiting", "ended", "answered", "resent", "void"]
 
 
 class Wake(NamedTuple):
@@ -114,13 +116,21 @@ class StepRecords(ABC):
         leased ones deleted: from now on the messages wait (`waiting`)."""
 
     @abstractmethod
+    def void(self, waits: Sequence[tuple[str, str, int]]) -> None:
+        """The settles that were to send the copies of these pending waits (queue, id,
+        seq) were refused or failed: no copy carries them, and no signal wakes them."""
+
+    @abstractmethod
     def waiting(self, queue: str, id: str) -> Waiting | None:
         """The message's wait, while a signal may still wake it."""
 
     @abstractmethod
     def admit(self, copies: Sequence[CopyCheck]) -> list[bool]:
         """Per copy that slept: False if its wait was answered and a new copy sent (or a
-        later wait superseded it): to be deleted, not run. A due copy ends its wait."""
+        later wait superseded it): to be deleted, not run. A due copy ends its wait. A
+        later wait whose copy was never sent (still pending when an older copy comes
+        back: its worker died before the re-send, or void) supersedes nothing: the older
+        copy runs, and that wait is void from then on."""
 
     @abstractmethod
     def drop(self, messages: Sequence[tuple[str, str]]) -> None:

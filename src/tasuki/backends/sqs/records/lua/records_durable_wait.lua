@@ -3,12 +3,15 @@
 -- KEYS[1]  its wait
 --
 -- ARGV[1]  "placed" (its sleeping copy was sent: pending -> waiting), "resent" (the new
---          copy of an answered wait was sent: answered -> resent), or "admit" (a copy
+--          copy of an answered wait was sent: answered -> resent), "void" (the settle
+--          that was to send its copy was refused: pending -> void), or "admit" (a copy
 --          that slept for wait ARGV[2] is received; ARGV[3] "1" if it is due)
 -- ARGV[2]  the wait's number
 --
 -- Returns 1, or for "admit" 0 if the copy is to be deleted: its wait was answered and
--- a new copy sent, or a later wait superseded it. A due copy ends its wait.
+-- a new copy sent, or a later wait superseded it. A due copy ends its wait. A later
+-- wait no copy carries (pending, its worker gone before the re-send; or void)
+-- supersedes nothing: the older copy runs, and that wait is void from then on.
 
 local w = redis.call('HMGET', KEYS[1], 'seq', 'state')
 if not w[1] then
@@ -27,7 +30,17 @@ if ARGV[1] == 'resent' then
   end
   return 1
 end
+if ARGV[1] == 'void' then
+  if cur == seq and state == 'pending' then
+    redis.call('HSET', KEYS[1], 'state', 'void', 'entry', '')
+  end
+  return 1
+end
 if cur < seq then
+  return 1
+end
+if cur > seq and (state == 'pending' or state == 'void') then
+  redis.call('HSET', KEYS[1], 'state', 'void', 'entry', '')
   return 1
 end
 if cur > seq or state == 'resent' then
