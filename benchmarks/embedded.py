@@ -43,7 +43,7 @@ from benchmarks.marks import ENV as MARKS_ENV
 from benchmarks.marks import Marks
 from benchmarks.measure import mid_rate
 from benchmarks.peers.base import ROOT, bin_path
-from benchmarks.peers.embedded_jobs import DB_ENV, SHAPE_ENV, SHAPES
+from benchmarks.peers.embedded_jobs import DB_ENV, QUERY_ENV, SHAPE_ENV, SHAPES
 from benchmarks.procs import Worker
 from benchmarks.shape_peers import spawn
 
@@ -86,6 +86,9 @@ class System(ABC):
     @abstractmethod
     def argv(self, cfg: Config) -> list[str]: ...
 
+    def env(self) -> dict[str, str]:
+        return {}
+
     @abstractmethod
     def pending(self) -> int:
         """Jobs not yet done (queued, or taken and not acknowledged)."""
@@ -120,10 +123,19 @@ class Tasuki(System):
     def configs(self) -> list[Config]:
         return [Config(f"--workers {p} -c {c}", p, c) for p in (1, 2) for c in (8, 32)]
 
+    #: the URL's query: tasuki's default is synchronous=full
+    query = ""
+
+    def url(self) -> str:
+        return f"sqlite:///{self.db}{self.query}"
+
+    def env(self) -> dict[str, str]:
+        return {QUERY_ENV: self.query}
+
     def app(self) -> Any:
         import tasuki
 
-        return tasuki.App(f"sqlite:///{self.db}")
+        return tasuki.App(self.url())
 
     def fill(self, n: int) -> None:
         from benchmarks.peers.embedded_jobs import run
@@ -155,8 +167,15 @@ class Tasuki(System):
         from tasuki.backends.sqlite import from_url
 
         # a connection of the backend's own dialect: the one every worker thread opens
-        conn: sqlite3.Connection = from_url(f"sqlite:///{self.db}").sqlite.conn()
+        conn: sqlite3.Connection = from_url(self.url()).sqlite.conn()
         return conn
+
+
+class TasukiNormal(Tasuki):
+    """tasuki at litequeue's durability: no fsync per commit (WAL, synchronous=normal)."""
+
+    name = "tasuki-normal"
+    query = "?synchronous=normal"
 
 
 class Huey(System):
@@ -230,8 +249,9 @@ class PersistQueue(System):
     def connection(self) -> sqlite3.Connection:
         from persistqueue import SQLiteAckQueue
 
-        q: Any = SQLiteAckQueue(str(self.dir), multithreading=True, auto_resume=False)
-        conn: sqlite3.Connection = q._getter
+        # kept on self: the queue closes its connections when it is collected
+        self._probe: Any = SQLiteAckQueue(str(self.dir), multithreading=True, auto_resume=False)
+        conn: sqlite3.Connection = self._probe._getter
         return conn
 
 
@@ -268,6 +288,7 @@ class LiteQueue(System):
 
 SYSTEMS: dict[str, type[System]] = {
     "tasuki": Tasuki,
+    "tasuki-normal": TasukiNormal,
     "huey": Huey,
     "persist-queue": PersistQueue,
     "litequeue": LiteQueue,
@@ -297,6 +318,7 @@ def drain(
         marks.clear()
         env = dict(os.environ)
         env.update({MARKS_ENV: marks.path, DB_ENV: str(system.db), SHAPE_ENV: shape})
+        env.update(system.env())
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
         log = workdir / f"{system.name}-{shape}.log"
         wall0 = time.time()

@@ -15,6 +15,8 @@ from benchmarks.marks import mark
 
 SHAPE_ENV = "BENCH_EMBEDDED_SHAPE"
 DB_ENV = "BENCH_EMBEDDED_DB"
+#: the query of tasuki's SQLite URL (empty: its defaults)
+QUERY_ENV = "BENCH_EMBEDDED_QUERY"
 IO_SECONDS = 0.001
 SHAPES = ("noop", "io")
 
