@@ -500,14 +500,16 @@ def markdown(data: dict[str, Any]) -> str:
         )
         for name in failed:
             out.append(f"| {name} | failed | - | - | - | - |")
-        peers = [r for k, r in best.items() if k != "tasuki"]
-        if ours and peers:
+        peers = [r for k, r in best.items() if not k.startswith("tasuki")]
+        if peers:
             top = max(peers, key=lambda r: r["rate"])
-            out += [
-                "",
-                f"tasuki's best ÷ the best peer ({top['system']}, {top['config']}): "
-                f"**{ours['rate'] / top['rate']:.2f}x** (target 3x).",
-            ]
+            out.append("")
+            for name, r in best.items():
+                if name.startswith("tasuki"):
+                    out.append(
+                        f"- {name}'s best ÷ the best peer ({top['system']}, {top['config']}): "
+                        f"**{r['rate'] / top['rate']:.2f}x** (target 3x)."
+                    )
         out.append("")
     out += [
         "### Every configuration",
