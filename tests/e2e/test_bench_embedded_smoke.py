@@ -40,3 +40,11 @@ def test_every_installed_embedded_queue_drains_both_shapes(tmp_path: Path) -> No
     assert (tasuki["journal_mode"], tasuki["synchronous"]) == ("wal", "full"), tasuki
     table = (tmp_path / "latest.md").read_text()
     assert "best configuration" in table and "Durability" in table
+
+
+def test_the_sqlite_profile_counts_statements_per_job(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'p.db'}"
+    argv = [sys.executable, "-m", "benchmarks.embedded_profile", url, "-c", "8", "--jobs", "200"]
+    out = subprocess.run(argv, check=False, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    assert "jobs/s" in out.stdout and "a job  COMMIT" in out.stdout, out.stdout
