@@ -71,6 +71,10 @@ class Marks:
         values = struct.unpack_from(f"<{n}d", self._mm, self._times)
         return min(v for v in values if v > 0)
 
+    def start_times(self, n: int) -> list[float]:
+        """The start times of slots 0..n-1 that ran, sorted."""
+        return sorted(v for v in struct.unpack_from(f"<{n}d", self._mm, self._times) if v > 0)
+
     def close(self) -> None:
         self._mm.close()
 

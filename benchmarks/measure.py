@@ -163,20 +163,33 @@ def measure_drain(bench: Bench, peer: Peer, prefilled: bool = False) -> Metrics:
         )
         bench.wait("the queue to drain", lambda: peer.pending() == 0, 30.0, worker, poll=0.005)
         elapsed = time.perf_counter() - worker.started
+        ended = time.time()
         worker_cpu = worker.cpu_seconds()
     finally:
         worker.stop()
     first = marks.first_start(n) - wall0
+    starts = marks.start_times(n)
     return {
         "drained": n,
         "processed_per_s": n / elapsed,
         "drain_s": elapsed,
         "startup_s": first,
         "steady_per_s": n / max(elapsed - first, 1e-9),
+        # the middle 80 % of job starts: no start-up ramp (a second process still
+        # starting) and no tail (the last acks, the harness seeing the queue empty)
+        "mid_per_s": mid_rate(starts),
+        # from the last job's start to the harness seeing every job ran and none pending
+        "tail_s": ended - starts[-1],
         "duplicates": marks.duplicates(n),
         "worker_cpu_s": worker_cpu,
         "redis_cpu_s": bench.server.cpu_seconds() - redis_cpu,
     }
+
+
+def mid_rate(starts: list[float], lo: float = 0.1, hi: float = 0.9) -> float:
+    """Jobs per second between the `lo` and `hi` quantiles of sorted start times."""
+    a, b = int(lo * (len(starts) - 1)), int(hi * (len(starts) - 1))
+    return (b - a) / max(starts[b] - starts[a], 1e-9)
 
 
 def measure_latency(bench: Bench, peer: Peer, idle: bool = True) -> Metrics:

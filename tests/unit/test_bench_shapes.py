@@ -75,3 +75,28 @@ def test_the_postgres_shape_sweeps_the_same_grid() -> None:
     assert grid == {(1, 8), (1, 32), (2, 8), (2, 32)}
     for system in shape_pg.SYSTEMS:
         assert {(c.procs, c.conc) for c in shape_pg.configs(system)} == grid, system
+
+
+def test_each_configuration_keeps_its_median_round_and_every_rate() -> None:
+    from benchmarks.shapes import median_rows
+
+    runs = [
+        row("tasuki", "-c 8", "redis", 900.0),
+        row("huey", "-w 2", "redis", None),
+        row("tasuki", "-c 8", "redis", 5_000.0),
+        row("huey", "-w 2", "redis", 700.0),
+        row("tasuki", "-c 8", "redis", 1_000.0),
+        row("dramatiq", "x", "redis", None),
+    ]
+    got = {r["system"]: r for r in median_rows(runs)}
+    assert got["tasuki"]["steady_per_s"] == 1_000.0  # not the lucky 5,000
+    assert got["tasuki"]["rounds_per_s"] == [900, 5_000, 1_000]
+    assert (got["huey"]["steady_per_s"], got["huey"]["rounds_failed"]) == (700.0, 1)
+    assert "error" in got["dramatiq"]
+
+
+def test_the_middle_rate_leaves_out_a_slow_start_and_a_slow_tail() -> None:
+    from benchmarks.measure import mid_rate
+
+    starts = [0.0] + [1.0 + k / 100 for k in range(99)] + [10.0]  # 100 jobs/s between
+    assert 95 < mid_rate(starts) < 105

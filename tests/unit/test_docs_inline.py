@@ -14,6 +14,7 @@ from tests.support.inline_docs import ROOT, blocks, pages, rewritten
 INCLUDED_TABLES = {
     "docs/benchmarks/postgres.md",
     "docs/benchmarks/shapes.md",
+    "docs/benchmarks/embedded.md",
 }
 
 
