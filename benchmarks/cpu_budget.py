@@ -7,7 +7,8 @@ stops once the last has run: `noop` (nothing: what the framework costs a job) or
 time, the process's user and system CPU (every thread's, `getrusage`), its voluntary and
 involuntary context switches, and its threads' time on a CPU and time runnable but
 waiting for one (`schedstat`: what the machine's load takes from the drain), each per
-job. `--system` picks tasuki (`app.worker(-c)`,
+job; for `cpu`, the job's own thread CPU and the time it stood still while it ran (the
+GIL held by another thread, or the core by another process). `--system` picks tasuki (`app.worker(-c)`,
 the worker `tasuki worker -c` builds) or Dramatiq (`dramatiq.Worker`, `--threads`,
 RedisBroker with its default middleware and prefetch, as its CLI runs it).
 
@@ -40,6 +41,7 @@ _count = 0
 _want = 0
 _mutex = threading.Lock()
 _steps = 0
+_in_job = [0.0, 0.0]  # the jobs' own wall and thread CPU seconds, summed
 
 
 def spin(steps: int) -> int:
@@ -63,7 +65,12 @@ def noop(i: int) -> None:
 
 
 def cpu(i: int) -> None:
+    wall, own = time.perf_counter(), time.thread_time()
     spin(_steps)
+    wall, own = time.perf_counter() - wall, time.thread_time() - own
+    with _mutex:
+        _in_job[0] += wall
+        _in_job[1] += own
     _ran()
 
 
@@ -165,6 +172,10 @@ def run(args: argparse.Namespace) -> None:
     for key in ("wall", "user", "sys", "on_cpu", "runqueue"):
         out[f"{key}_ms"] = round(1000 * (after[key] - before[key]) / n, 4)
     out["cpu_ms"] = round(out["user_ms"] + out["sys_ms"], 4)
+    # In the job: its thread's CPU, and its wall time less that (the GIL taken by another
+    # thread of the worker, or the CPU by another process, while the job ran).
+    out["job_cpu_ms"] = round(1000 * _in_job[1] / n, 4)
+    out["job_stalled_ms"] = round(1000 * (_in_job[0] - _in_job[1]) / n, 4)
     for key in ("vcsw", "ivcsw"):
         out[f"{key}_per_job"] = round((after[key] - before[key]) / n, 3)
     print(json.dumps(out), flush=True)
