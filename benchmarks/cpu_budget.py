@@ -3,24 +3,29 @@ hold on a loaded machine (CPU seconds, context switches, instructions), not in j
 
 One worker process, in this process, drains `--jobs` messages of one job from Redis and
 stops once the last has run: `noop` (nothing: what the framework costs a job) or `cpu`
-(`spin` for `--spin` steps, shape (d)'s job). Printed as one JSON line: the drain's wall
-time, the process's user and system CPU (every thread's, `getrusage`), its voluntary and
-involuntary context switches, and its threads' time on a CPU and time runnable but
-waiting for one (`schedstat`: what the machine's load takes from the drain), each per
-job; for `cpu`, the job's own thread CPU and the time it stood still while it ran (the
-GIL held by another thread, or the core by another process). `--system` picks tasuki (`app.worker(-c)`,
+(`spin` for `--spin` steps, shape (d)'s job). `--system` picks tasuki (`app.worker(-c)`,
 the worker `tasuki worker -c` builds) or Dramatiq (`dramatiq.Worker`, `--threads`,
-RedisBroker with its default middleware and prefetch, as its CLI runs it).
+RedisBroker with its default middleware and prefetch, as its CLI runs it). Printed as
+one JSON line, each figure per job: the drain's wall time; the process's user and system
+CPU (every thread's, `getrusage`); its voluntary and involuntary context switches; its
+threads' time on a CPU and time runnable but waiting for one (`schedstat`: what the
+machine's load takes from the drain); for `cpu`, the job's own thread CPU and the time
+it stood still while it ran (the GIL held by another thread, or the core by another
+process).
 
     python -m benchmarks.cpu_budget run --redis URL --system tasuki --job noop --jobs 2000
     BUDGET_CALLGRIND=1 valgrind --tool=callgrind \
         python -m benchmarks.cpu_budget run ...                           # instructions
     python -m benchmarks.cpu_budget spin --spin 27000 --reps 1000 --procs 2
 
-Instructions per job: under callgrind with `BUDGET_CALLGRIND=1`, counting runs from the
-drain's start to its last job (`callgrind_control`), start-up and imports left out. `spin` runs the
-bare loop in `--procs` processes at once, no framework and no Redis: the CPU and wall
-time per loop, and the host's steal time meanwhile.
+Instructions per job: under callgrind with `BUDGET_CALLGRIND=1`, the counts are zeroed
+as the drain starts and dumped once its last job ran (`callgrind_control`; the dump is
+the file ending `.1`): start-up and imports left out. Callgrind counts user-space
+instructions only, runs the threads one at a time and about 50 times slower, so timers
+fire more often per job than outside it: the framework's share it gives is an upper
+bound, and its kernel time is not in it. `spin` runs the bare loop in `--procs`
+processes at once, no framework and no Redis: the CPU and wall time per loop, and the
+host's steal time meanwhile.
 """
 
 from __future__ import annotations
