@@ -5,7 +5,9 @@ One worker process, in this process, drains `--jobs` messages of one job from Re
 stops once the last has run: `noop` (nothing: what the framework costs a job) or `cpu`
 (`spin` for `--spin` steps, shape (d)'s job). `--system` picks tasuki (`app.worker(-c)`,
 the worker `tasuki worker -c` builds) or Dramatiq (`dramatiq.Worker`, `--threads`,
-RedisBroker with its default middleware and prefetch, as its CLI runs it). Printed as
+RedisBroker with its default middleware and prefetch, as its CLI runs it) or Huey
+(a consumer of `--concurrency` worker threads, RedisHuey with BRPOP and results off; its
+process pool runs the same loop in each child). Printed as
 one JSON line, each figure per job: the drain's wall time; the process's user and system
 CPU (every thread's, `getrusage`); its voluntary and involuntary context switches; its
 threads' time on a CPU and time runnable but waiting for one (`schedstat`: what the
@@ -155,10 +157,32 @@ def _callgrind(command: str) -> None:
         subprocess.run(["callgrind_control", *command.split(), str(os.getpid())], check=True)
 
 
+def _huey(url: str, job: str, jobs: int, conc: int) -> tuple[Any, Any]:
+    from huey import RedisHuey
+
+    huey = RedisHuey(f"budget-{uuid.uuid4().hex[:8]}", url=url, results=False, blocking=True)
+    task = huey.task(name=job)(noop if job == "noop" else cpu)
+    for n in range(jobs):
+        task(n)
+    consumer = huey.create_consumer(workers=conc, worker_type="thread", periodic=False)
+
+    def drain() -> dict[str, float]:
+        consumer.start()
+        _done.wait()
+        after = _usage()
+        consumer.stop(graceful=True)
+        return after
+
+    return drain, lambda: None
+
+
+_SYSTEMS = {"tasuki": _tasuki, "dramatiq": _dramatiq, "huey": _huey}
+
+
 def run(args: argparse.Namespace) -> None:
     global _want, _steps
     _want, _steps = args.jobs, args.spin
-    make = _tasuki if args.system == "tasuki" else _dramatiq
+    make = _SYSTEMS[args.system]
     drain, close = make(args.redis, args.job, args.jobs, args.concurrency)
     before = _usage()
     _callgrind("-z")
@@ -232,7 +256,7 @@ def main() -> None:
     sub = parser.add_subparsers(dest="what", required=True)
     r = sub.add_parser("run", help="one worker drains --jobs messages")
     r.add_argument("--redis", required=True)
-    r.add_argument("--system", choices=("tasuki", "dramatiq"), default="tasuki")
+    r.add_argument("--system", choices=tuple(_SYSTEMS), default="tasuki")
     r.add_argument("--job", choices=("noop", "cpu"), default="noop")
     r.add_argument("--jobs", type=int, default=2000)
     r.add_argument("-c", "--concurrency", type=int, default=8)
