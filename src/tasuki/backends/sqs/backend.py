@@ -248,19 +248,17 @@ class SqsBackend(Backend):
         return [id in sent for id in ids]
 
     def cancel_many(self, queue: str, ids: Sequence[str], state: BrowseState) -> list[bool]:
-        """In flight: cancelled where `inspect` finds it in flight and the cancel finds
-        its lease running (its holder is fenced out; a lease settled in between is not
-        cancelled unless the message went back to wait in that instant). Dead: removed
+        """In flight: cancelled where the lease its in-flight entry names is still the
+        current, live lease, compared and cancelled in one step of the lock store (its
+        holder is fenced out); a message whose lease was settled since (acked, released,
+        retried, asleep) or that another lease holds now is not touched. Dead: removed
         from the dead-letter queue where it is still there."""
         refused = self.console.refuse_browse(check_state(state))
         if refused is not None:
             raise refused
         if state == "dead":
             return self.dead.remove(queue, ids)
-        return [
-            self.inspect(queue, id).state == "in_flight" and self.cancel(queue, id) == "signalled"
-            for id in ids
-        ]
+        return self.settling.cancel_leases(queue, self.console.listed_leases(queue, ids))
 
     def announce(self, info: WorkerInfo, tallies: Sequence[JobTally] = ()) -> bool:
         return self.console.announce(info, tallies)

@@ -3,7 +3,8 @@ registry and per-job stats live in the `locks=` store (records/console.py), sinc
 has no place for them; so do the listings of messages in flight and dead
 (records/listing.py: put by the lease and the dead-lettering, dropped by the settle,
 the redrive and the purge), which `browse` pages and `cancel_many` acts on
-(`browsing`). Waiting messages cannot be listed without receiving them (which would
+(`browsing`): a bulk cancel cancels a message only while the lease its entry
+names holds it. Waiting messages cannot be listed without receiving them (which would
 hide them from the workers and count a receive), so listing "ready" and "delayed" and
 `retry_now` are refused by the `browse_waiting` capability.
 """
@@ -87,6 +88,17 @@ class Console:
             for entry in entries
         ]
         return Page(items, items[-1].cursor if more and items else None)
+
+    def listed_leases(self, queue: str, ids: Sequence[str]) -> list[tuple[str, str]]:
+        """Each message (id, token of the lease its in-flight entry names): '' where it
+        is not listed in flight, or its lease expired."""
+        listing = self.sqs.listing
+        now = time.time()
+        out: list[tuple[str, str]] = []
+        for id in ids:
+            entry = None if listing is None else listing.find("in_flight", queue, id)
+            out.append((id, entry.token if entry is not None and entry.at > now else ""))
+        return out
 
     def pause(self, queue: str) -> None:
         self._records("pause", "pause a queue").pause(queue)

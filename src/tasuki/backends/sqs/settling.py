@@ -14,7 +14,7 @@ from tasuki.backends.sqs.durable import dropped, placed, prepare_suspends, settl
 from tasuki.backends.sqs.options import SQS_MAX_VISIBILITY
 from tasuki.backends.sqs.plumbing import Held, Move, Plumbing, SendSteps, log
 from tasuki.backends.sqs.queues import split_token
-from tasuki.backends.sqs.records.base import IdFinish, LeaseEnd, Settled
+from tasuki.backends.sqs.records.base import IdFinish, LeaseEnd, LeaseRecords, Settled
 from tasuki.core.flowrecords import ResultState
 from tasuki.core.message import NOT_BEFORE_HEADER
 
@@ -286,25 +286,46 @@ class Settling:
         a waiting message is deleted the next time it is received, never run; a running
         one's lease is fenced out. Its uniqueness key goes now (SQS never shows the cancel
         its body: the key is noted in the lock store at enqueue, `note_unique`)."""
+        status = self._controls().cancel(queue, id)
+        if status != "unknown":
+            self._cancelled(queue, [id], running=status == "signalled")
+        return status
+
+    def cancel_leases(self, queue: str, leases: Sequence[tuple[str, str]]) -> list[bool]:
+        """Cancel each message (id, token) only while the lease `token` holds it (the
+        lease records compare and cancel in one step: a lease settled or replaced
+        meanwhile is not touched), as `cancel` does; True for each one cancelled."""
+        done = self._controls().cancel_leases(queue, leases)
+        self._cancelled(
+            queue, [id for (id, _), ok in zip(leases, done, strict=True) if ok], running=True
+        )
+        return done
+
+    def _controls(self) -> LeaseRecords:
         records = self.sqs.records
         if records is None or not records.controls:
             raise self.sqs.refusal(
                 "cancel", "cancel a message", "give it a lock store: locks=sqlite or redis"
             )
-        status = records.cancel(queue, id)
-        if status != "unknown":
+        return records
+
+    def _cancelled(self, queue: str, ids: Sequence[str], *, running: bool) -> None:
+        """Messages cancelled: their unique keys, in-flight entries and step records go;
+        `running` (their leases fenced out): the concurrency slots they hold go now where
+        this process holds them (elsewhere, at the holder's next keep, or with the
+        lease)."""
+        if not ids:
+            return
+        for id in ids:
             self.sqs.free_unique(queue, id)
-            self.sqs.unlist_flying([(queue, id, "")])
-            dropped(self.sqs, [(queue, id)])
-        if status == "signalled" and self.sqs.admission is not None:
-            # Its lease is fenced out: the concurrency slots it holds go now where this
-            # process holds them (elsewhere, at the holder's next keep, or with the lease).
+        self.sqs.unlist_flying([(queue, id, "") for id in ids])
+        dropped(self.sqs, [(queue, id) for id in ids])
+        if running and self.sqs.admission is not None:
+            gone = set(ids)
             with self.sqs.held_mutex:
-                tokens = [
-                    t for t, h in self.sqs.held.items() if (h.info.name, h.meta.id) == (queue, id)
-                ]
+                held = self.sqs.held.items()
+                tokens = [t for t, h in held if h.info.name == queue and h.meta.id in gone]
             self.sqs.free_limits(tokens)
-        return status
 
     def extend(self, receipts: Sequence[Receipt], visibility_timeout: float) -> list[bool]:
         results = [False] * len(receipts)

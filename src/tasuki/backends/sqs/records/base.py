@@ -255,6 +255,13 @@ class LeaseRecords(ABC):
         unknown or finished."""
         raise NotImplementedError(f"{type(self).__name__} cannot cancel")
 
+    def cancel_leases(self, queue: str, leases: Sequence[tuple[str, str]]) -> list[bool]:
+        """Cancel each message (id, token) only if the lease `token` is its current lease
+        and still live, checked and cancelled in one step per message (a lease settled
+        meanwhile, or a newer lease of the message, is left alone): True for each one
+        cancelled, its lease fenced out as `cancel` does (stores with `controls`)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot cancel")
+
     def view(self, queue: str, id: str) -> RecordView:
         """The message's lease and id records, in one read (stores with `controls`)."""
         raise NotImplementedError(f"{type(self).__name__} cannot inspect")

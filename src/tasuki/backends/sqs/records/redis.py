@@ -204,6 +204,36 @@ class RedisLeaseRecords(LeaseRecords):
         self._backend._command("SET", id_key, "", "KEEPTTL", "XX")
         return "signalled" if done == 2 else "removed"
 
+    def cancel_leases(self, queue: str, leases: Sequence[tuple[str, str]]) -> list[bool]:
+        """The id records read in one round trip; then per message one script call that
+        compares the lease record with the token and cancels in the same step (the lease
+        records are in many slots on a Cluster); the id records finished in one more."""
+        out = [False] * len(leases)
+        named = [n for n, (_, token) in enumerate(leases) if token]
+        if not named:
+            return out
+        backend = self._backend
+        id_keys = {n: backend.keys.lock(self.id_key(queue, leases[n][0])) for n in named}
+        read = backend._connection().pipeline(
+            [c for n in named for c in (("GET", id_keys[n]), ("PTTL", id_keys[n]))]
+        )
+        finish: list[tuple[Any, ...]] = []
+        for at, n in enumerate(named):
+            if not read[2 * at]:  # unknown, or finished
+                continue
+            id, token = leases[n]
+            ttl = max(int(read[2 * at + 1]), ms(self.lifetimes.lease))
+            key = backend.keys.lock(self.lease_key(queue, id))
+            done = int(
+                backend._eval(script("records_cancel"), [key, result_slot_key(key)], [ttl, token])
+            )
+            if done == 2:
+                out[n] = True
+                finish.append(("SET", id_keys[n], "", "KEEPTTL", "XX"))
+        if finish:
+            backend._connection().pipeline(finish)
+        return out
+
     def view(self, queue: str, id: str) -> RecordView:
         """Three reads (the two records are in two slots on a Cluster): the lease record
         (lease_record.lua's text), the id record and its time to live."""

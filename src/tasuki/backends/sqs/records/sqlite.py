@@ -315,38 +315,59 @@ class SQLiteLeaseRecords(LeaseRecords, FlowRecords):
         return out
 
     def cancel(self, queue: str, id: str) -> CancelStatus:
-        now = time.time()
         with self._transaction(1) as db:
-            id_key = self.id_key(queue, id)
-            known = db.execute(SQL["read_record"], {"key": id_key, "now": now}).fetchone()
-            if known is None or known["owner"] == "":
-                return "unknown"
-            key = self.lease_key(queue, id)
-            row = db.execute(SQL["read_lease"], {"key": key}).fetchone()
-            if row is not None and row["expires"] <= now:
-                row = None
-            if row is not None and (
-                row["owner"].startswith(CANCELLED_OWNER)
-                or (
-                    (row["owner"] == "" or row["owner"].startswith(UNSENT_OWNER))
-                    and row["lease_until"] > now
-                )  # acked
-            ):
-                return "unknown"
-            running = row is not None and row["owner"] != "" and row["lease_until"] > now
-            holder, until = (row["owner"], row["lease_until"]) if row and running else ("", 0.0)
-            db.execute(
-                SQL["cancel_lease"],
-                {
-                    "key": key,
-                    "owner": CANCELLED_OWNER + holder,
-                    "expires": max(known["expires"], now + self.lifetimes.lease),
-                    "until": until,
-                },
-            )
-            db.execute(SQL["finish_id"], {"key": id_key})
-            db.execute(SQL["forget"], {"key": self.result_key(queue, id)})  # keeps none
-            return "signalled" if running else "removed"
+            return self._cancel(db, queue, id, None, time.time())
+
+    def cancel_leases(self, queue: str, leases: Sequence[tuple[str, str]]) -> list[bool]:
+        """One transaction for the batch: each lease compared and cancelled in it."""
+        if not leases:
+            return []
+        now = time.time()
+        with self._transaction(len(leases)) as db:
+            return [
+                bool(token) and self._cancel(db, queue, id, token, now) == "signalled"
+                for id, token in leases
+            ]
+
+    def _cancel(
+        self, db: sqlite3.Connection, queue: str, id: str, token: str | None, now: float
+    ) -> CancelStatus:
+        """Cancel the message within the transaction `db`; with a `token`, only if that
+        lease holds it now (else "unknown", nothing changed)."""
+        id_key = self.id_key(queue, id)
+        known = db.execute(SQL["read_record"], {"key": id_key, "now": now}).fetchone()
+        if known is None or known["owner"] == "":
+            return "unknown"
+        key = self.lease_key(queue, id)
+        row = db.execute(SQL["read_lease"], {"key": key}).fetchone()
+        if row is not None and row["expires"] <= now:
+            row = None
+        if token is not None and (
+            row is None or row["owner"] != token or row["lease_until"] <= now
+        ):  # not (or no longer) the lease named: settled, lapsed or another's
+            return "unknown"
+        if row is not None and (
+            row["owner"].startswith(CANCELLED_OWNER)
+            or (
+                (row["owner"] == "" or row["owner"].startswith(UNSENT_OWNER))
+                and row["lease_until"] > now
+            )  # acked
+        ):
+            return "unknown"
+        running = row is not None and row["owner"] != "" and row["lease_until"] > now
+        holder, until = (row["owner"], row["lease_until"]) if row and running else ("", 0.0)
+        db.execute(
+            SQL["cancel_lease"],
+            {
+                "key": key,
+                "owner": CANCELLED_OWNER + holder,
+                "expires": max(known["expires"], now + self.lifetimes.lease),
+                "until": until,
+            },
+        )
+        db.execute(SQL["finish_id"], {"key": id_key})
+        db.execute(SQL["forget"], {"key": self.result_key(queue, id)})  # keeps none
+        return "signalled" if running else "removed"
 
     def forget(self, messages: Sequence[tuple[str, str]]) -> None:
         self._write("forget", [{"key": self.lease_key(q, i)} for q, i in messages])
