@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tasuki.backends.base import Settle
+from tasuki.backends.base import Delivery, Settle
+from tasuki.backends.sqs import SqsBackend
 from tasuki.backends.sqs.records.listing import LISTED_BODY_MAX
 from tasuki.backends.urls import backend_from_url
 from tasuki.core.console import JobTally, WorkerInfo
@@ -154,5 +157,76 @@ def test_the_listings_follow_a_lapsed_lease_a_purge_and_a_large_body(locked_url:
         backend.purge(queue)
         assert backend.browse(queue, "in_flight").items == []
         assert backend.browse(queue, "dead").items == []
+    finally:
+        backend.close()
+
+
+def leased_one(backend: SqsBackend, queue: str) -> Delivery:
+    for _ in range(100):
+        got = backend.lease(queue, 1, 60.0, wait=1.0)
+        if got:
+            return got[0]
+    raise AssertionError(f"nothing to lease on {queue}")
+
+
+def test_a_bulk_cancel_leaves_a_message_leased_again_while_it_ran(
+    locked_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #34: between the bulk cancel's read of a listed message and its change, the
+    lease is released and another worker leases the message again: it is not the
+    message the listing showed in flight, so it is not cancelled, and it runs."""
+    backend = opened(locked_url)
+    queue = f"q-{uuid.uuid4().hex[:8]}"
+    try:
+        backend.enqueue([env(queue, "m")])
+        first = leased_one(backend, queue)
+        assert [i.info.id for i in backend.browse(queue, "in_flight").items] == ["m"]
+        records, listing = backend.sqs.records, backend.sqs.listing
+        assert records is not None and listing is not None
+        again: list[Delivery] = []
+
+        def meanwhile(read: Callable[..., Any]) -> Callable[..., Any]:
+            def reading(*args: Any, **kwargs: Any) -> Any:
+                got = read(*args, **kwargs)
+                if not again:  # the first read of its state: then it changes hands
+                    again.append(first)
+                    assert backend.settle([Settle.release(first.receipt, penalty=False)]) == [
+                        True
+                    ]
+                    again[0] = leased_one(backend, queue)
+                return got
+
+            return reading
+
+        monkeypatch.setattr(records, "view", meanwhile(records.view))
+        monkeypatch.setattr(listing, "find", meanwhile(listing.find))
+        assert backend.cancel_many(queue, ["m"], "in_flight") == [False]
+        monkeypatch.undo()
+        [second] = again
+        assert second.receipt.token != first.receipt.token
+        assert backend.inspect(queue, "m").state == "in_flight"
+        assert backend.ack([second.receipt]) == [True]  # its settle is not fenced out
+    finally:
+        backend.close()
+
+
+def test_a_bulk_cancel_leaves_a_listed_message_gone_back_to_wait(locked_url: str) -> None:
+    """Listed in flight, then released with a delay (a retry): a bulk cancel does not
+    touch it, and it runs again; one still held is cancelled, its lease fenced out."""
+    backend = opened(locked_url)
+    queue = f"q-{uuid.uuid4().hex[:8]}"
+    try:
+        backend.enqueue([env(queue, "back", max_attempts=5), env(queue, "held")])
+        leased = {d.id: d for d in (leased_one(backend, queue), leased_one(backend, queue))}
+        listed = sorted(i.info.id for i in backend.browse(queue, "in_flight").items)
+        assert listed == ["back", "held"]
+        assert backend.settle([Settle.release(leased["back"].receipt, delay=1.0)]) == [True]
+        assert backend.cancel_many(queue, ["back", "held"], "in_flight") == [False, True]
+        assert backend.inspect(queue, "held").state == "cancelled"
+        assert backend.extend([leased["held"].receipt], 30.0) == [False]
+        assert backend.inspect(queue, "back").state != "cancelled"
+        again = leased_one(backend, queue)
+        assert (again.id, again.attempt) == ("back", 2)
+        assert backend.ack([again.receipt]) == [True]
     finally:
         backend.close()

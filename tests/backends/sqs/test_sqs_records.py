@@ -169,6 +169,30 @@ def test_cancel_marks_the_lease_record_and_finishes_the_id(
     assert records.claim_ids([IdClaim("q", "d", "x")]) == [False]
 
 
+def test_cancel_leases_cancels_only_while_the_named_lease_holds_the_message(
+    store: tuple[Backend, LeaseRecords],
+) -> None:
+    """The bulk cancel's step: each message cancelled only if the lease it names is its
+    current, live lease; a lease released, lapsed or replaced is left alone."""
+    _, records = store
+    assert records.claim_ids([IdClaim("q", i, "o") for i in "hrlnw"]) == [True] * 5
+    records.take([take(i, f"{i}1", 1, 30.0, f"s{i}") for i in "hrn"])
+    records.take([take("l", "l1", 1, 0.05, "sl")])
+    assert records.settle([end("r", "r1")]) == [True]  # released: back to waiting
+    time.sleep(0.3)  # the lease of l lapsed
+    assert records.settle([end("n", "n1")]) == [True]
+    records.take([take("n", "n2", 2, 30.0, "sn")])  # leased again: another lease
+    leases = [("h", "h1"), ("r", "r1"), ("l", "l1"), ("n", "n1"), ("w", ""), ("x", "x1")]
+    assert records.cancel_leases("q", leases) == [True, False, False, False, False, False]
+    assert records.cancel_leases("q", [("h", "h1")]) == [False]  # cancelled already
+    # the named lease is fenced out; the others go on as they were
+    assert records.keep([(Receipt("q", "h", "h1"), None)], 30.0) == ["cancelled"]
+    assert records.keep([(Receipt("q", "n", "n2"), None)], 30.0) == ["held"]
+    assert records.view("q", "r").lease_owner == ""
+    assert records.claim_ids([IdClaim("q", i, "x") for i in "hrnw"]) == [False] * 4
+    assert [records.cancel("q", i) for i in "rw"] == ["removed", "removed"]
+
+
 def test_keep_stores_progress_for_the_current_lease(store: tuple[Backend, LeaseRecords]) -> None:
     _, records = store
     records.take([take("m", "t1", 1, 30.0, "s1")])
