@@ -93,12 +93,8 @@ class Console:
         """Each message (id, token of the lease its in-flight entry names): '' where it
         is not listed in flight, or its lease expired."""
         listing = self.sqs.listing
-        now = time.time()
-        out: list[tuple[str, str]] = []
-        for id in ids:
-            entry = None if listing is None else listing.find("in_flight", queue, id)
-            out.append((id, entry.token if entry is not None and entry.at > now else ""))
-        return out
+        tokens = [""] * len(ids) if listing is None else listing.flying(queue, ids, time.time())
+        return list(zip(ids, tokens, strict=True))
 
     def pause(self, queue: str) -> None:
         self._records("pause", "pause a queue").pause(queue)

@@ -140,6 +140,15 @@ class Listing(ABC):
     def find(self, state: ListedState, queue: str, id: str) -> ListEntry | None:
         """The message's entry in `state`, or None (one read)."""
 
+    def flying(self, queue: str, ids: Sequence[str], now: float) -> list[str]:
+        """For each id, the token of the lease its in-flight entry names, '' where it has
+        none or its lease expired by `now` (stores may read them all in one call)."""
+        out: list[str] = []
+        for id in ids:
+            entry = self.find("in_flight", queue, id)
+            out.append(entry.token if entry is not None and entry.at > now else "")
+        return out
+
     @abstractmethod
     def clear(self, queue: str, states: Sequence[ListedState] = ("in_flight", "dead")) -> None:
         """Drop every entry of the queue in `states` (purged)."""

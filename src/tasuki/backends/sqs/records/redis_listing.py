@@ -95,6 +95,20 @@ class RedisListing(Listing):
             _text(headers), _text(info),
         )  # fmt: skip
 
+    def flying(self, queue: str, ids: Sequence[str], now: float) -> list[str]:
+        """One pipelined round trip: each entry's lease token and time."""
+        if not ids:
+            return []
+        tag = self._tag(queue)
+        got = self._backend._connection().pipeline(
+            [("HMGET", f"{tag}:in_flight:e:{id}", "token", "at") for id in ids]
+        )
+        return [
+            _text(token) if token is not None and at is not None and float(_text(at)) > now
+            else ""
+            for token, at in got
+        ]  # fmt: skip
+
     def page(
         self,
         state: ListedState,
