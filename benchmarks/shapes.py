@@ -12,7 +12,7 @@ series of tasuki at -c 8..256 (threads) and async at -c 1024 against the ideal,
 concurrency / 10 ms.
 
 Shape io50, a 50 ms wait at the concurrency I/O jobs run at (threads 256, async tasks or
-greenlets 1,024), runs only when named (`--shapes io50`, about 25 minutes in all): its
+greenlets 1,024), runs only when named (`--shapes io50`, half an hour or more in all): its
 own sweep (`shape_peers.io_configs`), each system with the Redis pool size its users
 would set there, each drain IO_SECONDS of its configuration's ideal rate, and each rate
 also as a share of that ideal.
