@@ -6,6 +6,8 @@ system's worker: `$BENCH_SHAPE` picks one when the worker imports its app module
   connection, as a user's module-level client would); async jobs use `redis.asyncio`.
   The counter tells the harness how many runs there were.
 - `sleep` (shape c): an I/O wait of 10 ms, `time.sleep` or `asyncio.sleep`.
+- `io50`: an I/O wait of 50 ms, the same way, for the concurrency I/O jobs are run at
+  (256-1,024): a slow HTTP call's or a slow query's shape.
 - `pg` (shape b): `SELECT 1` on a connection from a pool of `PG_POOL` of the process's
   own (psycopg_pool; `AsyncConnectionPool` per event loop for async jobs).
 - `cpu` (shape d): about 1 ms of pure-Python CPU, `$BENCH_SPIN` steps of `spin`,
@@ -34,6 +36,8 @@ PG_POOL = 8
 #: the key shape (a) increments: its value after a drain is the number of runs
 COUNTER = "bench:shape:runs"
 SLEEP = 0.010
+#: shape io50's wait
+IO_SLEEP = 0.050
 
 _shape = os.environ.get(SHAPE_ENV, "redis")
 _steps = int(os.environ.get(SPIN_ENV, "10000"))
@@ -126,6 +130,8 @@ def run(i: int) -> None:
         client().incr(COUNTER)
     elif _shape == "sleep":
         time.sleep(SLEEP)
+    elif _shape == "io50":
+        time.sleep(IO_SLEEP)
     elif _shape == "pg":
         with pg_pool().connection() as conn:
             conn.execute("SELECT 1").fetchone()
@@ -142,6 +148,10 @@ async def arun(i: int) -> None:
         import asyncio
 
         await asyncio.sleep(SLEEP)
+    elif _shape == "io50":
+        import asyncio
+
+        await asyncio.sleep(IO_SLEEP)
     elif _shape == "pg":
         async with (await apg_pool()).connection() as conn:
             await (await conn.execute("SELECT 1")).fetchone()

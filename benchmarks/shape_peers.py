@@ -8,6 +8,12 @@ process pool of 2 (`--pool=prefork -c 2`, `-k process -w 2`), their usual way on
 cores. Where a system has no flag for more processes (Celery's thread pool, Huey's
 thread workers, arq, the raw floor), N copies of its worker command run side by side in
 one session (`spawn`), as N containers of it would.
+
+Shape io50 (a 50 ms wait) has a sweep of its own (`io_configs`), at the concurrency I/O
+jobs are run at: threads 256, and async or greenlets 1,024, each with the Redis
+connection-pool size a user of that system would set there (`Config.pool`; the app
+modules say which setting and why). The drain of each is sized to IO_SECONDS of its
+ideal rate, processes x concurrency / 50 ms (`io_messages`).
 """
 
 from __future__ import annotations
@@ -16,10 +22,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from benchmarks.peers.base import Context, Peer
+from benchmarks.peers.base import Context, Peer, python_argv
 
 PROCS = (1, 2)
 THREADS = (8, 32)
+#: shape io50: threads, and async tasks or greenlets, per process
+IO_THREADS, IO_ASYNC = 256, 1024
+#: shape io50: each drain is this many seconds of its configuration's ideal rate, so that
+#: start-up and tail are a small share of it
+IO_SECONDS = 8.0
+#: connections a pool gets beyond the concurrency: the consumer's own fetch, heartbeat,
+#: scheduler and maintenance connections
+POOL_SPARE = 16
 
 
 @dataclass(frozen=True)
@@ -28,7 +42,10 @@ class Config:
     label: str
     procs: int
     conc: int
-    kind: str = ""  # a system's own mode: "prefork", "process", "async"
+    kind: str = ""  # a system's own mode: "prefork", "process", "async", "gevent"...
+    #: the Redis connection pool's size per process, for systems whose default is too
+    #: small at this concurrency (0: the system's default)
+    pool: int = 0
 
 
 def spawn(procs: int, argv: Sequence[str]) -> list[str]:
@@ -73,6 +90,56 @@ def configs(system: str) -> list[Config]:
 SYSTEMS = ("tasuki", "celery", "dramatiq", "huey", "arq", "saq", "taskiq")
 
 
+def io_configs(system: str) -> list[Config]:
+    """Shape io50's sweep of one system (see the module's docstring). The last of each is
+    what `--quick` runs."""
+    t, a, spare = IO_THREADS, IO_ASYNC, POOL_SPARE
+    if system == "tasuki":
+        # tasuki's Redis client keeps a pool of its own that grows with the threads and
+        # tasks using it: no size to set.
+        return [
+            *(Config(system, f"--workers {p} -c {t}", p, t) for p in (2, 1)),
+            *(Config(system, f"--workers {p} -c {a}, async def", p, a, "async") for p in (2, 1)),
+        ]
+    if system == "celery":
+        return [
+            Config(system, f"--pool=gevent -c {a}", 1, a, "gevent", a + spare),
+            Config(system, f"--pool=threads -c {t}", 1, t, "threads", t + spare),
+        ]
+    if system == "dramatiq":
+        return [Config(system, f"--processes 2 --threads {t}", 2, t, "", t + spare)]
+    if system == "huey":
+        return [
+            Config(system, f"-k greenlet -w {a}", 1, a, "greenlet", a + spare),
+            Config(system, f"-k thread -w {t}", 1, t, "thread", t + spare),
+        ]
+    labels = {
+        "arq": lambda p, c: f"{p} x max_jobs={c}",
+        "saq": lambda p, c: f"--workers {p}, concurrency={c}",
+        "taskiq": lambda p, c: f"--workers {p} --max-async-tasks {c}",
+    }
+    if system in labels:
+        # a dequeue or an ack per running job may hold a connection at once
+        return [
+            Config(system, labels[system](p, c), p, c, "", c + spare)
+            for c in (a, t)
+            for p in (2, 1)
+        ]
+    raise KeyError(system)
+
+
+def io_ideal(cfg: Config) -> float:
+    """Jobs/s of `cfg` if every slot always ran a 50 ms wait: processes x c / 50 ms."""
+    from benchmarks.shape_jobs import IO_SLEEP
+
+    return cfg.procs * cfg.conc / IO_SLEEP
+
+
+def io_messages(cfg: Config) -> int:
+    """Shape io50's drain for `cfg`: IO_SECONDS of its ideal rate, in thousands."""
+    return max(1_000, int(round(io_ideal(cfg) * IO_SECONDS, -3)))
+
+
 def make(cfg: Config, ctx: Context) -> Peer:
     """The runner of `cfg.system`, set to run the `shape` job in configuration `cfg`."""
     maker = _MAKERS[cfg.system]
@@ -97,13 +164,16 @@ def _celery(cfg: Config, ctx: Context) -> Peer:
     from benchmarks.peers import celery_app
     from benchmarks.peers.celery_runner import CeleryPeer
 
-    pool = "prefork" if cfg.kind == "prefork" else "threads"
+    pool = cfg.kind if cfg.kind in ("prefork", "gevent") else "threads"
 
     class CeleryShape(CeleryPeer):
         def worker_argv(self) -> list[str]:
             argv = [a for a in super().worker_argv() if a != "--pool=solo"]
             return spawn(cfg.procs if pool == "threads" else 1,
                          [*argv, f"--pool={pool}", "-c", str(cfg.conc)])  # fmt: skip
+
+        def worker_env(self) -> dict[str, str]:
+            return {"BENCH_CELERY_POOL": str(cfg.pool)} if cfg.pool else {}
 
     peer = CeleryShape(ctx)
     peer.task = celery_app.shape
@@ -121,6 +191,13 @@ def _dramatiq(cfg: Config, ctx: Context) -> Peer:
                 "--processes", str(cfg.procs), "--threads", str(cfg.conc),
             ]  # fmt: skip
 
+        def worker_env(self) -> dict[str, str]:
+            if not cfg.pool:
+                return super().worker_env()
+            # shape io50: Dramatiq's own prefetch (2 x threads), not the no-op table's 64,
+            # which would leave three in four of 256 threads without a message
+            return {"BENCH_DRAMATIQ_POOL": str(cfg.pool)}
+
     peer = DramatiqShape(ctx)
     peer.actor = dramatiq_app.shape
     return peer
@@ -132,16 +209,31 @@ def _huey(cfg: Config, ctx: Context) -> Peer:
 
     class HueyShape(HueyPeer):
         def worker_argv(self) -> list[str]:
-            kind = "process" if cfg.kind == "process" else "thread"
-            argv = [
-                self_argv0("huey_consumer"), "benchmarks.peers.huey_app.huey",
+            kind = cfg.kind if cfg.kind in ("process", "greenlet") else "thread"
+            args = [
+                "benchmarks.peers.huey_app.huey",
                 "-k", kind, "-w", str(cfg.conc), "-n", "-C", "-q",
             ]  # fmt: skip
+            if kind == "greenlet":
+                # Huey's docs: greenlet workers need gevent's monkey-patch applied before
+                # anything else is imported, by the program that starts the consumer.
+                return python_argv("-c", GEVENT_HUEY, *args)
+            argv = [self_argv0("huey_consumer"), *args]
             return argv if kind == "process" else spawn(cfg.procs, argv)
+
+        def worker_env(self) -> dict[str, str]:
+            return {"BENCH_HUEY_POOL": str(cfg.pool)} if cfg.pool else {}
 
     peer = HueyShape(ctx)
     peer.task = huey_app.shape
     return peer
+
+
+GEVENT_HUEY = (
+    "from gevent import monkey; monkey.patch_all(); import sys; "
+    "sys.argv[0] = 'huey_consumer'; "
+    "from huey.bin.huey_consumer import consumer_main; consumer_main()"
+)
 
 
 def _arq(cfg: Config, ctx: Context) -> Peer:
@@ -155,7 +247,8 @@ def _arq(cfg: Config, ctx: Context) -> Peer:
             return spawn(cfg.procs, super().worker_argv())
 
         def worker_env(self) -> dict[str, str]:
-            return {"BENCH_ARQ_MAX_JOBS": str(cfg.conc)}
+            env = {"BENCH_ARQ_MAX_JOBS": str(cfg.conc)}
+            return {**env, "BENCH_ARQ_POOL": str(cfg.pool)} if cfg.pool else env
 
     return ArqShape(ctx)
 
@@ -173,7 +266,8 @@ def _saq(cfg: Config, ctx: Context) -> Peer:
             return argv
 
         def worker_env(self) -> dict[str, str]:
-            return {"BENCH_SAQ_CONCURRENCY": str(cfg.conc)}
+            env = {"BENCH_SAQ_CONCURRENCY": str(cfg.conc)}
+            return {**env, "BENCH_SAQ_POOL": str(cfg.pool)} if cfg.pool else env
 
     return SaqShape(ctx)
 
@@ -188,6 +282,10 @@ def _taskiq(cfg: Config, ctx: Context) -> Peer:
             argv[argv.index("--workers") + 1] = str(cfg.procs)
             argv[argv.index("--max-async-tasks") + 1] = str(cfg.conc)
             return argv
+
+        def worker_env(self) -> dict[str, str]:
+            env = super().worker_env()
+            return {**env, "BENCH_TASKIQ_POOL": str(cfg.pool)} if cfg.pool else env
 
     peer = TaskiqShape(ctx)
     peer.task = peer.broker.register_task(taskiq_app.shape.original_func, task_name="shape")

@@ -11,6 +11,12 @@ the raw floor (`benchmarks/peers/raw_worker.py` with the same job), and shape (c
 series of tasuki at -c 8..256 (threads) and async at -c 1024 against the ideal,
 concurrency / 10 ms.
 
+Shape io50, a 50 ms wait at the concurrency I/O jobs run at (threads 256, async tasks or
+greenlets 1,024), runs only when named (`--shapes io50`, half an hour or more in all): its
+own sweep (`shape_peers.io_configs`), each system with the Redis pool size its users
+would set there, each drain IO_SECONDS of its configuration's ideal rate, and each rate
+also as a share of that ideal.
+
 The rate is jobs / (time from the first job's start until every job ran and the system
 shows its queue empty): `steady_per_s` of the no-op harness. Start-up is left out here
 because a few thousand jobs of a few ms would otherwise mostly time interpreter starts.
@@ -18,6 +24,7 @@ because a few thousand jobs of a few ms would otherwise mostly time interpreter 
     python -m benchmarks.shapes                      # the full matrix, ~15 min on 2 cores
     python -m benchmarks.shapes --quick              # a smoke run: fewer jobs, fewer configs
     python -m benchmarks.shapes --only tasuki,dramatiq --shapes redis
+    python -m benchmarks.shapes --shapes io50           # the I/O shape at 256 / 1,024
 """
 
 from __future__ import annotations
@@ -42,11 +49,13 @@ from benchmarks.measure import Bench, Settings, fill, measure_drain
 from benchmarks.peers.base import REDIS_ENV, ROOT, Context, Peer
 from benchmarks.redis_server import RedisServer
 from benchmarks.shape_jobs import COUNTER, SHAPE_ENV, SLEEP, SPIN_ENV, spin
-from benchmarks.shape_peers import SYSTEMS, Config, configs, make
+from benchmarks.shape_peers import SYSTEMS, Config, configs, io_configs, io_ideal, io_messages, make
 
 DOCS = ROOT / "docs" / "benchmarks" / "shapes"
 #: jobs per drain, per shape (the brief of issue #23: the matrix in about 15 minutes)
 MESSAGES = {"redis": 20_000, "sleep": 2_000, "cpu": 5_000, "pg": 5_000}
+#: shape io50 sizes each drain by its configuration (`io_messages`): 0 here says so
+MESSAGES["io50"] = 0
 #: interleaved rounds per shape; each configuration's row is its median round. Shape (a)
 #: once ran one drain of about a second per configuration, and on this shared 2-core
 #: machine the ratio to the best peer then moved between 0.8x and 2.2x from run to run
@@ -55,8 +64,13 @@ ROUNDS = {"redis": 3, "sleep": 1, "cpu": 1, "pg": 1}
 #: shape (a): the share of its drain that systems 5-10x slower than the top drain (a
 #: full one would take half a minute each): still several seconds each
 SHARE = {"celery": 0.25, "arq": 0.25, "saq": 0.25}
-QUICK = {"redis": 500, "sleep": 200, "cpu": 500, "pg": 500}
+QUICK = {"redis": 500, "sleep": 200, "cpu": 500, "pg": 500, "io50": 400}
+#: the default matrix; io50 (its own sweep, 8 s drains) only when named
 SHAPES = ("redis", "sleep", "cpu")
+EXTRA_SHAPES = ("io50",)
+#: shape io50: a drain's time limit lets a system run down to this many jobs/s (its drain
+#: is sized by the ideal, up to 328,000 jobs, and peers run a few % of it on 2 loaded cores)
+IO_SLOWEST = 250.0
 #: tasuki's shape (c) against the ideal: (-c, async job); each drains c x IDEAL_SECONDS / 10 ms
 IDEAL = ((8, False), (32, False), (64, False), (128, False), (256, False), (1024, True))
 IDEAL_SECONDS = 2.0
@@ -74,7 +88,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--quick", action="store_true", help="a smoke run: few jobs, one config each")
     p.add_argument("--only", help=f"comma-separated systems, of: {', '.join(SYSTEMS)}, raw")
-    p.add_argument("--shapes", help=f"comma-separated shapes, of: {', '.join(SHAPES)}")
+    p.add_argument(
+        "--shapes",
+        help=f"comma-separated shapes, of: {', '.join(SHAPES + EXTRA_SHAPES)} "
+        f"(default: {','.join(SHAPES)})",
+    )
     p.add_argument("--messages", type=int, help="jobs per drain for every shape")
     p.add_argument("--rounds", type=int, help="interleaved rounds for every shape (median kept)")
     p.add_argument("--no-ideal", action="store_true", help="skip tasuki's shape (c) series")
@@ -110,6 +128,9 @@ def one(bench: Bench, cfg: Config, ctx: Context, shape: str, maker: Maker = make
         return row
     if shape == "redis" and cfg.system in SHARE:
         peer.drain_share = SHARE[cfg.system]
+    if shape == "io50":
+        row["ideal_per_s"] = io_ideal(cfg)
+        row["pool"] = cfg.pool
     try:
         fill(bench, peer)
         row.update(measure_drain(bench, peer, prefilled=True))
@@ -172,12 +193,16 @@ def plan(args: argparse.Namespace) -> dict[str, tuple[list[Config], Maker]]:
         )
     else:
         shapes = list(SHAPES) if not args.shapes else args.shapes.split(",")
+        unknown = set(shapes) - {*SHAPES, *EXTRA_SHAPES}
+        if unknown:
+            raise SystemExit(f"unknown shape(s): {', '.join(sorted(unknown))}")
         systems, sweep, maker = [*SYSTEMS, "raw"], configs, make
     out: dict[str, tuple[list[Config], Maker]] = {}
     for shape in shapes:
         chosen = [s for s in systems if (only is None or s in only)]
         chosen = [s for s in chosen if s != "raw" or shape == "redis"]
-        cfgs = [c for s in chosen for c in (sweep(s)[-1:] if args.quick else sweep(s))]
+        each = io_configs if shape == "io50" else sweep
+        cfgs = [c for s in chosen for c in (each(s)[-1:] if args.quick else each(s))]
         out[shape] = (cfgs, maker)
     return out
 
@@ -201,7 +226,12 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     runs: list[dict[str, Any]] = []
     ideal: list[dict[str, Any]] = []
-    capacity = max(*sizes.values(), int(IDEAL[-1][0] * IDEAL_SECONDS / SLEEP))
+    if "io50" in sizes and not sizes["io50"]:
+        io_sizes = [io_messages(c) for c in todo["io50"][0]]
+        capacity_io = max(io_sizes, default=0)
+    else:
+        capacity_io = sizes.get("io50", 0)
+    capacity = max(*sizes.values(), capacity_io, int(IDEAL[-1][0] * IDEAL_SECONDS / SLEEP))
     with tempfile.TemporaryDirectory(prefix="tasuki-shapes-") as tmp:
         workdir = Path(tmp)
         postgres: Any = None
@@ -223,6 +253,11 @@ def main(argv: list[str] | None = None) -> int:
                 bench = Bench(server, marks, settings, workdir)
                 for k in range(rounds[shape]):
                     for cfg in cfgs:
+                        if shape == "io50" and not sizes[shape]:  # sized per configuration
+                            n = io_messages(cfg)
+                            bench.settings = Settings(
+                                messages=n, system_timeout=max(args.timeout, n / IO_SLOWEST)
+                            )
                         row = one(bench, cfg, ctx, shape, maker)
                         row["round"] = k + 1
                         runs.append(row)

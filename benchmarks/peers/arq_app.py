@@ -25,8 +25,24 @@ async def shape(ctx: dict[str, Any], i: int) -> None:
     await arun(i)
 
 
+#: connections in the worker's pool (shape io50: every running job writes its result and
+#: clean-up through it); unset, redis-py's default of 100, which raises "Too many
+#: connections" at max_jobs 1,024. arq 0.25's `RedisSettings` has no pool size: its users
+#: hand the worker a pool of their own (`redis_pool=ArqRedis(connection_pool=...)`).
+POOL = int(os.environ.get("BENCH_ARQ_POOL", "0"))
+
+
 class WorkerSettings:
     functions = [noop, shape]
     redis_settings = REDIS
     poll_delay = POLL_DELAY
     max_jobs = MAX_JOBS
+
+
+if POOL:
+    from arq.connections import ArqRedis
+    from redis.asyncio import ConnectionPool
+
+    WorkerSettings.redis_pool = ArqRedis(  # type: ignore[attr-defined]
+        connection_pool=ConnectionPool.from_url(os.environ["BENCH_REDIS_URL"], max_connections=POOL)
+    )

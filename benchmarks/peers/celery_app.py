@@ -18,6 +18,18 @@ app.conf.update(
     task_serializer="json",
     accept_content=["json"],
 )
+#: shape io50: the broker's connections at 256 threads or 1,024 greenlets. Celery's docs:
+#: `broker_pool_limit` (default 10) bounds the producer/consumer pool, kombu's Redis
+#: transport its own pool (`max_connections`, default 10) and `redis_max_connections`
+#: the result backend's (none here); set to the concurrency, as its users are told to for
+#: the eventlet/gevent pools. Unset, Celery's defaults.
+POOL = int(os.environ.get("BENCH_CELERY_POOL", "0"))
+if POOL:
+    app.conf.update(
+        broker_pool_limit=POOL,
+        redis_max_connections=POOL,
+        broker_transport_options={"max_connections": POOL},
+    )
 
 
 @app.task(name="noop")

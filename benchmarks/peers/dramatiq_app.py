@@ -5,12 +5,22 @@ from __future__ import annotations
 import os
 
 import dramatiq
+import redis
 from dramatiq.brokers.redis import RedisBroker
 
 from benchmarks.marks import mark
 from benchmarks.shape_jobs import run
 
-broker = RedisBroker(url=os.environ["BENCH_REDIS_URL"])
+#: connections in each process's pool (shape io50: every worker thread acks through it,
+#: plus the consumer's fetches); unset, redis-py's default of 100. Dramatiq passes extra
+#: `RedisBroker` keywords to redis-py, so `max_connections=` is how its users raise it.
+POOL = int(os.environ.get("BENCH_DRAMATIQ_POOL", "0"))
+_url = os.environ["BENCH_REDIS_URL"]
+broker = (
+    RedisBroker(connection_pool=redis.ConnectionPool.from_url(_url, max_connections=POOL))
+    if POOL
+    else RedisBroker(url=_url)
+)
 dramatiq.set_broker(broker)
 
 

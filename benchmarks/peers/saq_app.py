@@ -16,8 +16,21 @@ QUEUE = "bench"
 CONCURRENCY = int(os.environ.get("BENCH_SAQ_CONCURRENCY", "32"))
 
 
+#: connections in the worker's pool (shape io50: each concurrent dequeue blocks on one in
+#: BLMOVE, and each job's updates take another); unset, redis-py's default of 100, which
+#: stalls concurrency 256 and up. SAQ's docs: build the queue on your own client,
+#: `RedisQueue(redis.asyncio.from_url(url, max_connections=...))`.
+POOL = int(os.environ.get("BENCH_SAQ_POOL", "0"))
+
+
 def make_queue() -> Queue:
-    return Queue.from_url(os.environ["BENCH_REDIS_URL"], name=QUEUE)
+    url = os.environ["BENCH_REDIS_URL"]
+    if not POOL:
+        return Queue.from_url(url, name=QUEUE)
+    from redis import asyncio as aioredis
+    from saq.queue.redis import RedisQueue
+
+    return RedisQueue(aioredis.from_url(url, max_connections=POOL), name=QUEUE)
 
 
 async def noop(ctx: dict[str, Any], *, i: int) -> None:

@@ -100,3 +100,84 @@ def test_the_middle_rate_leaves_out_a_slow_start_and_a_slow_tail() -> None:
 
     starts = [0.0] + [1.0 + k / 100 for k in range(99)] + [10.0]  # 100 jobs/s between
     assert 95 < mid_rate(starts) < 105
+
+
+def test_the_io_shape_sweeps_the_concurrency_io_jobs_run_at() -> None:
+    from benchmarks.shape_peers import io_configs
+
+    labels = {s: [c.label for c in io_configs(s)] for s in SYSTEMS}
+    assert set(labels["tasuki"]) == {
+        "--workers 1 -c 256",
+        "--workers 2 -c 256",
+        "--workers 1 -c 1024, async def",
+        "--workers 2 -c 1024, async def",
+    }
+    assert labels["dramatiq"] == ["--processes 2 --threads 256"]
+    assert set(labels["huey"]) == {"-k thread -w 256", "-k greenlet -w 1024"}
+    assert set(labels["celery"]) == {"--pool=threads -c 256", "--pool=gevent -c 1024"}
+    for system in ("arq", "saq", "taskiq"):
+        assert {(c.procs, c.conc) for c in io_configs(system)} == {
+            (p, c) for p in (1, 2) for c in (256, 1024)
+        }, system
+    for system in SYSTEMS:
+        for c in io_configs(system):
+            # redis-py's default pool of 100 stalls or fails past it: every peer sets its own
+            assert system == "tasuki" or c.pool > c.conc, c
+
+
+def test_each_io_drain_is_about_8_seconds_of_its_ideal() -> None:
+    from benchmarks.shape_peers import Config, io_ideal, io_messages
+
+    one = Config("dramatiq", "x", 1, 256)
+    two = Config("tasuki", "y", 2, 1024, "async")
+    assert (io_ideal(one), io_ideal(two)) == (5_120.0, 40_960.0)
+    assert io_messages(one) == 41_000
+    assert io_messages(two) == 328_000
+
+
+def test_the_io_shape_waits_50_ms(monkeypatch: Any) -> None:
+    import asyncio
+
+    seen: list[Any] = []
+    monkeypatch.setattr(shape_jobs, "mark", seen.append)
+    monkeypatch.setattr(shape_jobs, "_shape", "io50")
+    monkeypatch.setattr(shape_jobs.time, "sleep", seen.append)
+    shape_jobs.run(3)
+    assert seen == [0.05, 3]
+
+    async def fake(seconds: float) -> None:
+        seen.append(seconds)
+
+    monkeypatch.setattr(asyncio, "sleep", fake)
+    asyncio.run(shape_jobs.arun(4))
+    assert seen[2:] == [0.05, 4]
+
+
+def test_io50_runs_only_when_named() -> None:
+    from benchmarks.shapes import parse, plan
+
+    assert "io50" not in plan(parse([]))
+    todo = plan(parse(["--shapes", "io50", "--quick", "--only", "tasuki,huey"]))
+    cfgs = todo["io50"][0]
+    assert [c.system for c in cfgs] == ["tasuki", "huey"]  # one each when quick
+    assert all(c.conc >= 256 for c in cfgs)
+    try:
+        plan(parse(["--shapes", "io5"]))
+    except SystemExit as exc:
+        assert "io5" in str(exc)
+    else:
+        raise AssertionError("an unknown shape ran")
+
+
+def test_the_io_table_gives_each_rate_as_a_share_of_its_ideal() -> None:
+    rows = [
+        {**row("tasuki", "--workers 1 -c 256", "io50", 4_096.0), "ideal_per_s": 5_120.0,
+         "pool": 0, "drained": 41_000, "startup_s": 0.3, "tail_s": 0.1},
+        {**row("huey", "-k thread -w 256", "io50", None), "ideal_per_s": 5_120.0, "pool": 272},
+        row("tasuki", "--workers 1 -c 8", "redis", 4_000.0),
+    ]  # fmt: skip
+    text = "\n".join(shapes_report.io_table(rows))
+    ours = "| tasuki | --workers 1 -c 256 | default | 41,000 | 4,096 | 5,120 | 80% | 0.30 | 1% |"
+    assert ours in text
+    assert "| huey | -k thread -w 256 | 272 | — | failed | 5,120 |" in text
+    assert "-c 8" not in text
