@@ -94,16 +94,28 @@ def test_a_messages_step_keys_share_its_lease_records_cluster_slot(key: str) -> 
         assert key_slot(slot_key(key, suffix).encode()) == key_slot(key.encode())
 
 
+def _until(what: str, ok: Any, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not ok():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never {what}")
+        time.sleep(0.1)
+
+
 def test_a_durable_job_completes_on_a_fifo_queue(locked_url: str) -> None:
     """A step, a sleep and a wait for a signal on a `.fifo` queue: SQS has no per-message
-    delay there, and every re-send (the sleeping copy, the one a signal sends) needs its
-    message group and a deduplication id of its own, or SQS drops it as a duplicate of
-    the copy it replaces. Each step's function runs once and the job gets to its end."""
+    delay there, so the copy re-sent to sleep is visible at once; the worker that
+    receives it early hides it until its wake-up, unleased (no run, no attempt), and a
+    signal makes the hidden copy visible instead of sending a new one. Every re-send
+    needs its message group and a deduplication id of its own, or SQS drops it as a
+    duplicate of the copy it replaces. Each step's function runs once, the job runs
+    once before the sleep, once after it and once after the signal."""
     queue = f"d-{uuid.uuid4().hex[:8]}.fifo"
     app = tasuki.App(locked_url)
     calls: list[str] = []
     ended: list[Any] = []
     runs: list[float] = []
+    attempts: list[int] = []
     woke: list[float] = []
 
     def mark(what: str) -> str:
@@ -114,12 +126,13 @@ def test_a_durable_job_completes_on_a_fifo_queue(locked_url: str) -> None:
     def durable(n: int) -> None:
         ctx = tasuki.current()
         runs.append(time.time())
+        attempts.append(ctx.attempt)
         ctx.step("a", mark, f"a{n}")
-        ctx.sleep(1.0)
+        ctx.sleep(3.0)
         woke.append(time.time())
         ctx.step("b", mark, f"b{n}")
-        got = ctx.wait_for_signal("go", timeout=60.0)
-        ended.append((n, ctx.step("c", mark, f"c{n}"), got))
+        got = ctx.wait_for_signal("go", timeout=120.0)
+        ended.append((n, ctx.step("c", mark, f"c{n}"), got, time.time()))
 
     backend = app.backend
     assert isinstance(backend, SqsBackend)
@@ -133,30 +146,76 @@ def test_a_durable_job_completes_on_a_fifo_queue(locked_url: str) -> None:
     worker = app.worker(queues=[queue], concurrency=2, wait=0.2)
     worker.start()
     try:
-        deadline = time.monotonic() + 30.0
-        while time.monotonic() < deadline:
+
+        def waits_for_go() -> bool:
             waiting = backend.waiting(queue, "f1")
-            if waiting is not None and waiting.signal == "go":
-                break
-            time.sleep(0.1)
-        else:
-            raise AssertionError(f"never waited for its signal; ran {calls}")
-        assert backend.stats(queue).in_flight == 0
+            return waiting is not None and waiting.signal == "go"
+
+        _until(f"waited for its signal; ran {calls}", waits_for_go)
+        # Its copy is hidden (not ready, not leased: SQS counts it in flight).
+        _until(
+            "hid the waiting copy",
+            lambda: (backend.stats(queue).ready, backend.stats(queue).in_flight) == (0, 1),
+        )
+        time.sleep(2.0)  # time for the early runs today's code made
+        assert len(runs) == 2, runs  # before the sleep and after it, none between
+        sends = len(sent)
+        signalled = time.time()
         assert app.signal(queue, "f1", "go", {"ok": 1}) == "delivered"
-        deadline = time.monotonic() + 30.0
-        while not ended and time.monotonic() < deadline:
-            time.sleep(0.1)
+        _until("ended", lambda: bool(ended))
     finally:
         worker.stop()
         app.close()
-    assert ended == [(1, "c1", {"ok": 1})]
+    assert [e[:3] for e in ended] == [(1, "c1", {"ok": 1})]
+    assert ended[0][3] - signalled < 30.0  # woken by the signal, long before its timeout
+    assert len(sent) == sends  # the hidden copy was made visible: no new copy sent
     assert calls == ["a1", "b1", "c1"]
-    assert len(sent) >= 3 and {group for group, _ in sent} == {"g1"}
+    assert len(runs) == 3 and attempts == [1, 1, 1]  # a hidden copy costs no attempt
+    assert len(sent) >= 2 and {group for group, _ in sent} == {"g1"}
     ids = [dedup for _, dedup in sent]
     assert len(set(ids)) == len(ids), ids  # none dropped as a duplicate of another
-    # The sleep lasted (SQS has no delay on a FIFO queue: the re-sent copy is visible at
-    # once, and each early run finds its wake-up time recorded and sleeps again).
-    assert woke[0] - runs[0] >= 1.0 - 0.05
+    assert woke[0] - runs[0] >= 3.0 - 0.05  # the sleep lasted
+
+
+def test_a_fifo_sleeper_survives_a_worker_restart(locked_url: str) -> None:
+    """The worker that hid a sleeping copy stops (SIGTERM-like, no kill) and another
+    process's worker takes over: the copy comes back at its wake-up and the job runs
+    once more, to its end, with no attempt spent."""
+    queue = f"r-{uuid.uuid4().hex[:8]}.fifo"
+    runs: list[tuple[str, int]] = []
+    ended: list[str] = []
+
+    def make(name: str) -> tuple[tuple[tasuki.App, Any], Any]:
+        app = tasuki.App(locked_url)
+
+        @app.job(queue=queue, name="sleeper", retry=Retry(1))
+        def sleeper() -> None:
+            ctx = tasuki.current()
+            runs.append((name, ctx.attempt))
+            ctx.sleep(4.0)
+            ended.append(name)
+
+        return (app, sleeper), app.worker(queues=[queue], concurrency=1, wait=0.2)
+
+    (first, job), worker = make("first")
+    job.options(message_id="s1").enqueue()
+    worker.start()
+    try:
+        _until("slept", lambda: first.backend.waiting(queue, "s1") is not None)
+        _until("hid the copy", lambda: first.backend.stats(queue).in_flight == 1)
+    finally:
+        worker.stop()
+        first.close()
+    assert runs == [("first", 1)]
+    (second, _), worker = make("second")
+    worker.start()
+    try:
+        _until("ended", lambda: bool(ended))
+    finally:
+        worker.stop()
+        second.close()
+    assert runs == [("first", 1), ("second", 1)]
+    assert ended == ["second"]
 
 
 def test_a_worker_that_dies_between_a_waits_record_and_its_resend_loses_nothing(
