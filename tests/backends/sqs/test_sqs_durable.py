@@ -15,7 +15,7 @@ import pytest
 import tasuki
 from tasuki.backends.base import Settle, Taken, Wait
 from tasuki.backends.redis.slots import key_slot
-from tasuki.backends.sqs import SqsBackend
+from tasuki.backends.sqs import SqsBackend, durable
 from tasuki.backends.sqs.durable import decode_entry, encode_entry
 from tasuki.backends.sqs.records.redis_steps import slot_key
 from tasuki.core.message import NOT_BEFORE_HEADER
@@ -314,5 +314,70 @@ def test_a_signal_after_the_wait_is_due_sends_no_second_copy(locked_url: str) ->
         assert backend.take_signal(woken.receipt, "go", 1) == Taken(True, b"1")
         assert backend.settle([Settle.ack(woken.receipt)]) == [True]
         assert backend.lease("q", 10, 30.0, wait=1.5) == []  # no second copy to run
+    finally:
+        backend.close()
+
+
+def test_a_fifo_copy_received_before_its_wake_up_is_hidden_not_leased(locked_url: str) -> None:
+    """On a FIFO queue the sleeping copy is visible at once: a lease that receives it
+    hides it (no delivery, no attempt), and it holds its message group meanwhile. A
+    signal makes that very copy visible: it runs as the same attempt."""
+    backend = opened(locked_url)
+    q = "h.fifo"
+    try:
+        backend.enqueue([env(q, "h")])
+        [d] = backend.lease(q, 1, 30.0)
+        assert backend.settle([Settle.suspend(d.receipt, 60.0, Wait("go"))]) == [True]
+        assert backend.lease(q, 10, 30.0, wait=2.0) == []  # received, hidden
+        backend.enqueue([env(q, "next")])  # same group (the default): waits behind it
+        assert backend.lease(q, 10, 30.0, wait=2.0) == []
+        s = backend.stats(q)
+        assert (s.ready, s.in_flight) == (1, 1)  # the hidden copy, and the one behind it
+        waiting = backend.waiting(q, "h")
+        assert waiting is not None and waiting.signal == "go"
+        assert backend.signal(q, "h", "go", b"1") == "delivered"
+        [woken] = backend.lease(q, 1, 30.0, wait=5.0)  # first in its group again
+        assert (woken.id, woken.attempt) == ("h", 1)
+        assert backend.waiting(q, "h") is None  # woken: a signal wakes it no more
+        assert backend.take_signal(woken.receipt, "go", 1) == Taken(True, b"1")
+        assert backend.settle([Settle.ack(woken.receipt)]) == [True]
+        [after] = backend.lease(q, 10, 30.0, wait=5.0)
+        assert after.id == "next"
+        assert backend.settle([Settle.ack(after.receipt)]) == [True]
+        assert backend.lease(q, 10, 30.0, wait=1.0) == []  # no second copy of "h"
+    finally:
+        backend.close()
+
+
+def test_a_hidden_fifo_copy_at_the_visibility_ceiling_is_resent(
+    locked_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQS keeps a message hidden at most 12 hours from its first receive (here a few
+    seconds): the copy that comes back at that ceiling before its wake-up is re-sent
+    (the same wait) and hidden again; the wait still wakes on its signal."""
+    monkeypatch.setattr(durable, "SQS_MAX_VISIBILITY", durable.CEILING_MARGIN + 2.0)
+    backend = opened(locked_url)
+    q = "c.fifo"
+    sends: list[int] = []
+    backend.sqs.client.meta.events.register(
+        "before-parameter-build.sqs.SendMessageBatch",
+        lambda params, **_: sends.append(len(params["Entries"])),
+    )
+    try:
+        backend.enqueue([env(q, "c")])
+        [d] = backend.lease(q, 1, 30.0)
+        assert backend.settle([Settle.suspend(d.receipt, 120.0, Wait("go"))]) == [True]
+        before = len(sends)
+        deadline = time.monotonic() + 30.0
+        while len(sends) == before and time.monotonic() < deadline:
+            assert backend.lease(q, 10, 30.0, wait=1.0) == []  # hidden, never delivered
+        assert len(sends) > before  # re-sent at the ceiling
+        s = backend.stats(q)
+        assert s.ready + s.in_flight == 1  # the new copy only: the old one was deleted
+        assert backend.signal(q, "c", "go", b"1") == "delivered"
+        [woken] = backend.lease(q, 10, 30.0, wait=5.0)
+        assert (woken.id, woken.attempt) == ("c", 1)
+        assert backend.settle([Settle.ack(woken.receipt)]) == [True]
+        assert backend.lease(q, 10, 30.0, wait=3.0) == []
     finally:
         backend.close()
