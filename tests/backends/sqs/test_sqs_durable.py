@@ -381,3 +381,37 @@ def test_a_hidden_fifo_copy_at_the_visibility_ceiling_is_resent(
         assert backend.lease(q, 10, 30.0, wait=3.0) == []
     finally:
         backend.close()
+
+
+def test_a_signal_whose_hidden_copy_handle_sqs_refuses_sends_a_new_copy(locked_url: str) -> None:
+    """The hidden copy's receipt handle is stale (SQS refuses it): the signal falls back
+    to sending a new copy, and the hidden one is deleted when it comes back, not run."""
+    backend = opened(locked_url)
+    store = backend.sqs.steps
+    assert store is not None
+    q = "s.fifo"
+    try:
+        backend.enqueue([env(q, "s")])
+        [d] = backend.lease(q, 1, 30.0)
+        assert backend.settle([Settle.suspend(d.receipt, 4.0, Wait("go"))]) == [True]
+        assert backend.lease(q, 10, 30.0, wait=1.0) == []  # hidden
+        signal = store.signal
+
+        def stale(*args: Any) -> Any:
+            status, wake = signal(*args)
+            assert wake is not None and wake.handle  # the hidden copy's handle was kept
+            return status, wake._replace(handle="stale-" + wake.handle)
+
+        store.signal = stale  # type: ignore[method-assign]
+        assert backend.signal(q, "s", "go", b"1") == "delivered"
+        store.signal = signal  # type: ignore[method-assign]
+        [woken] = backend.lease(q, 1, 30.0, wait=5.0)  # the new copy
+        assert (woken.id, woken.attempt) == ("s", 1)
+        assert backend.take_signal(woken.receipt, "go", 1) == Taken(True, b"1")
+        assert backend.settle([Settle.ack(woken.receipt)]) == [True]
+        time.sleep(4.0)  # the hidden copy is visible again by now
+        assert backend.lease(q, 10, 30.0, wait=2.0) == []  # deleted, not run
+        s = backend.stats(q)
+        assert (s.ready, s.in_flight) == (0, 0)
+    finally:
+        backend.close()
