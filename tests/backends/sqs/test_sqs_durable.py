@@ -6,8 +6,10 @@ wait."""
 
 from __future__ import annotations
 
+import sqlite3
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -415,3 +417,29 @@ def test_a_signal_whose_hidden_copy_handle_sqs_refuses_sends_a_new_copy(locked_u
         assert (s.ready, s.in_flight) == (0, 0)
     finally:
         backend.close()
+
+
+def test_a_lock_database_from_before_hidden_copies_gets_the_handle_column(
+    sqs_server: MotoServer, tmp_path: Path
+) -> None:
+    """A SQLite lock store whose waits table predates the hidden copy's handle is given
+    the column when the backend opens it, and a FIFO sleeper's copy is hidden there."""
+    path = tmp_path / "old-locks.db"
+    with sqlite3.connect(path) as db:
+        db.execute(
+            "CREATE TABLE tasuki_sqs_waits (key TEXT PRIMARY KEY, seq INTEGER NOT NULL,"
+            " state TEXT NOT NULL, signal TEXT NOT NULL, until REAL NOT NULL,"
+            " url TEXT NOT NULL, entry TEXT NOT NULL, expires REAL NOT NULL) WITHOUT ROWID"
+        )
+    url = local_url(sqs_server, tmp_path, locks=False) + f"&locks=sqlite:///{path}"
+    backend = opened(url)
+    try:
+        backend.enqueue([env("o.fifo", "o")])
+        [d] = backend.lease("o.fifo", 1, 30.0)
+        assert backend.settle([Settle.suspend(d.receipt, 60.0, Wait())]) == [True]
+        assert backend.lease("o.fifo", 10, 30.0, wait=1.0) == []  # hidden
+    finally:
+        backend.close()
+    with sqlite3.connect(path) as db:
+        [(handle,)] = db.execute("SELECT handle FROM tasuki_sqs_waits").fetchall()
+    assert handle  # the hidden copy's receipt handle, kept with the wait
