@@ -2,7 +2,8 @@
 on either lock store. A signal that wakes a waiting message sends a new copy, since SQS
 cannot make the delayed one visible early: the delayed copy must be deleted when it is
 received, never run a second time; a sleep past `max_delay` hops without ending its
-wait."""
+wait. On a FIFO queue (no per-message delay) the sleeping copy received early is hidden
+until its wake-up, never leased, and a signal makes that copy visible."""
 
 from __future__ import annotations
 
