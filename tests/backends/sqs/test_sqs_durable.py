@@ -2,12 +2,15 @@
 on either lock store. A signal that wakes a waiting message sends a new copy, since SQS
 cannot make the delayed one visible early: the delayed copy must be deleted when it is
 received, never run a second time; a sleep past `max_delay` hops without ending its
-wait."""
+wait. On a FIFO queue (no per-message delay) the sleeping copy received early is hidden
+until its wake-up, never leased, and a signal makes that copy visible."""
 
 from __future__ import annotations
 
+import sqlite3
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,7 +18,7 @@ import pytest
 import tasuki
 from tasuki.backends.base import Settle, Taken, Wait
 from tasuki.backends.redis.slots import key_slot
-from tasuki.backends.sqs import SqsBackend
+from tasuki.backends.sqs import SqsBackend, durable
 from tasuki.backends.sqs.durable import decode_entry, encode_entry
 from tasuki.backends.sqs.records.redis_steps import slot_key
 from tasuki.core.message import NOT_BEFORE_HEADER
@@ -94,16 +97,28 @@ def test_a_messages_step_keys_share_its_lease_records_cluster_slot(key: str) -> 
         assert key_slot(slot_key(key, suffix).encode()) == key_slot(key.encode())
 
 
+def _until(what: str, ok: Any, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not ok():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never {what}")
+        time.sleep(0.1)
+
+
 def test_a_durable_job_completes_on_a_fifo_queue(locked_url: str) -> None:
     """A step, a sleep and a wait for a signal on a `.fifo` queue: SQS has no per-message
-    delay there, and every re-send (the sleeping copy, the one a signal sends) needs its
-    message group and a deduplication id of its own, or SQS drops it as a duplicate of
-    the copy it replaces. Each step's function runs once and the job gets to its end."""
+    delay there, so the copy re-sent to sleep is visible at once; the worker that
+    receives it early hides it until its wake-up, unleased (no run, no attempt), and a
+    signal makes the hidden copy visible instead of sending a new one. Every re-send
+    needs its message group and a deduplication id of its own, or SQS drops it as a
+    duplicate of the copy it replaces. Each step's function runs once, the job runs
+    once before the sleep, once after it and once after the signal."""
     queue = f"d-{uuid.uuid4().hex[:8]}.fifo"
     app = tasuki.App(locked_url)
     calls: list[str] = []
     ended: list[Any] = []
     runs: list[float] = []
+    attempts: list[int] = []
     woke: list[float] = []
 
     def mark(what: str) -> str:
@@ -114,12 +129,13 @@ def test_a_durable_job_completes_on_a_fifo_queue(locked_url: str) -> None:
     def durable(n: int) -> None:
         ctx = tasuki.current()
         runs.append(time.time())
+        attempts.append(ctx.attempt)
         ctx.step("a", mark, f"a{n}")
-        ctx.sleep(1.0)
+        ctx.sleep(3.0)
         woke.append(time.time())
         ctx.step("b", mark, f"b{n}")
-        got = ctx.wait_for_signal("go", timeout=60.0)
-        ended.append((n, ctx.step("c", mark, f"c{n}"), got))
+        got = ctx.wait_for_signal("go", timeout=120.0)
+        ended.append((n, ctx.step("c", mark, f"c{n}"), got, time.time()))
 
     backend = app.backend
     assert isinstance(backend, SqsBackend)
@@ -133,30 +149,76 @@ def test_a_durable_job_completes_on_a_fifo_queue(locked_url: str) -> None:
     worker = app.worker(queues=[queue], concurrency=2, wait=0.2)
     worker.start()
     try:
-        deadline = time.monotonic() + 30.0
-        while time.monotonic() < deadline:
+
+        def waits_for_go() -> bool:
             waiting = backend.waiting(queue, "f1")
-            if waiting is not None and waiting.signal == "go":
-                break
-            time.sleep(0.1)
-        else:
-            raise AssertionError(f"never waited for its signal; ran {calls}")
-        assert backend.stats(queue).in_flight == 0
+            return waiting is not None and waiting.signal == "go"
+
+        _until(f"waited for its signal; ran {calls}", waits_for_go)
+        # Its copy is hidden (not ready, not leased: SQS counts it in flight).
+        _until(
+            "hid the waiting copy",
+            lambda: (backend.stats(queue).ready, backend.stats(queue).in_flight) == (0, 1),
+        )
+        time.sleep(2.0)  # time for the early runs today's code made
+        assert len(runs) == 2, runs  # before the sleep and after it, none between
+        sends = len(sent)
+        signalled = time.time()
         assert app.signal(queue, "f1", "go", {"ok": 1}) == "delivered"
-        deadline = time.monotonic() + 30.0
-        while not ended and time.monotonic() < deadline:
-            time.sleep(0.1)
+        _until("ended", lambda: bool(ended))
     finally:
         worker.stop()
         app.close()
-    assert ended == [(1, "c1", {"ok": 1})]
+    assert [e[:3] for e in ended] == [(1, "c1", {"ok": 1})]
+    assert ended[0][3] - signalled < 30.0  # woken by the signal, long before its timeout
+    assert len(sent) == sends  # the hidden copy was made visible: no new copy sent
     assert calls == ["a1", "b1", "c1"]
-    assert len(sent) >= 3 and {group for group, _ in sent} == {"g1"}
+    assert len(runs) == 3 and attempts == [1, 1, 1]  # a hidden copy costs no attempt
+    assert len(sent) >= 2 and {group for group, _ in sent} == {"g1"}
     ids = [dedup for _, dedup in sent]
     assert len(set(ids)) == len(ids), ids  # none dropped as a duplicate of another
-    # The sleep lasted (SQS has no delay on a FIFO queue: the re-sent copy is visible at
-    # once, and each early run finds its wake-up time recorded and sleeps again).
-    assert woke[0] - runs[0] >= 1.0 - 0.05
+    assert woke[0] - runs[0] >= 3.0 - 0.05  # the sleep lasted
+
+
+def test_a_fifo_sleeper_survives_a_worker_restart(locked_url: str) -> None:
+    """The worker that hid a sleeping copy stops (SIGTERM-like, no kill) and another
+    process's worker takes over: the copy comes back at its wake-up and the job runs
+    once more, to its end, with no attempt spent."""
+    queue = f"r-{uuid.uuid4().hex[:8]}.fifo"
+    runs: list[tuple[str, int]] = []
+    ended: list[str] = []
+
+    def make(name: str) -> tuple[tuple[tasuki.App, Any], Any]:
+        app = tasuki.App(locked_url)
+
+        @app.job(queue=queue, name="sleeper", retry=Retry(1))
+        def sleeper() -> None:
+            ctx = tasuki.current()
+            runs.append((name, ctx.attempt))
+            ctx.sleep(4.0)
+            ended.append(name)
+
+        return (app, sleeper), app.worker(queues=[queue], concurrency=1, wait=0.2)
+
+    (first, job), worker = make("first")
+    job.options(message_id="s1").enqueue()
+    worker.start()
+    try:
+        _until("slept", lambda: first.backend.waiting(queue, "s1") is not None)
+        _until("hid the copy", lambda: first.backend.stats(queue).in_flight == 1)
+    finally:
+        worker.stop()
+        first.close()
+    assert runs == [("first", 1)]
+    (second, _), worker = make("second")
+    worker.start()
+    try:
+        _until("ended", lambda: bool(ended))
+    finally:
+        worker.stop()
+        second.close()
+    assert runs == [("first", 1), ("second", 1)]
+    assert ended == ["second"]
 
 
 def test_a_worker_that_dies_between_a_waits_record_and_its_resend_loses_nothing(
@@ -257,3 +319,128 @@ def test_a_signal_after_the_wait_is_due_sends_no_second_copy(locked_url: str) ->
         assert backend.lease("q", 10, 30.0, wait=1.5) == []  # no second copy to run
     finally:
         backend.close()
+
+
+def test_a_fifo_copy_received_before_its_wake_up_is_hidden_not_leased(locked_url: str) -> None:
+    """On a FIFO queue the sleeping copy is visible at once: a lease that receives it
+    hides it (no delivery, no attempt), and it holds its message group meanwhile. A
+    signal makes that very copy visible: it runs as the same attempt."""
+    backend = opened(locked_url)
+    q = "h.fifo"
+    try:
+        backend.enqueue([env(q, "h")])
+        [d] = backend.lease(q, 1, 30.0)
+        assert backend.settle([Settle.suspend(d.receipt, 60.0, Wait("go"))]) == [True]
+        assert backend.lease(q, 10, 30.0, wait=2.0) == []  # received, hidden
+        backend.enqueue([env(q, "next")])  # same group (the default): waits behind it
+        assert backend.lease(q, 10, 30.0, wait=2.0) == []
+        s = backend.stats(q)
+        assert (s.ready, s.in_flight) == (1, 1)  # the hidden copy, and the one behind it
+        waiting = backend.waiting(q, "h")
+        assert waiting is not None and waiting.signal == "go"
+        assert backend.signal(q, "h", "go", b"1") == "delivered"
+        [woken] = backend.lease(q, 1, 30.0, wait=5.0)  # first in its group again
+        assert (woken.id, woken.attempt) == ("h", 1)
+        assert backend.waiting(q, "h") is None  # woken: a signal wakes it no more
+        assert backend.take_signal(woken.receipt, "go", 1) == Taken(True, b"1")
+        assert backend.settle([Settle.ack(woken.receipt)]) == [True]
+        [after] = backend.lease(q, 10, 30.0, wait=5.0)
+        assert after.id == "next"
+        assert backend.settle([Settle.ack(after.receipt)]) == [True]
+        assert backend.lease(q, 10, 30.0, wait=1.0) == []  # no second copy of "h"
+    finally:
+        backend.close()
+
+
+def test_a_hidden_fifo_copy_at_the_visibility_ceiling_is_resent(
+    locked_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQS keeps a message hidden at most 12 hours from its first receive (here a few
+    seconds): the copy that comes back at that ceiling before its wake-up is re-sent
+    (the same wait) and hidden again; the wait still wakes on its signal."""
+    monkeypatch.setattr(durable, "SQS_MAX_VISIBILITY", durable.CEILING_MARGIN + 2.0)
+    backend = opened(locked_url)
+    q = "c.fifo"
+    sends: list[int] = []
+    backend.sqs.client.meta.events.register(
+        "before-parameter-build.sqs.SendMessageBatch",
+        lambda params, **_: sends.append(len(params["Entries"])),
+    )
+    try:
+        backend.enqueue([env(q, "c")])
+        [d] = backend.lease(q, 1, 30.0)
+        assert backend.settle([Settle.suspend(d.receipt, 120.0, Wait("go"))]) == [True]
+        before = len(sends)
+        deadline = time.monotonic() + 30.0
+        while len(sends) == before and time.monotonic() < deadline:
+            assert backend.lease(q, 10, 30.0, wait=1.0) == []  # hidden, never delivered
+        assert len(sends) > before  # re-sent at the ceiling
+        s = backend.stats(q)
+        assert s.ready + s.in_flight == 1  # the new copy only: the old one was deleted
+        assert backend.signal(q, "c", "go", b"1") == "delivered"
+        [woken] = backend.lease(q, 10, 30.0, wait=5.0)
+        assert (woken.id, woken.attempt) == ("c", 1)
+        assert backend.settle([Settle.ack(woken.receipt)]) == [True]
+        assert backend.lease(q, 10, 30.0, wait=3.0) == []
+    finally:
+        backend.close()
+
+
+def test_a_signal_whose_hidden_copy_handle_sqs_refuses_sends_a_new_copy(locked_url: str) -> None:
+    """The hidden copy's receipt handle is stale (SQS refuses it): the signal falls back
+    to sending a new copy, and the hidden one is deleted when it comes back, not run."""
+    backend = opened(locked_url)
+    store = backend.sqs.steps
+    assert store is not None
+    q = "s.fifo"
+    try:
+        backend.enqueue([env(q, "s")])
+        [d] = backend.lease(q, 1, 30.0)
+        assert backend.settle([Settle.suspend(d.receipt, 4.0, Wait("go"))]) == [True]
+        assert backend.lease(q, 10, 30.0, wait=1.0) == []  # hidden
+        signal = store.signal
+
+        def stale(*args: Any) -> Any:
+            status, wake = signal(*args)
+            assert wake is not None and wake.handle  # the hidden copy's handle was kept
+            return status, wake._replace(handle="stale-" + wake.handle)
+
+        store.signal = stale  # type: ignore[method-assign]
+        assert backend.signal(q, "s", "go", b"1") == "delivered"
+        store.signal = signal  # type: ignore[method-assign]
+        [woken] = backend.lease(q, 1, 30.0, wait=5.0)  # the new copy
+        assert (woken.id, woken.attempt) == ("s", 1)
+        assert backend.take_signal(woken.receipt, "go", 1) == Taken(True, b"1")
+        assert backend.settle([Settle.ack(woken.receipt)]) == [True]
+        time.sleep(4.0)  # the hidden copy is visible again by now
+        assert backend.lease(q, 10, 30.0, wait=2.0) == []  # deleted, not run
+        s = backend.stats(q)
+        assert (s.ready, s.in_flight) == (0, 0)
+    finally:
+        backend.close()
+
+
+def test_a_lock_database_from_before_hidden_copies_gets_the_handle_column(
+    sqs_server: MotoServer, tmp_path: Path
+) -> None:
+    """A SQLite lock store whose waits table predates the hidden copy's handle is given
+    the column when the backend opens it, and a FIFO sleeper's copy is hidden there."""
+    path = tmp_path / "old-locks.db"
+    with sqlite3.connect(path) as db:
+        db.execute(
+            "CREATE TABLE tasuki_sqs_waits (key TEXT PRIMARY KEY, seq INTEGER NOT NULL,"
+            " state TEXT NOT NULL, signal TEXT NOT NULL, until REAL NOT NULL,"
+            " url TEXT NOT NULL, entry TEXT NOT NULL, expires REAL NOT NULL) WITHOUT ROWID"
+        )
+    url = local_url(sqs_server, tmp_path, locks=False) + f"&locks=sqlite:///{path}"
+    backend = opened(url)
+    try:
+        backend.enqueue([env("o.fifo", "o")])
+        [d] = backend.lease("o.fifo", 1, 30.0)
+        assert backend.settle([Settle.suspend(d.receipt, 60.0, Wait())]) == [True]
+        assert backend.lease("o.fifo", 10, 30.0, wait=1.0) == []  # hidden
+    finally:
+        backend.close()
+    with sqlite3.connect(path) as db:
+        [(handle,)] = db.execute("SELECT handle FROM tasuki_sqs_waits").fetchall()
+    assert handle  # the hidden copy's receipt handle, kept with the wait

@@ -3,11 +3,17 @@ step records and signals fenced by the lease record's token; a suspend is a rele
 without penalty (a re-send with its delay, hops past `max_delay` through the not-before
 header: no lease held, no attempt spent) with its wait recorded; a signal to a waiting
 message sends a new copy at once (SQS cannot make a delayed copy visible early), and the
-delayed copy is refused when it is received (`admit_copies`)."""
+delayed copy is refused when it is received (`admit_copies`).
+
+A FIFO queue has no per-message delay: the sleeping copy is visible at once, so the
+worker that receives it before its wake-up hides it (a visibility change for the time
+left, never a lease: no attempt, no run) and keeps its receipt handle with the wait; a
+signal then makes that copy visible at once rather than send a new one."""
 
 from __future__ import annotations
 
 import base64
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -17,6 +23,7 @@ import orjson
 
 from tasuki.backends.base import SignalStatus
 from tasuki.backends.sqs.codec import Meta
+from tasuki.backends.sqs.options import SQS_MAX_VISIBILITY
 from tasuki.backends.sqs.plumbing import Move, Plumbing, log
 from tasuki.backends.sqs.queues import QueueInfo
 from tasuki.backends.sqs.records.steps import CopyCheck, StepRecords, Wake
@@ -28,6 +35,10 @@ from tasuki.core.records import Receipt, Settle, StepRecord, Taken, Waiting
 Received = tuple[dict[str, Any], Meta, dict[str, Any], int]
 # A copy whose not-before time is this close is due, not a hop (SQS counts whole seconds).
 DUE_MARGIN = 1.0
+# A hidden copy's visibility stops this far short of SQS's 12-hour ceiling (counted from
+# the copy's first receive, which SQS's clock and ours see a little apart); a copy closer
+# to it than a second is re-sent instead.
+CEILING_MARGIN = 60.0
 
 
 class Durable:
@@ -72,8 +83,12 @@ class Durable:
         return status
 
     def _wake(self, store: StepRecords, queue: str, id: str, wake: Wake) -> None:
-        """Send the new copy, then say so: the delayed copy is refused from then on. A
-        send that fails leaves the delayed copy to wake the message at its time."""
+        """The hidden copy (FIFO) made visible now where its handle is known and SQS takes
+        it; else send the new copy, then say so: the delayed copy is refused from then on.
+        A send that fails leaves the delayed copy to wake the message at its time."""
+        if wake.handle and self.sqs.visibility(wake.url, [wake.handle], 0) == [True]:
+            store.unhidden(queue, id, wake.seq)
+            return
         entry = decode_entry(wake.entry)
         entry["Id"] = "0"
         if "MessageDeduplicationId" in entry:  # FIFO: not the sleeping copy's send again
@@ -143,26 +158,69 @@ def placed(
 def admit_copies(sqs: Plumbing, info: QueueInfo, received: list[Received]) -> list[Received]:
     """The received messages to go on with: a copy that slept for a wait a signal
     answered (a new copy was sent for it) is deleted, not run; one whose wake-up came
-    ends its wait (a signal no longer wakes it)."""
+    ends its wait (a signal no longer wakes it). On a FIFO queue a copy received before
+    its wake-up is hidden until then (`_hide`), not run."""
     store = sqs.steps
     if store is None:
         return received
     now = time.time()
     checks: list[tuple[int, CopyCheck]] = []
-    for n, (_, meta, _, _) in enumerate(received):
+    for n, (message, meta, _, _) in enumerate(received):
         seq = _wait_of(meta)
         if seq is not None:
-            checks.append((n, CopyCheck(info.name, meta.id, seq, _due(meta, now))))
+            handle = message["ReceiptHandle"] if info.fifo else ""
+            checks.append((n, CopyCheck(info.name, meta.id, seq, _due(meta, now), handle)))
     if not checks:
         return received
     verdicts = store.admit([check for _, check in checks])
-    stale = {n for (n, _), ok in zip(checks, verdicts, strict=True) if not ok}
-    if not stale:
+    stale = [
+        n for (n, _), v in zip(checks, verdicts, strict=True) if not v.run and not v.hide_until
+    ]
+    hidden = {n: v.hide_until for (n, _), v in zip(checks, verdicts, strict=True) if v.hide_until}
+    if not stale and not hidden:
         return received
     for n in stale:
         log.info("sqs: %s: the copy of a wait a signal answered: deleted", received[n][1].id)
-    sqs.delete(info.url, [received[n][0]["ReceiptHandle"] for n in sorted(stale)])
-    return [r for n, r in enumerate(received) if n not in stale]
+    if stale:
+        sqs.delete(info.url, [received[n][0]["ReceiptHandle"] for n in stale])
+    if hidden:
+        _hide(sqs, info, [(received[n], until) for n, until in hidden.items()])
+    gone = set(stale) | set(hidden)
+    return [r for n, r in enumerate(received) if n not in gone]
+
+
+def _hide(sqs: Plumbing, info: QueueInfo, copies: Sequence[tuple[Received, float]]) -> None:
+    """Copies received before their wake-up (FIFO): each hidden for the time left, as far
+    as SQS's 12-hour ceiling from its first receive lets (past it, it comes back and is
+    hidden again); one at the ceiling is re-sent (a new copy, the same wait) and deleted.
+    Not leased: no attempt, no lease record. While hidden it holds its message group."""
+    now = time.time()
+    by_vt: dict[float, list[str]] = {}
+    resend: list[Received] = []
+    for item, until in copies:
+        message = item[0]
+        first = int(message.get("Attributes", {}).get("ApproximateFirstReceiveTimestamp", 0))
+        ceiling = (first / 1000 if first else now) + SQS_MAX_VISIBILITY - CEILING_MARGIN - now
+        vt = min(until - now, ceiling)
+        if vt < 1.0 and ceiling < until - now:
+            resend.append(item)
+            continue
+        log.debug("sqs: %s: asleep until %.3f: hidden, not run", item[1].id, until)
+        by_vt.setdefault(float(max(1, math.ceil(vt))), []).append(message["ReceiptHandle"])
+    for vt, handles in by_vt.items():
+        sqs.visibility(info.url, handles, vt)
+    if resend:
+        entries = []
+        for n, (message, meta, others, _) in enumerate(resend):
+            entry = sqs.entry(info, n, Move(message, meta, others, 0.0))
+            if "MessageDeduplicationId" in entry:  # not the copy it replaces again
+                entry["MessageDeduplicationId"] += f".h{int(now)}"
+            entries.append(entry)
+        failed = set(sqs.send(info.url, entries))
+        sqs.delete(
+            info.url,
+            [m["ReceiptHandle"] for n, (m, _, _, _) in enumerate(resend) if str(n) not in failed],
+        )
 
 
 def dropped(sqs: Plumbing, messages: Sequence[tuple[str, str]]) -> None:

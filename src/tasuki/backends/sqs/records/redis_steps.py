@@ -14,7 +14,7 @@ from tasuki.backends.base import SignalStatus
 from tasuki.backends.redis.codec import ms
 from tasuki.backends.redis.slots import key_slot
 from tasuki.backends.sqs.records.redis import RedisLeaseRecords, script
-from tasuki.backends.sqs.records.steps import CopyCheck, StepRecords, Wake
+from tasuki.backends.sqs.records.steps import CopyCheck, StepRecords, Verdict, Wake
 from tasuki.core.records import Receipt, StepRecord, Taken, Waiting
 
 
@@ -93,10 +93,14 @@ class RedisDurableRecords(StepRecords):
         )
         if len(reply) < 4:
             return "delivered", None
-        return "delivered", Wake(int(reply[1]), _text(reply[2]), _text(reply[3]))
+        handle = _text(reply[4]) if len(reply) > 4 else ""
+        return "delivered", Wake(int(reply[1]), _text(reply[2]), _text(reply[3]), handle)
 
     def resent(self, queue: str, id: str, seq: int) -> None:
         self._eval("records_durable_wait", [self._keys(queue, id)[3]], ["resent", seq, 0])
+
+    def unhidden(self, queue: str, id: str, seq: int) -> None:
+        self._eval("records_durable_wait", [self._keys(queue, id)[3]], ["unhidden", seq, 0])
 
     def suspend(
         self, receipt: Receipt, signal: str, until: float, url: str, entry: str
@@ -128,18 +132,19 @@ class RedisDurableRecords(StepRecords):
             return None
         return Waiting(_text(signal or b""), float(_text(until)))
 
-    def admit(self, copies: Sequence[CopyCheck]) -> list[bool]:
-        return [
-            int(
-                self._eval(
-                    "records_durable_wait",
-                    [self._keys(c.queue, c.id)[3]],
-                    ["admit", c.seq, 1 if c.due else 0],
-                )
+    def admit(self, copies: Sequence[CopyCheck]) -> list[Verdict]:
+        out: list[Verdict] = []
+        for c in copies:
+            reply = self._eval(
+                "records_durable_wait",
+                [self._keys(c.queue, c.id)[3]],
+                ["admit", c.seq, 1 if c.due else 0, c.handle, repr(time.time())],
             )
-            == 1
-            for c in copies
-        ]
+            if isinstance(reply, (bytes, str)):  # to hide until its wake-up
+                out.append(Verdict(False, float(_text(reply))))
+            else:
+                out.append(Verdict(int(reply) == 1))
+        return out
 
     def drop(self, messages: Sequence[tuple[str, str]]) -> None:
         for queue, id in messages:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from tasuki.backends.base import SignalStatus
 from tasuki.backends.sqlfiles import load_queries
 from tasuki.backends.sqs.records.sqlite import SQLiteLeaseRecords
-from tasuki.backends.sqs.records.steps import CopyCheck, StepRecords, Wake
+from tasuki.backends.sqs.records.steps import CopyCheck, StepRecords, Verdict, Wake
 from tasuki.core.records import Receipt, StepRecord, Taken, Waiting
 
 QUERY_NAMES = (
@@ -19,6 +19,8 @@ QUERY_NAMES = (
     "create_signals",
     "create_signals_index",
     "create_waits",
+    "add_waits_handle",
+    "waits_columns",
     "lease_current",
     "id_live",
     "read_steps",
@@ -29,6 +31,7 @@ QUERY_NAMES = (
     "read_wait",
     "put_wait",
     "set_wait",
+    "put_handle",
     "placed",
     "drop_steps",
     "drop_signals",
@@ -50,6 +53,9 @@ class SQLiteStepRecords(StepRecords):
         with records._transaction(0) as db:
             for name in ("create_steps", "create_signals", "create_signals_index", "create_waits"):
                 db.execute(SQL[name])
+            columns = {row["name"] for row in db.execute(SQL["waits_columns"]).fetchall()}
+            if "handle" not in columns:
+                db.execute(SQL["add_waits_handle"])
 
     def key(self, queue: str, id: str) -> str:
         return f"{self.records.namespace}steps:{queue}:{id}"
@@ -144,7 +150,7 @@ class SQLiteStepRecords(StepRecords):
                     "entry": wait["entry"],
                 },
             )
-        return "delivered", Wake(wait["seq"], wait["url"], wait["entry"])
+        return "delivered", Wake(wait["seq"], wait["url"], wait["entry"], wait["handle"])
 
     def resent(self, queue: str, id: str, seq: int) -> None:
         with self.records._transaction(1) as db:
@@ -155,6 +161,19 @@ class SQLiteStepRecords(StepRecords):
                     "seq": seq,
                     "was": "answered",
                     "state": "resent",
+                    "entry": "",
+                },
+            )
+
+    def unhidden(self, queue: str, id: str, seq: int) -> None:
+        with self.records._transaction(1) as db:
+            db.execute(
+                SQL["set_wait"],
+                {
+                    "key": self.key(queue, id),
+                    "seq": seq,
+                    "was": "answered",
+                    "state": "ended",
                     "entry": "",
                 },
             )
@@ -216,16 +235,17 @@ class SQLiteStepRecords(StepRecords):
             return None
         return Waiting(row["signal"], row["until"])
 
-    def admit(self, copies: Sequence[CopyCheck]) -> list[bool]:
+    def admit(self, copies: Sequence[CopyCheck]) -> list[Verdict]:
         if not copies:
             return []
-        out: list[bool] = []
+        now = time.time()
+        out: list[Verdict] = []
         with self.records._transaction(len(copies)) as db:
             for copy in copies:
                 key = self.key(copy.queue, copy.id)
                 wait = db.execute(SQL["read_wait"], {"key": key}).fetchone()
                 if wait is None or wait["seq"] < copy.seq:
-                    out.append(True)
+                    out.append(Verdict(True))
                 elif wait["seq"] > copy.seq and wait["state"] in ("pending", "void"):
                     # A later wait no copy carries: this copy is the message's own.
                     db.execute(
@@ -238,9 +258,16 @@ class SQLiteStepRecords(StepRecords):
                             "entry": "",
                         },
                     )
-                    out.append(True)
+                    out.append(Verdict(True))
                 elif wait["seq"] > copy.seq or wait["state"] == "resent":
-                    out.append(False)
+                    out.append(Verdict(False))
+                elif (
+                    copy.handle and wait["state"] in ("pending", "waiting") and wait["until"] > now
+                ):
+                    db.execute(
+                        SQL["put_handle"], {"key": key, "seq": copy.seq, "handle": copy.handle}
+                    )
+                    out.append(Verdict(False, wait["until"]))
                 else:
                     if copy.due and wait["state"] in ("pending", "waiting"):
                         db.execute(
@@ -253,7 +280,7 @@ class SQLiteStepRecords(StepRecords):
                                 "entry": "",
                             },
                         )
-                    out.append(True)
+                    out.append(Verdict(True))
         return out
 
     def drop(self, messages: Sequence[tuple[str, str]]) -> None:

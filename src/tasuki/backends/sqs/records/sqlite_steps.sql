@@ -30,7 +30,8 @@ CREATE INDEX IF NOT EXISTS tasuki_sqs_signals_key ON tasuki_sqs_signals (key, na
 -- name: create_waits
 -- A message's last wait: its number `seq`, `state` (steps.py: WaitState), the signal
 -- it waits for ('' a sleep), `until` its wake-up, and the SQS queue `url` and
--- SendMessage `entry` (JSON) of the copy a signal sends ('' once not needed).
+-- SendMessage `entry` (JSON) of the copy a signal sends ('' once not needed); `handle`
+-- the receipt handle of its hidden copy on a FIFO queue ('' none known).
 CREATE TABLE IF NOT EXISTS tasuki_sqs_waits (
     key TEXT PRIMARY KEY,
     seq INTEGER NOT NULL,
@@ -39,8 +40,16 @@ CREATE TABLE IF NOT EXISTS tasuki_sqs_waits (
     until REAL NOT NULL,
     url TEXT NOT NULL,
     entry TEXT NOT NULL,
-    expires REAL NOT NULL
+    expires REAL NOT NULL,
+    handle TEXT NOT NULL DEFAULT ''
 ) WITHOUT ROWID;
+
+-- name: add_waits_handle
+-- A lock database made before waits kept a hidden copy's handle gets the column.
+ALTER TABLE tasuki_sqs_waits ADD COLUMN handle TEXT NOT NULL DEFAULT '';
+
+-- name: waits_columns
+SELECT name FROM pragma_table_info('tasuki_sqs_waits');
 
 -- name: lease_current
 SELECT 1 FROM tasuki_sqs_records WHERE key = :lease AND owner = :token AND expires > :now;
@@ -70,7 +79,7 @@ INSERT INTO tasuki_sqs_signals (key, name, payload, expires)
 VALUES (:key, :name, :payload, :expires);
 
 -- name: read_wait
-SELECT seq, state, signal, until, url, entry FROM tasuki_sqs_waits WHERE key = :key;
+SELECT seq, state, signal, until, url, entry, handle FROM tasuki_sqs_waits WHERE key = :key;
 
 -- name: put_wait
 -- The next wait of the message: numbered one more than the last (a copy of an older
@@ -79,12 +88,19 @@ INSERT INTO tasuki_sqs_waits (key, seq, state, signal, until, url, entry, expire
 VALUES (:key, 1, 'pending', :signal, :until, :url, :entry, :expires)
 ON CONFLICT (key) DO UPDATE SET
     seq = seq + 1, state = 'pending', signal = excluded.signal, until = excluded.until,
-    url = excluded.url, entry = excluded.entry, expires = max(expires, excluded.expires)
+    url = excluded.url, entry = excluded.entry, expires = max(expires, excluded.expires),
+    handle = ''
 RETURNING seq;
 
 -- name: set_wait
 UPDATE tasuki_sqs_waits SET state = :state, entry = :entry
 WHERE key = :key AND seq = :seq AND state = :was;
+
+-- name: put_handle
+-- The copy of the wait, hidden until its wake-up (FIFO): its receipt handle, kept only
+-- while the wait is the message's last and not woken.
+UPDATE tasuki_sqs_waits SET handle = :handle
+WHERE key = :key AND seq = :seq AND state IN ('pending', 'waiting');
 
 -- name: placed
 -- The copy that sleeps was sent and the leased one deleted: the message waits now.
@@ -101,7 +117,7 @@ DELETE FROM tasuki_sqs_signals WHERE key = :key;
 -- (to refuse its delayed copy) until it would have woken.
 UPDATE tasuki_sqs_waits
 SET state = CASE WHEN state IN ('pending', 'waiting') THEN 'ended' ELSE state END, entry = '',
-    expires = until + 3600
+    handle = '', expires = until + 3600
 WHERE key = :key;
 
 -- name: sweep_steps

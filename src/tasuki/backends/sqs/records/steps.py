@@ -39,16 +39,29 @@ class Wake(NamedTuple):
     seq: int
     url: str
     entry: str
+    handle: str = ""  # the receipt handle of its hidden copy (FIFO), '' if none is known
 
 
 class CopyCheck(NamedTuple):
     """A received copy that slept for wait `seq`; `due`: its wake-up time has come (not a
-    hop of a long delay), so the wait ends as it is taken."""
+    hop of a long delay), so the wait ends as it is taken. `handle`: on a FIFO queue, its
+    receipt handle, kept with the wait if the copy is to be hidden ('' elsewhere: never
+    hidden)."""
 
     queue: str
     id: str
     seq: int
     due: bool
+    handle: str = ""
+
+
+class Verdict(NamedTuple):
+    """What to do with a received copy that slept: run it (`run`), delete it, or (FIFO,
+    `hide_until` > 0) hide it until its wake-up: it is not leased, and its handle is kept
+    with the wait."""
+
+    run: bool
+    hide_until: float = 0.0
 
 
 class StepRecords(ABC):
@@ -103,6 +116,11 @@ class StepRecords(ABC):
         """The new copy for wait `seq` was sent: the delayed copy is refused from now."""
 
     @abstractmethod
+    def unhidden(self, queue: str, id: str, seq: int) -> None:
+        """The hidden copy of answered wait `seq` was made visible: it runs when received
+        (the wait has ended)."""
+
+    @abstractmethod
     def suspend(
         self, receipt: Receipt, signal: str, until: float, url: str, entry: str
     ) -> int | None:
@@ -125,12 +143,14 @@ class StepRecords(ABC):
         """The message's wait, while a signal may still wake it."""
 
     @abstractmethod
-    def admit(self, copies: Sequence[CopyCheck]) -> list[bool]:
-        """Per copy that slept: False if its wait was answered and a new copy sent (or a
-        later wait superseded it): to be deleted, not run. A due copy ends its wait. A
-        later wait whose copy was never sent (still pending when an older copy comes
-        back: its worker died before the re-send, or void) supersedes nothing: the older
-        copy runs, and that wait is void from then on."""
+    def admit(self, copies: Sequence[CopyCheck]) -> list[Verdict]:
+        """Per copy that slept: not run if its wait was answered and a new copy sent (or a
+        later wait superseded it): to be deleted. A due copy ends its wait. A later wait
+        whose copy was never sent (still pending when an older copy comes back: its
+        worker died before the re-send, or void) supersedes nothing: the older copy runs,
+        and that wait is void from then on. A copy with a handle (FIFO) whose wait is its
+        last, not woken, and not yet due is to be hidden until the wait's wake-up, and its
+        handle is kept with the wait."""
 
     @abstractmethod
     def drop(self, messages: Sequence[tuple[str, str]]) -> None:

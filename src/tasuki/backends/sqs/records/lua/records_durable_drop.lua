@@ -12,6 +12,6 @@ end
 if w[1] == 'pending' or w[1] == 'waiting' then
   redis.call('HSET', KEYS[3], 'state', 'ended')
 end
-redis.call('HSET', KEYS[3], 'entry', '')
+redis.call('HSET', KEYS[3], 'entry', '', 'handle', '')
 redis.call('PEXPIREAT', KEYS[3], math.floor((tonumber(w[2]) + 3600) * 1000))
 return 1

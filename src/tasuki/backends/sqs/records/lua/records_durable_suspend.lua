@@ -28,7 +28,7 @@ if ARGV[2] ~= '' then
 end
 local seq = redis.call('HINCRBY', KEYS[3], 'seq', 1)
 redis.call('HSET', KEYS[3], 'state', 'pending', 'signal', ARGV[2], 'until', ARGV[3],
-  'url', ARGV[4], 'entry', ARGV[5])
+  'url', ARGV[4], 'entry', ARGV[5], 'handle', '')
 local ttl = tonumber(ARGV[6])
 if redis.call('PTTL', KEYS[3]) < ttl then
   redis.call('PEXPIRE', KEYS[3], ttl)
