@@ -7,14 +7,17 @@ import dataclasses
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import tasuki
 from tasuki.core.policies import Constant
+from tasuki.runtime.receiver import Receiver
 from tests.support.processes import env_with_src
 from tests.worker.helpers import ROOT, read_log, wait_until
 
@@ -111,3 +114,55 @@ def test_a_sleep_longer_than_the_backends_longest_delay_hops() -> None:
     assert runs[-1] == -1.0 and runs.count(-1.0) == 1
     assert len(runs) - 1 >= 4  # 0.7 s in hops of at most 0.2 s: the first run and 3 more
     assert time.monotonic() - started >= 0.7
+
+
+def test_a_run_frozen_between_its_lease_and_its_start_runs_no_step_of_a_finished_message(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The zombie of the PostgreSQL chaos run (1,000 faults): a worker frozen after its
+    lease was granted and before the job began; meanwhile the lease lapsed, another
+    worker ran the message to its end, and the ack dropped its step records. Its lease
+    deadline counts from when the lease was asked for, so the woken run asks the backend
+    before its first step, is told the lease is gone, and runs nothing (before, the
+    deadline was unknown until the first extension, and the step ran a second time)."""
+    url = f"sqlite:///{tmp_path / 'q.db'}"
+    app = tasuki.App(url, middleware=[])
+    ran: list[int] = []
+
+    def charge(n: int) -> int:
+        ran.append(n)
+        return n
+
+    @app.job(visibility_timeout=1.0, retry=tasuki.Retry(5, Constant(0.0)))
+    def order(n: int) -> None:
+        tasuki.current().step("charge", charge, n)
+
+    order.enqueue(7)
+    frozen, thawed = app.worker(concurrency=1, wait=0.05), threading.Event()
+    entered = threading.Event()
+    receive = Receiver.receive_many
+
+    def receive_late(self: Receiver, deliveries: list[Any], *args: Any) -> Any:
+        if not entered.is_set():  # the first worker's first lease
+            entered.set()
+            thawed.wait(30)  # frozen, its lease granted, the job not begun
+        return receive(self, deliveries, *args)
+
+    monkeypatch.setattr(Receiver, "receive_many", receive_late)
+    frozen.start()
+    other = tasuki.App(url, middleware=[])
+    other.jobs["order"] = app.jobs["order"]
+    try:
+        assert entered.wait(20)
+        time.sleep(1.2)  # the frozen run's lease lapses
+        other.worker(concurrency=1, wait=0.05).run(until_idle=True, timeout=20)
+        assert ran == [7]  # the other worker ran it to its end: the records are gone
+        thawed.set()
+        wait_until(lambda: app.stats()["in_flight"] == 0, 10)
+        time.sleep(0.3)
+    finally:
+        thawed.set()
+        frozen.stop(grace=5.0)
+        other.close()
+        app.close()
+    assert ran == [7], "the frozen run ran the step again"

@@ -157,8 +157,8 @@ def test_a_rate_limited_job_that_would_start_late_waits_for_its_next_token(
     receive = Receiver.receive_many
     late = [True]
 
-    def receive_late(self: Receiver, deliveries: list[Delivery]) -> Any:
-        tasks = receive(self, deliveries)
+    def receive_late(self: Receiver, deliveries: list[Delivery], *args: Any) -> Any:
+        tasks = receive(self, deliveries, *args)
         if tasks and late:
             late.clear()
             tasks[0].held.leased_at -= 1.0

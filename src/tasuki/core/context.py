@@ -84,8 +84,8 @@ class Context:
         self._stop: threading.Event | None = None
         self.stop_reason = ""
         self.lease_lost = False
-        # The wall-clock time the lease lasts until at the earliest, as of the lease
-        # keeper's last extension (None before one): when it asked, plus the length.
+        # The wall-clock time the lease lasts until at the earliest: when it was asked
+        # for (the lease, then each extension), plus its length; None if not known.
         self.lease_until: float | None = None
         self.deadline: float | None = None
         self.started_at = 0.0
@@ -292,10 +292,20 @@ class Context:
         return await asyncio.to_thread(self._keep, log, name, occurrence, value, started, duration)
 
     def _check_held(self, name: str) -> None:
-        """Before a step runs: a run whose lease is lost, or may have lapsed (a worker
-        frozen past it), does not start the step, which another worker may have run and
-        recorded meanwhile; its record would be refused anyway."""
-        if self.lease_lost or (self.lease_until is not None and time.time() > self.lease_until):
+        """Before a step runs: a run whose lease is lost does not start the step, which
+        another worker may have run and recorded meanwhile (and, the message finished
+        since, its records dropped: nothing would stop the step then). Where the lease
+        may have lapsed (a worker frozen past `lease_until`, which counts from when the
+        lease was asked for), the backend is asked: one round trip, only then."""
+        lapsed = self.lease_until is not None and time.time() > self.lease_until
+        if not self.lease_lost and lapsed and self._extender is not None:
+            job, lease = self.job, self.message.lease
+            if job is not None:
+                self._extender(job.visibility_timeout)  # a refusal marks it lost
+            elif lease is not None:
+                self._extender(lease.visibility_timeout)
+            lapsed = self.lease_until is not None and time.time() > self.lease_until
+        if self.lease_lost or lapsed:
             self._lost()
             raise LeaseLost(
                 f"step {name!r} not run: the lease of message {self.message.id} is lost"

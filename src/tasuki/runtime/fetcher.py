@@ -108,7 +108,7 @@ class Fetcher:
         backend: Backend,
         queue: str,
         slots: Slots,
-        dispatch: Callable[[list[Delivery]], None],
+        dispatch: Callable[[list[Delivery], float], None],
         stopping: threading.Event,
         *,
         visibility_timeout: float,
@@ -121,6 +121,7 @@ class Fetcher:
         self.queue = queue
         self.slots = slots
         self.dispatch = dispatch
+        self._ahead_asked = 0.0
         self.stopping = stopping
         self.visibility_timeout = visibility_timeout
         self.batch_size = batch_size
@@ -165,6 +166,9 @@ class Fetcher:
             else:
                 (reserved, finish), ahead = ahead, None
             try:
+                # When the lease was asked for: it lasts from then at the earliest, what
+                # a run frozen after its lease measures its deadline by (`lease_until`).
+                asked = self._ahead_asked if finish is not None else time.time()
                 if finish is not None:
                     leased = finish()
                 elif not self.empty:
@@ -178,6 +182,7 @@ class Fetcher:
                     self.empty = True
                     self.slots.give_back(reserved - 1)
                     reserved = 1
+                    asked = time.time()
                     leased = self.backend.lease(
                         self.queue, 1, self.visibility_timeout, wait=self.wait
                     )
@@ -209,7 +214,7 @@ class Fetcher:
             if len(leased) == reserved > 1:
                 ahead = self._ask_ahead()
             try:
-                self.dispatch(leased)
+                self.dispatch(leased, asked)
             except Exception:
                 # A bug, not a job's failure (the runtime settles those): keep fetching;
                 # what this batch held is released at shutdown or lapses and is redelivered.
@@ -228,6 +233,7 @@ class Fetcher:
         if reserved == 0:
             return None
         try:
+            self._ahead_asked = time.time()
             return reserved, self.backend.lease_soon(self.queue, reserved, self.visibility_timeout)
         except TasukiError:
             self.slots.give_back(reserved)

@@ -69,13 +69,17 @@ class Receiver:
         self.flows = flows
         self.durable = durable
 
-    def receive_many(self, deliveries: list[Delivery]) -> list[Task]:
-        """Tasks for the deliveries that will run; the others went to the finisher."""
+    def receive_many(self, deliveries: list[Delivery], asked: float | None = None) -> list[Task]:
+        """Tasks for the deliveries that will run; the others went to the finisher.
+        `asked`: when their lease was asked for (wall clock), from which each lasts its
+        length at the earliest (`Context.lease_until`; unknown if None)."""
         log_received = logs.enabled("received")
         tasks = []
         for d in deliveries:
             try:
                 task = self._receive(d, log_received)
+                if task is not None and asked is not None:
+                    task.ctx.lease_until = asked + d.visibility_timeout
             except BackendError as exc:  # a flow's group value not read now: try again
                 self.finisher.retry(d, RETRY_READ, exc)
                 continue

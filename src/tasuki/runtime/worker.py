@@ -361,12 +361,13 @@ class Worker:
                 self._async = AsyncRunner(self.driver, self.finisher)
             return self._loop, self._async
 
-    def _dispatch(self, deliveries: list[Delivery]) -> None:
-        """On the fetcher's thread: start a leased batch (see `pace.py` for what runs here)."""
+    def _dispatch(self, deliveries: list[Delivery], asked: float | None = None) -> None:
+        """On the fetcher's thread: start a leased batch (see `pace.py` for what runs
+        here); `asked`: when its lease was asked for (wall clock)."""
         pace = self.pace
         if self._returning is not None:
             self._returning.leased((d.queue, d.id) for d in deliveries)
-        tasks = self.receiver.receive_many(deliveries)
+        tasks = self.receiver.receive_many(deliveries, asked)
         settled_here = len(deliveries) - len(tasks)
         if settled_here:
             self.slots.give_back(settled_here)
