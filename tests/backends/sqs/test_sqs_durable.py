@@ -352,6 +352,31 @@ def test_a_fifo_copy_received_before_its_wake_up_is_hidden_not_leased(locked_url
         backend.close()
 
 
+def test_cancelling_a_hidden_fifo_sleeper_frees_its_group_now(locked_url: str) -> None:
+    """The cancel makes the hidden copy visible through its kept handle: it is received
+    and deleted unrun, and the group's next message runs now, not after the sleep."""
+    backend = opened(locked_url)
+    q = "x.fifo"
+    try:
+        backend.enqueue([env(q, "x")])
+        [d] = backend.lease(q, 1, 30.0)
+        assert backend.settle([Settle.suspend(d.receipt, 300.0, Wait("go"))]) == [True]
+        assert backend.lease(q, 10, 30.0, wait=2.0) == []  # received, hidden
+        backend.enqueue([env(q, "next")])  # same group: waits behind the sleeper
+        assert backend.cancel(q, "x") == "removed"
+        got: list[Any] = []
+        deadline = time.monotonic() + 10.0
+        while not got and time.monotonic() < deadline:
+            got = backend.lease(q, 10, 30.0, wait=1.0)
+        assert [m.id for m in got] == ["next"]  # the sleeper was deleted, never run
+        assert backend.settle([Settle.ack(got[0].receipt)]) == [True]
+        assert backend.lease(q, 10, 30.0, wait=1.0) == []
+        s = backend.stats(q)
+        assert (s.ready, s.in_flight) == (0, 0)
+    finally:
+        backend.close()
+
+
 def test_a_hidden_fifo_copy_at_the_visibility_ceiling_is_resent(
     locked_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -26,7 +26,7 @@ from tasuki.backends.sqs.codec import Meta
 from tasuki.backends.sqs.options import SQS_MAX_VISIBILITY
 from tasuki.backends.sqs.plumbing import Move, Plumbing, log
 from tasuki.backends.sqs.queues import QueueInfo
-from tasuki.backends.sqs.records.steps import CopyCheck, StepRecords, Wake
+from tasuki.backends.sqs.records.steps import CopyCheck, Hidden, StepRecords, Wake
 from tasuki.core.headers import WAIT_HEADER
 from tasuki.core.message import NOT_BEFORE_HEADER
 from tasuki.core.records import Receipt, Settle, StepRecord, Taken, Waiting
@@ -225,10 +225,22 @@ def _hide(sqs: Plumbing, info: QueueInfo, copies: Sequence[tuple[Received, float
 
 def dropped(sqs: Plumbing, messages: Sequence[tuple[str, str]]) -> None:
     """Messages (queue, id) gone for good (cancelled, purged): their step records and
-    signals go."""
+    signals go. A copy hidden until its wake-up (FIFO) is made visible now, so that it is
+    received and deleted (the lease records refuse it) and its message group goes on,
+    rather than wait for a wake-up that may be hours away."""
     if sqs.steps is not None and messages:
         sqs.steps.untouch(messages)
-        sqs.steps.drop(messages)
+        _unhide(sqs, sqs.steps.drop(messages))
+
+
+def _unhide(sqs: Plumbing, hidden: Sequence[Hidden]) -> None:
+    by_url: dict[str, list[str]] = {}
+    for copy in hidden:
+        by_url.setdefault(copy.url, []).append(copy.handle)
+    for url, handles in by_url.items():
+        # A handle SQS refuses (the copy was received again, or purged) is left alone:
+        # the copy it named is deleted when next received either way.
+        sqs.visibility(url, handles, 0)
 
 
 def settled(
@@ -242,7 +254,7 @@ def settled(
     sqs.steps.untouch(others)
     durable = sqs.steps.untouch(acked)
     if durable:
-        sqs.steps.drop(durable)
+        _unhide(sqs, sqs.steps.drop(durable))
 
 
 def _wait_of(meta: Meta) -> int | None:

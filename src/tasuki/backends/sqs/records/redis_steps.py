@@ -14,7 +14,7 @@ from tasuki.backends.base import SignalStatus
 from tasuki.backends.redis.codec import ms
 from tasuki.backends.redis.slots import key_slot
 from tasuki.backends.sqs.records.redis import RedisLeaseRecords, script
-from tasuki.backends.sqs.records.steps import CopyCheck, StepRecords, Verdict, Wake
+from tasuki.backends.sqs.records.steps import CopyCheck, Hidden, StepRecords, Verdict, Wake
 from tasuki.core.records import Receipt, StepRecord, Taken, Waiting
 
 
@@ -146,7 +146,11 @@ class RedisDurableRecords(StepRecords):
                 out.append(Verdict(int(reply) == 1))
         return out
 
-    def drop(self, messages: Sequence[tuple[str, str]]) -> None:
+    def drop(self, messages: Sequence[tuple[str, str]]) -> list[Hidden]:
+        hidden: list[Hidden] = []
         for queue, id in messages:
             _, steps, signals, wait = self._keys(queue, id)
-            self._eval("records_durable_drop", [steps, signals, wait], [])
+            reply = self._eval("records_durable_drop", [steps, signals, wait], [])
+            if isinstance(reply, list):
+                hidden.append(Hidden(_text(reply[0]), _text(reply[1])))
+        return hidden

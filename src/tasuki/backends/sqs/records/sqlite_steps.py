@@ -11,7 +11,14 @@ from collections.abc import Sequence
 from tasuki.backends.base import SignalStatus
 from tasuki.backends.sqlfiles import load_queries
 from tasuki.backends.sqs.records.sqlite import SQLiteLeaseRecords
-from tasuki.backends.sqs.records.steps import CopyCheck, StepRecords, Verdict, Wake
+from tasuki.backends.sqs.records.steps import (
+    LIVE_WAITS,
+    CopyCheck,
+    Hidden,
+    StepRecords,
+    Verdict,
+    Wake,
+)
 from tasuki.core.records import Receipt, StepRecord, Taken, Waiting
 
 QUERY_NAMES = (
@@ -283,18 +290,23 @@ class SQLiteStepRecords(StepRecords):
                     out.append(Verdict(True))
         return out
 
-    def drop(self, messages: Sequence[tuple[str, str]]) -> None:
+    def drop(self, messages: Sequence[tuple[str, str]]) -> list[Hidden]:
         if not messages:
-            return
+            return []
         now = time.time()
+        hidden: list[Hidden] = []
         with self.records._transaction(len(messages)) as db:
             for queue, id in messages:
                 key = {"key": self.key(queue, id)}
                 db.execute(SQL["drop_steps"], key)
                 db.execute(SQL["drop_signals"], key)
+                wait = db.execute(SQL["read_wait"], key).fetchone()
+                if wait is not None and wait["handle"] and wait["state"] in LIVE_WAITS:
+                    hidden.append(Hidden(wait["url"], wait["handle"]))
                 db.execute(SQL["end_wait"], key)
             self._drops += len(messages)
             if self._drops >= SWEEP_EVERY:
                 self._drops = 0
                 for name in ("sweep_steps", "sweep_signals", "sweep_waits"):
                     db.execute(SQL[name], {"now": now})
+        return hidden

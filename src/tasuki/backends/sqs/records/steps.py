@@ -30,6 +30,8 @@ from tasuki.core.records import Receipt, StepRecord, Taken, Waiting
 # settle was refused, or the worker died and the copy it leased came back), so the
 # message's older copy is its live one, and no signal wakes it.
 WaitState = Literal["pending", "waiting", "ended", "answered", "resent", "void"]
+# The states in which a signal may still wake the message.
+LIVE_WAITS: tuple[WaitState, ...] = ("pending", "waiting")
 
 
 class Wake(NamedTuple):
@@ -40,6 +42,14 @@ class Wake(NamedTuple):
     url: str
     entry: str
     handle: str = ""  # the receipt handle of its hidden copy (FIFO), '' if none is known
+
+
+class Hidden(NamedTuple):
+    """A copy hidden until its wake-up (FIFO) whose message is gone: the SQS queue and
+    its receipt handle, to make it visible now (it is then deleted as it is received)."""
+
+    url: str
+    handle: str
 
 
 class CopyCheck(NamedTuple):
@@ -153,7 +163,8 @@ class StepRecords(ABC):
         handle is kept with the wait."""
 
     @abstractmethod
-    def drop(self, messages: Sequence[tuple[str, str]]) -> None:
+    def drop(self, messages: Sequence[tuple[str, str]]) -> list[Hidden]:
         """The messages (queue, id) are gone (acked, cancelled, purged): their steps and
         signals go; of their wait only what refuses a delayed copy is kept, until it
-        would have woken."""
+        would have woken. Returned: the copies of those waits hidden until their wake-up
+        (FIFO), which would otherwise hold their message groups until then."""
