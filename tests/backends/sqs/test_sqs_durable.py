@@ -105,6 +105,11 @@ def _until(what: str, ok: Any, timeout: float = 30.0) -> None:
         time.sleep(0.1)
 
 
+def _counts(s: Any) -> tuple[int, int, int]:
+    """Ready, in flight, delayed: a hidden sleeper's copy counts as delayed."""
+    return s.ready, s.in_flight, s.delayed
+
+
 def test_a_durable_job_completes_on_a_fifo_queue(locked_url: str) -> None:
     """A step, a sleep and a wait for a signal on a `.fifo` queue: SQS has no per-message
     delay there, so the copy re-sent to sleep is visible at once; the worker that
@@ -155,10 +160,10 @@ def test_a_durable_job_completes_on_a_fifo_queue(locked_url: str) -> None:
             return waiting is not None and waiting.signal == "go"
 
         _until(f"waited for its signal; ran {calls}", waits_for_go)
-        # Its copy is hidden (not ready, not leased: SQS counts it in flight).
+        # Its copy is hidden (not ready, not leased: in flight to SQS, delayed to stats).
         _until(
             "hid the waiting copy",
-            lambda: (backend.stats(queue).ready, backend.stats(queue).in_flight) == (0, 1),
+            lambda: _counts(backend.stats(queue)) == (0, 0, 1),
         )
         time.sleep(2.0)  # time for the early runs today's code made
         assert len(runs) == 2, runs  # before the sleep and after it, none between
@@ -205,7 +210,7 @@ def test_a_fifo_sleeper_survives_a_worker_restart(locked_url: str) -> None:
     worker.start()
     try:
         _until("slept", lambda: first.backend.waiting(queue, "s1") is not None)
-        _until("hid the copy", lambda: first.backend.stats(queue).in_flight == 1)
+        _until("hid the copy", lambda: _counts(first.backend.stats(queue)) == (0, 0, 1))
     finally:
         worker.stop()
         first.close()
@@ -335,7 +340,8 @@ def test_a_fifo_copy_received_before_its_wake_up_is_hidden_not_leased(locked_url
         backend.enqueue([env(q, "next")])  # same group (the default): waits behind it
         assert backend.lease(q, 10, 30.0, wait=2.0) == []
         s = backend.stats(q)
-        assert (s.ready, s.in_flight) == (1, 1)  # the hidden copy, and the one behind it
+        # the one behind it is ready; the hidden copy sleeps (no lease): delayed
+        assert (s.ready, s.in_flight, s.delayed) == (1, 0, 1)
         waiting = backend.waiting(q, "h")
         assert waiting is not None and waiting.signal == "go"
         assert backend.signal(q, "h", "go", b"1") == "delivered"
@@ -401,7 +407,7 @@ def test_a_hidden_fifo_copy_at_the_visibility_ceiling_is_resent(
             assert backend.lease(q, 10, 30.0, wait=1.0) == []  # hidden, never delivered
         assert len(sends) > before  # re-sent at the ceiling
         s = backend.stats(q)
-        assert s.ready + s.in_flight == 1  # the new copy only: the old one was deleted
+        assert s.ready + s.in_flight + s.delayed == 1  # the new copy: the old one was deleted
         assert backend.signal(q, "c", "go", b"1") == "delivered"
         [woken] = backend.lease(q, 10, 30.0, wait=5.0)
         assert (woken.id, woken.attempt) == ("c", 1)

@@ -168,8 +168,8 @@ def admit_copies(sqs: Plumbing, info: QueueInfo, received: list[Received]) -> li
     for n, (message, meta, _, _) in enumerate(received):
         seq = _wait_of(meta)
         if seq is not None:
-            handle = message["ReceiptHandle"] if info.fifo else ""
-            checks.append((n, CopyCheck(info.name, meta.id, seq, _due(meta, now), handle)))
+            handle, url = (message["ReceiptHandle"], info.url) if info.fifo else ("", "")
+            checks.append((n, CopyCheck(info.name, meta.id, seq, _due(meta, now), handle, url)))
     if not checks:
         return received
     verdicts = store.admit([check for _, check in checks])

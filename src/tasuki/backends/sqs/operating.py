@@ -84,9 +84,14 @@ class Operating:
                     "ApproximateNumberOfMessagesDelayed",
                 ],
             )
+            # A FIFO sleeper's copy hidden until its wake-up is in flight to SQS, but it
+            # sleeps, holding no lease: counted as delayed, as a sleeper is elsewhere.
+            hidden = 0
+            if info.fifo and self.sqs.steps is not None:
+                hidden = min(self.sqs.steps.hidden(level.url), counts[1])
             ready += counts[0]
-            in_flight += counts[1]
-            delayed += counts[2]
+            in_flight += counts[1] - hidden
+            delayed += counts[2] + hidden
         dead = sum(
             self._counts(
                 info.dead_url,

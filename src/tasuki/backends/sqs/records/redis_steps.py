@@ -41,6 +41,17 @@ class RedisDurableRecords(StepRecords):
         lease = self._backend.keys.lock(self.records.lease_key(queue, id))
         return lease, slot_key(lease, "steps"), slot_key(lease, "signals"), slot_key(lease, "wait")
 
+    def _hidden_key(self, url: str) -> str:
+        """The copies hidden in the SQS queue `url` (ZSET: id by wake-up time); a second
+        key, outside the lease records' slots, so written by its own call (hides are
+        rare: a FIFO sleeper received early)."""
+        return self._backend.keys.lock(f"{self.records.namespace}hidden:{url}")
+
+    def hidden(self, url: str) -> int:
+        key, now = self._hidden_key(url), repr(time.time())
+        self._backend._command("ZREMRANGEBYSCORE", key, "-inf", now)
+        return int(self._backend._command("ZCOUNT", key, f"({now}", "+inf") or 0)
+
     def _ttl(self) -> int:
         return ms(self.records.lifetimes.id)
 
@@ -94,7 +105,10 @@ class RedisDurableRecords(StepRecords):
         if len(reply) < 4:
             return "delivered", None
         handle = _text(reply[4]) if len(reply) > 4 else ""
-        return "delivered", Wake(int(reply[1]), _text(reply[2]), _text(reply[3]), handle)
+        wake = Wake(int(reply[1]), _text(reply[2]), _text(reply[3]), handle)
+        if handle:  # woken: hidden no more (visible now, or its wait refuses it)
+            self._backend._command("ZREM", self._hidden_key(wake.url), id)
+        return "delivered", wake
 
     def resent(self, queue: str, id: str, seq: int) -> None:
         self._eval("records_durable_wait", [self._keys(queue, id)[3]], ["resent", seq, 0])
@@ -141,7 +155,10 @@ class RedisDurableRecords(StepRecords):
                 ["admit", c.seq, 1 if c.due else 0, c.handle, repr(time.time())],
             )
             if isinstance(reply, (bytes, str)):  # to hide until its wake-up
-                out.append(Verdict(False, float(_text(reply))))
+                until = float(_text(reply))
+                if c.url:
+                    self._backend._command("ZADD", self._hidden_key(c.url), repr(until), c.id)
+                out.append(Verdict(False, until))
             else:
                 out.append(Verdict(int(reply) == 1))
         return out
@@ -153,4 +170,5 @@ class RedisDurableRecords(StepRecords):
             reply = self._eval("records_durable_drop", [steps, signals, wait], [])
             if isinstance(reply, list):
                 hidden.append(Hidden(_text(reply[0]), _text(reply[1])))
+                self._backend._command("ZREM", self._hidden_key(hidden[-1].url), id)
         return hidden

@@ -39,6 +39,7 @@ QUERY_NAMES = (
     "put_wait",
     "set_wait",
     "put_handle",
+    "count_hidden",
     "placed",
     "drop_steps",
     "drop_signals",
@@ -289,6 +290,11 @@ class SQLiteStepRecords(StepRecords):
                         )
                     out.append(Verdict(True))
         return out
+
+    def hidden(self, url: str) -> int:
+        with self.records._transaction(0) as db:
+            row = db.execute(SQL["count_hidden"], {"url": url, "now": time.time()}).fetchone()
+        return int(row[0])
 
     def drop(self, messages: Sequence[tuple[str, str]]) -> list[Hidden]:
         if not messages:

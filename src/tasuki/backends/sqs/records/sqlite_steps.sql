@@ -102,6 +102,11 @@ WHERE key = :key AND seq = :seq AND state = :was;
 UPDATE tasuki_sqs_waits SET handle = :handle
 WHERE key = :key AND seq = :seq AND state IN ('pending', 'waiting');
 
+-- name: count_hidden
+-- The copies in one SQS queue hidden until their wake-up (FIFO), not yet woken.
+SELECT COUNT(*) FROM tasuki_sqs_waits
+WHERE url = :url AND handle != '' AND state IN ('pending', 'waiting') AND until > :now;
+
 -- name: placed
 -- The copy that sleeps was sent and the leased one deleted: the message waits now.
 UPDATE tasuki_sqs_waits SET state = 'waiting' WHERE key = :key AND seq = :seq AND state = 'pending';

@@ -63,6 +63,7 @@ class CopyCheck(NamedTuple):
     seq: int
     due: bool
     handle: str = ""
+    url: str = ""  # its SQS queue's (FIFO), to count it as hidden (`hidden`)
 
 
 class Verdict(NamedTuple):
@@ -161,6 +162,11 @@ class StepRecords(ABC):
         and that wait is void from then on. A copy with a handle (FIFO) whose wait is its
         last, not woken, and not yet due is to be hidden until the wait's wake-up, and its
         handle is kept with the wait."""
+
+    @abstractmethod
+    def hidden(self, url: str) -> int:
+        """How many copies in the SQS queue `url` are hidden until their wake-up (FIFO):
+        in flight to SQS, but asleep to tasuki (`stats` counts them as delayed)."""
 
     @abstractmethod
     def drop(self, messages: Sequence[tuple[str, str]]) -> list[Hidden]:
