@@ -142,3 +142,52 @@ def test_slow_backend_only_slows(faulty: FaultyBackend) -> None:
     faulty.stall("lease", seconds=0.02)
     app.worker(concurrency=4).run(until_idle=True, timeout=30)
     assert sorted(runs) == list(range(20)) and max(runs.values()) == 1
+
+
+def test_a_run_held_up_past_its_lease_before_it_began_does_not_run(
+    shared_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The SQS chaos run's one unexplained duplicate (1,000 faults): a worker's lease call
+    stalled (the lock store's writer frozen) past the lease's length, so the job began
+    after its lease had lapsed; another worker leased the message meanwhile, and both
+    ran it. A run that begins past its lease's deadline (counted from when the lease was
+    asked for) asks the backend first, and does not begin if the lease is gone."""
+    from tasuki.runtime.receiver import Receiver
+
+    app = tasuki.App(shared_url, middleware=[])
+    ran: list[str] = []
+
+    @app.job(visibility_timeout=1.0)
+    def once(n: int) -> None:
+        ran.append(threading.current_thread().name)
+
+    once.enqueue(1)
+    held = app.worker(concurrency=1, wait=0.05)
+    thawed, entered = threading.Event(), threading.Event()
+    receive = Receiver.receive_many
+
+    def receive_late(self: Receiver, deliveries: list[object], *args: object) -> object:
+        if not entered.is_set():  # the first worker's first lease: held up before the run
+            entered.set()
+            thawed.wait(30)
+        return receive(self, deliveries, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Receiver, "receive_many", receive_late)
+    held.start()
+    other = tasuki.App(shared_url, middleware=[])
+    other.jobs["once"] = app.jobs["once"]
+    try:
+        assert entered.wait(20)
+        time.sleep(2.2)  # the held-up run's lease lapses (SQS counts whole seconds)
+        other.worker(concurrency=1, wait=0.05).run(until_idle=True, timeout=20)
+        assert len(ran) == 1  # the other worker ran it
+        thawed.set()
+        deadline = time.monotonic() + 3.0  # time for the held-up run to begin, if it would
+        while time.monotonic() < deadline and len(ran) == 1:
+            time.sleep(0.05)
+    finally:
+        thawed.set()
+        held.stop(grace=5.0)
+        other.close()
+        app.close()
+    assert len(ran) == 1, "the run held up past its lease ran the job again"

@@ -291,12 +291,11 @@ class Context:
         duration = time.perf_counter() - t0
         return await asyncio.to_thread(self._keep, log, name, occurrence, value, started, duration)
 
-    def _check_held(self, name: str) -> None:
-        """Before a step runs: a run whose lease is lost does not start the step, which
-        another worker may have run and recorded meanwhile (and, the message finished
-        since, its records dropped: nothing would stop the step then). Where the lease
-        may have lapsed (a worker frozen past `lease_until`, which counts from when the
-        lease was asked for), the backend is asked: one round trip, only then."""
+    def confirm_held(self) -> bool:
+        """Whether this run may still act as the message's holder. Where the lease may
+        have lapsed (the worker was held up past `lease_until`, which counts from when
+        the lease was asked for), the backend is asked: one round trip, only then; a
+        refusal marks the lease lost."""
         lapsed = self.lease_until is not None and time.time() > self.lease_until
         if not self.lease_lost and lapsed and self._extender is not None:
             job, lease = self.job, self.message.lease
@@ -307,6 +306,14 @@ class Context:
             lapsed = self.lease_until is not None and time.time() > self.lease_until
         if self.lease_lost or lapsed:
             self._lost()
+            return False
+        return True
+
+    def _check_held(self, name: str) -> None:
+        """Before a step runs: a run whose lease is lost does not start the step, which
+        another worker may have run and recorded meanwhile (and, the message finished
+        since, its records dropped: nothing would stop the step then)."""
+        if not self.confirm_held():
             raise LeaseLost(
                 f"step {name!r} not run: the lease of message {self.message.id} is lost"
             )

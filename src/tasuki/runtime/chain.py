@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from tasuki import logs
 from tasuki.core.admission import START_MARGIN
 from tasuki.errors import Defer, Skip
 from tasuki.middleware.base import MiddlewareChain, Outcome
@@ -48,6 +49,14 @@ class ChainDriver:
 
     def before(self, task: Task) -> Outcome | None:
         """Run the steps on the way in; an Outcome if one of them decided the run's fate."""
+        if not task.ctx.confirm_held():
+            # Held up past the lease before the run began (frozen, or a lease call that
+            # stalled): the message may be another delivery's already. Not run, not
+            # settled: a run now would be a duplicate the holder's settle cannot stop.
+            task.depth = 0
+            if logs.enabled("lease lost"):
+                logs.event("lease lost", **task.fields, reason="lapsed before the run began")
+            return Outcome(action="skip", reason="its lease lapsed before the run began")
         if task.job.rate_limit is not None and _late(task):
             return Outcome(action="defer", delay=0.0, reason="too late a start for its rate")
         ctx = task.ctx
