@@ -86,8 +86,10 @@ def test_records_fence_count_and_refuse_stale_tokens(store: tuple[Backend, Lease
     _, records = store
     # a first lease: no record, the copy first received just now: its first receive
     assert records.take([take("m", "t1", 3, 0.2, "s1")]) == [Granted(3, 1, False)]
-    # SQS delivering the message again while the lease is live: refused, not counted
+    # SQS delivering the message again while the lease is live: refused, not counted;
+    # so is a second receive given the same receipt handle (the lease's very token)
     assert records.take([take("m", "dup", 4, 30.0, "s1")]) == [None]
+    assert records.take([take("m", "t1", 4, 30.0, "s1")]) == [None]
     time.sleep(0.3)
     # after the lease lapsed, a later lease whose receive count came back lower still
     # gets a higher number; its receives are the leases granted on the copy; and the

@@ -165,13 +165,14 @@ class SQLiteLeaseRecords(LeaseRecords, FlowRecords):
                 ):
                     granted.append(UNSENT_TAKE)
                     continue
-                # A live lease holds it, or (no owner) this very copy was acked, or
-                # another copy of a message sent once (`LeaseTake.once`): either way a
-                # duplicate delivery, not to run.
+                # A live lease holds it (even one of the same receipt handle: SQS never
+                # hands one handle to two receives, but a server that did, as moto's
+                # threads can, would give two workers one lease), or (no owner) this
+                # very copy was acked, or another copy of a message sent once
+                # (`LeaseTake.once`): either way a duplicate delivery, not to run.
                 if (
                     row is not None
                     and row["lease_until"] > now
-                    and row["owner"] != take.token
                     and (row["owner"] or row["copy"] == take.copy or take.once)
                 ):
                     granted.append(None if row["owner"] else ACKED_TAKE)

@@ -19,8 +19,9 @@
 --                 met while its record says acked is a second send, refused as acked
 --
 -- A lapsed or settled lease's record is replaced: the new lease is the current one.
--- Refused, as a duplicate delivery not to run (and not counted): a message whose other
--- lease is still live, and the very SQS message acked a moment ago (standard queues
+-- Refused, as a duplicate delivery not to run (and not counted): a message whose
+-- lease is still live (even under the same token: one receipt handle handed to two
+-- receives, which SQS never does and moto's threaded server can), and the very SQS message acked a moment ago (standard queues
 -- deliver at least once). The fence granted is one more than the record's where that is
 -- higher than the counted one; the receives one more than the record's for the same
 -- copy, the receive count where another copy's lease was never settled (or the count
@@ -50,11 +51,11 @@ for i, key in ipairs(KEYS) do
     local owner, until_ms, held, got, last = read_lease(cur)
     if cancelled(owner) then
       refused = -1
-    elseif until_ms > now and owner ~= token and owner == '' and (held == copy or once) then
+    elseif until_ms > now and owner == '' and (held == copy or once) then
       refused = -2
     elseif until_ms > now and unsent(owner) and held == copy then
       refused = -3
-    elseif until_ms > now and owner ~= token and owner ~= '' then
+    elseif until_ms > now and owner ~= '' then
       refused = true
     else
       if owner ~= '' then lapsed = 1 end
