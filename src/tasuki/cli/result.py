@@ -43,6 +43,10 @@ def result(
         _answer(as_json, queue, message_id, "pending", str(waiting), 3)
     except ResultMissing as missing:
         _answer(as_json, queue, message_id, "missing", str(missing), 4)
+    finally:
+        # Closed here, not left to the collector: run in-process (tests, scripts), a
+        # PostgreSQL pool collected on its own worker thread raises in `__del__`.
+        app.close()
     if as_json:
         doc = {"queue": queue, "id": message_id, "state": "ok", "value": value}
         click.echo(orjson.dumps(doc).decode())
