@@ -295,11 +295,13 @@ def main(argv: list[str] | None = None) -> int:
             if args.sweep:
                 sweep(bench, ctx, args.timeout, args.rounds or 3, args.section)
                 return 0
+            load_before = os.getloadavg()
             loaded, results = load_all(names, ctx)
             run_rounds(bench, loaded, results, args, rounds)
             info = machine.info(
                 server.version, section=args.section, postgres_url=postgres_env_url()
             )
+            info.update(load_before=load_before, load_after=os.getloadavg())
         except KeyboardInterrupt:
             say("interrupted: stopping every worker")
             return 130

@@ -160,6 +160,17 @@ def engines_text(machine: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def load_text(machine: dict[str, Any]) -> str:
+    """The load average before and after the run: on a shared machine, what else ran."""
+    before, after = machine.get("load_before"), machine.get("load_after")
+    if not before or not after:
+        return "Load average not recorded (a run from before the harness kept it)"
+    return (
+        f"Load average before {'/'.join(f'{x:.2f}' for x in before)}, "
+        f"after {'/'.join(f'{x:.2f}' for x in after)}"
+    )
+
+
 def provenance(machine: dict[str, Any]) -> str:
     """The command and the commit a run came from, and whether the code had changes."""
     commit = machine.get("tasuki_commit")
@@ -189,7 +200,7 @@ def markdown(
         f"{settings.messages:,} no-op jobs, one worker process per system, "
         f"{engines_text(machine)}, median of {rounds} interleaved round(s). "
         f"{machine['cpu']}, {machine['cores']} cores, Python {machine['python']}, "
-        f"{machine['date']}. {provenance(machine)}",
+        f"{machine['date']}. {load_text(machine)}. {provenance(machine)}",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "|".join(["---"] + ["--:"] * (len(header) - 1)) + "|",

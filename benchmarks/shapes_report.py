@@ -165,8 +165,6 @@ def markdown(data: dict[str, Any]) -> str:
         else f"{IO_SECONDS:.0f} s of each configuration's ideal for {s}"
         for s in shapes
     )
-    load = "/".join(f"{x:.2f}" for x in info["load_before"])
-    load_after = "/".join(f"{x:.2f}" for x in info["load_after"])
     out = [
         "<!-- written by `./dev bench shapes` (benchmarks/shapes_report.py): do not edit -->",
         "",
@@ -174,7 +172,7 @@ def markdown(data: dict[str, Any]) -> str:
         "rate = jobs ÷ (first job's start → every job ran and the queue is empty). "
         f"{report.engines_text(info)}, {info['cpu']}, {info['cores']} cores, "
         f"Python {info['python']}, {info['date']}; 1 ms of CPU = {info['spin_steps']:,} "
-        f"steps of `spin`. Load average before {load}, after {load_after}; "
+        f"steps of `spin`. {report.load_text(info)}; "
         f"{info['minutes']:.1f} min. {report.provenance(info)}",
         "",
     ]

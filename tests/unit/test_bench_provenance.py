@@ -74,3 +74,11 @@ def test_the_header_names_the_command_and_the_commit() -> None:
         "Command: `not recorded`; tasuki at revision `6e9a31a-dirty` "
         "(uncommitted changes, not recorded which)."
     )
+
+
+def test_the_header_names_the_load_before_and_after() -> None:
+    ran = {"load_before": [0.0, 0.12, 0.5], "load_after": [1.87, 1.2, 0.75]}
+    assert report.load_text(ran) == ("Load average before 0.00/0.12/0.50, after 1.87/1.20/0.75")
+    assert report.load_text({}) == (
+        "Load average not recorded (a run from before the harness kept it)"
+    )
