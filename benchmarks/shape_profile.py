@@ -1,17 +1,20 @@
 """`python -m benchmarks.shape_profile`: where a `tasuki worker`'s time goes on a real job
 shape, sampled by py-spy while it drains.
 
-Its own redis-server; `--jobs` messages of the shape job (`benchmarks/shape_jobs.py`)
-queued in bulk; one worker (`-c`, `--workers`) started on them; once the first job ran,
-`py-spy record` samples the worker for `--seconds` (all threads, `--idle` included, so a
-thread waiting shows as waiting), then `--gil` for as long again (only the thread holding
-the GIL: what the interpreter itself spends its time on). Printed: redis-py's `INCR`
-alone (shape a), the drain's rate, the worker's and redis-server's CPU per job, Redis's
-commands per job, and per thread the share of samples in each
-activity (`BUCKETS`: leasing, settling, running the job's own round trip, the pool's
-hand-off, waiting).
+Its own redis-server (the queue, and the job's own `INCR` in shape a; with `--shape pg`,
+shape b, the queue is on the PostgreSQL server of `./dev bench shapes postgres`, in a
+schema of its own emptied first, and the job is one `SELECT 1`); `--jobs` messages of
+the shape job (`benchmarks/shape_jobs.py`) queued in bulk; one worker (`-c`,
+`--workers`) started on them; once the first job ran, `py-spy record` samples the
+worker for `--seconds` (all threads, `--idle` included, so a thread waiting shows as
+waiting), then `--gil` for as long again (only the thread holding the GIL: what the
+interpreter itself spends its time on). Printed: redis-py's `INCR` alone (shape a), the
+drain's rate, the worker's and redis-server's CPU per job, Redis's commands per job,
+and per thread the share of samples in each activity (`BUCKETS`: leasing, settling,
+running the job's own round trip, the pool's hand-off, waiting).
 
     python -m benchmarks.shape_profile --py-spy /path/to/py-spy --shape redis -c 32
+    python -m benchmarks.shape_profile --py-spy /path/to/py-spy --shape pg -c 32 --jobs 80000
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import redis
 
 from benchmarks.drain import _cpu
@@ -34,13 +38,17 @@ from benchmarks.marks import ENV as MARKS_ENV
 from benchmarks.marks import Marks
 from benchmarks.peers.base import REDIS_ENV, ROOT
 from benchmarks.peers.tasuki_app import URL_ENV, build
+from benchmarks.peers.tasuki_runner import TABLES, postgres_url
 from benchmarks.redis_server import RedisServer
-from benchmarks.shape_jobs import SHAPE_ENV, SPIN_ENV
+from benchmarks.shape_jobs import POSTGRES_ENV, SHAPE_ENV, SPIN_ENV
+
+#: the schema `--shape pg` puts its queue in (emptied before each run)
+PG_SCHEMA = "tasuki_profile"
 
 #: (bucket, patterns of a frame's function or file that put a sample in it), the first
 #: match wins, looked for from the innermost frame outwards
 BUCKETS = (
-    ("job's own INCR", (r"shape_jobs\.py",)),
+    ("the job's own round trip", (r"shape_jobs\.py",)),
     ("lease", (r"(^|[^a-z])lease", r"_fetch", r"fetcher\.py.*_next")),
     ("settle / ack", (r"settle", r"(^|[^a-z])ack", r"finisher\.py", r"_done")),
     ("hand-off to the pool", (r"ThreadPool\.submit",)),
@@ -109,7 +117,7 @@ def incr_baseline(client: redis.Redis, calls: int = 10_000, tries: int = 5) -> s
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--py-spy", default="py-spy", help="the py-spy binary")
-    p.add_argument("--shape", default="redis", choices=("redis", "sleep", "cpu"))
+    p.add_argument("--shape", default="redis", choices=("redis", "pg", "sleep", "cpu"))
     p.add_argument("-c", "--concurrency", type=int, default=32)
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--jobs", type=int, default=200_000)
@@ -129,15 +137,31 @@ def main() -> None:
             Path(marks.path).unlink(missing_ok=True)
 
 
+def fresh_postgres_url() -> str:
+    """The queue's URL for `--shape pg`, its tables emptied (as each drain of `./dev bench
+    shapes postgres` starts)."""
+    base = postgres_url()
+    url = f"{base}{'&' if '?' in base else '?'}schema={PG_SCHEMA}"
+    app, _ = build(url)
+    try:
+        app.stats("default")  # the first use creates the schema
+    finally:
+        app.close()
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f"TRUNCATE {', '.join(f'{PG_SCHEMA}.{t}' for t in TABLES)}")
+    return url
+
+
 def run(args: argparse.Namespace, server: RedisServer, marks: Marks) -> None:
-    app, _ = build(server.url)
+    url = fresh_postgres_url() if args.shape == "pg" else server.url
+    app, _ = build(url)
     stats = redis.Redis.from_url(server.url)
     if args.shape == "redis":
         print(incr_baseline(stats), flush=True)
     job = app.jobs["shape"]
     for lo in range(0, args.jobs, 1000):
         job.enqueue_many([(i,) for i in range(lo, min(lo + 1000, args.jobs))])
-    env = dict(os.environ, **{URL_ENV: server.url, REDIS_ENV: server.url})
+    env = dict(os.environ, **{URL_ENV: url, REDIS_ENV: server.url, POSTGRES_ENV: postgres_url()})
     env.update({MARKS_ENV: marks.path, SHAPE_ENV: args.shape, SPIN_ENV: "36000"})
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     argv = [sys.executable, "-m", "tasuki", "worker", "benchmarks.peers.tasuki_app:app"]
@@ -160,7 +184,8 @@ def run(args: argparse.Namespace, server: RedisServer, marks: Marks) -> None:
         print(
             f"{args.shape}, -c {args.concurrency}: {jobs / (after[3] - before[3]):,.0f} jobs/s "
             f"over 2 s; worker CPU {1e6 * (after[1] - before[1]) / jobs:.0f} µs/job, "
-            f"redis-server {1e6 * (after[2] - before[2]) / jobs:.0f} µs/job",
+            f"redis-server {1e6 * (after[2] - before[2]) / jobs:.0f} µs/job"
+            + ("" if args.shape != "pg" else " (the queue is on PostgreSQL: see shape_pg_profile)"),
             flush=True,
         )
         for name in sorted(set(after[4]) | set(before[4])):
