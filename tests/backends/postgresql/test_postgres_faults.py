@@ -339,3 +339,35 @@ def test_a_client_frozen_mid_batch_frees_its_locks_after_a_second(
             holder.kill()
     assert held is not None, "the frozen client never held the row"
     assert held < 1.6, f"the row stayed locked {held:.1f}s behind a client frozen mid-batch"
+
+
+def test_a_settle_cut_off_before_its_commit_runs_again(
+    postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server ends a session left idle in a transaction for a second (a client
+    stalled that long on a loaded machine): the settle's transaction, rolled back whole,
+    runs once more on another connection instead of failing its caller."""
+    from tasuki.backends.base import Envelope, Settle
+    from tasuki.backends.postgres import from_url
+    from tasuki.backends.sql import settling
+
+    backend = from_url(postgres_server.url(f"t_{uuid.uuid4().hex[:12]}"))
+    try:
+        backend.enqueue([Envelope("q", "a", b"x")])
+        [d] = backend.lease("q", 1, 30.0)
+        real = settling.count_settled
+        calls: list[int] = []
+
+        def stalled(*args: object, **kwargs: object) -> None:
+            calls.append(1)
+            if len(calls) == 1:
+                time.sleep(1.6)  # past idle_in_transaction_session_timeout (1 s)
+            real(*args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(settling, "count_settled", stalled)
+        assert backend.settle([Settle.dead(d.receipt, "no", None)]) == [True]
+        assert len(calls) == 2, "the first transaction was not cut off"
+        assert backend.stats("q").dead == 1
+        assert [m.id for m in backend.dead_letters("q")] == ["a"]
+    finally:
+        backend.close()

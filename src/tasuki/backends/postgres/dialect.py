@@ -247,9 +247,10 @@ class PostgresDialect:
     def _errors(self) -> Iterator[None]:
         try:
             yield
-        except psycopg.OperationalError as exc:
-            # The connections given back before this may be broken alike (a restart):
-            # each is tried before its next use.
+        except (psycopg.OperationalError, psycopg.errors.IdleInTransactionSessionTimeout) as exc:
+            # The connection is gone (the second: the server ended a transaction left
+            # idle past IDLE_IN_TRANSACTION). Those given back before this may be broken
+            # alike (a restart): each is tried before its next use.
             self._suspect_since = time.monotonic()
             raise BackendUnavailable(f"PostgreSQL at {self.display_url}: {exc}") from exc
         except psycopg.Error as exc:

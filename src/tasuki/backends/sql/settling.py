@@ -29,6 +29,7 @@ from tasuki.backends.sql.steps import (
     drop_unique_locks,
 )
 from tasuki.core.records import HISTORY_LIMIT, death_detail, error_summary, release_event
+from tasuki.errors import BackendUnavailable
 
 
 def settle(
@@ -51,13 +52,29 @@ def settle(
     # its ack.
     kept = any(items[n].effects is not None for n in acks)
     alone = dialect.cte_writes and not releases and not deaths and not kept
-    with dialect.statements() if alone else dialect.write() as conn:
-        batch = _Batch(dialect, conn, clock(), aging)
-        for indexes, step in ((acks, batch.ack), (releases, batch.release), (deaths, batch.dead)):
-            if indexes:
-                for n, settled in zip(indexes, step([items[n] for n in indexes]), strict=True):
-                    results[n] = settled
-        batch.finish()
+    for attempt in (1, 2):
+        body_done = False
+        try:
+            with dialect.statements() if alone else dialect.write() as conn:
+                batch = _Batch(dialect, conn, clock(), aging)
+                steps = ((acks, batch.ack), (releases, batch.release), (deaths, batch.dead))
+                for indexes, step in steps:
+                    if indexes:
+                        settled = step([items[n] for n in indexes])
+                        for n, one in zip(indexes, settled, strict=True):
+                            results[n] = one
+                batch.finish()
+                body_done = True
+            break
+        except BackendUnavailable:
+            # A transaction whose connection was lost before its COMMIT changed nothing
+            # (PostgreSQL ends one left idle in a transaction for a second: a client
+            # stalled that long, on a loaded machine, mid-batch): run it once more on
+            # another connection. An autocommit statement, or a COMMIT whose fate is not
+            # known, is not repeated: the caller hears of it.
+            if alone or body_done or attempt == 2:
+                raise
+            results = [False] * len(items)
     if batch.woken or batch.results or batch.applied.enqueued:
         dialect.committed()
     return results
